@@ -1,0 +1,126 @@
+// SHA-256 (known vectors, context reuse) and CRC-32C (known vectors, the
+// SSE4.2 and table paths agreeing).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <thread>
+
+#include "chunk/crc32c_impl.h"
+#include "hiodsfs/fingerprint.h"
+#include "test_data.h"
+
+using hiodsfs::Sha256;
+
+namespace {
+
+std::string sha_hex(Sha256& sha, const std::string& s) { return sha.digest(s.data(), s.size()).hex(); }
+
+}  // namespace
+
+TEST_CASE("SHA-256 known vectors", "[sha256]") {
+    Sha256 sha;
+    CHECK(sha_hex(sha, "") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CHECK(sha_hex(sha, "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha_hex(sha, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    CHECK(sha_hex(sha, std::string(1000000, 'a')) ==
+          "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    // Same context again after a large input: no state carried over.
+    CHECK(sha_hex(sha, "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha_hex(hiodsfs::thread_sha256(), "abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("a reused SHA-256 context gives the same digests as fresh ones", "[sha256]") {
+    const auto data = hiodsfs::test::random_bytes(4 << 20, 11);
+    Sha256 reused;
+    std::uint64_t seed = 12;
+    std::size_t pos = 0;
+    int n = 0;
+    while (pos < data.size()) {
+        const std::size_t len =
+            std::min<std::size_t>(data.size() - pos, hiodsfs::test::splitmix64(seed) % 70000);
+        Sha256 fresh;
+        const auto a = reused.digest(data.data() + pos, len);
+        CHECK(a == fresh.digest(data.data() + pos, len));
+        CHECK(a == hiodsfs::thread_sha256().digest(data.data() + pos, len));
+        pos += len;
+        ++n;
+    }
+    CHECK(n > 50);
+    // Different inputs must of course give different digests.
+    CHECK_FALSE(reused.digest(data.data(), 100) == reused.digest(data.data() + 1, 100));
+}
+
+TEST_CASE("thread_sha256 is one instance per thread", "[sha256]") {
+    Sha256* main_one = &hiodsfs::thread_sha256();
+    CHECK(&hiodsfs::thread_sha256() == main_one);
+    Sha256* other = nullptr;
+    std::string other_hex;
+    std::thread t([&] {
+        other = &hiodsfs::thread_sha256();
+        other_hex = sha_hex(*other, "abc");
+    });
+    t.join();
+    CHECK(other != main_one);
+    CHECK(other_hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("CRC-32C known vectors", "[crc32c]") {
+    const std::string check = "123456789";
+    CHECK(hiodsfs::crc32c(check.data(), check.size()) == 0xE3069283u);
+    CHECK(hiodsfs::crc32c(check.data(), 0) == 0u);
+    // RFC 3720 (iSCSI) appendix B.4 vectors.
+    std::uint8_t buf[32];
+    std::fill(std::begin(buf), std::end(buf), 0x00);
+    CHECK(hiodsfs::crc32c(buf, 32) == 0x8A9136AAu);
+    std::fill(std::begin(buf), std::end(buf), 0xFF);
+    CHECK(hiodsfs::crc32c(buf, 32) == 0x62A8AB43u);
+    for (int i = 0; i < 32; ++i) buf[i] = static_cast<std::uint8_t>(i);
+    CHECK(hiodsfs::crc32c(buf, 32) == 0x46DD794Eu);
+    for (int i = 0; i < 32; ++i) buf[i] = static_cast<std::uint8_t>(31 - i);
+    CHECK(hiodsfs::crc32c(buf, 32) == 0x113FDB5Cu);
+    for (auto* f : {&hiodsfs::chunk_detail::crc32c_portable, &hiodsfs::chunk_detail::crc32c_hw}) {
+        if (f == &hiodsfs::chunk_detail::crc32c_hw && !hiodsfs::chunk_detail::crc32c_hw_available())
+            continue;
+        CHECK(f(check.data(), check.size(), 0) == 0xE3069283u);
+    }
+}
+
+TEST_CASE("CRC-32C seed continues a checksum", "[crc32c]") {
+    const auto data = hiodsfs::test::random_bytes(10007, 13);
+    const std::uint32_t whole = hiodsfs::crc32c(data.data(), data.size());
+    for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096},
+                              data.size()}) {
+        const std::uint32_t first = hiodsfs::crc32c(data.data(), split);
+        CHECK(hiodsfs::crc32c(data.data() + split, data.size() - split, first) == whole);
+    }
+}
+
+TEST_CASE("CRC-32C hardware and table paths agree", "[crc32c]") {
+    if (!hiodsfs::chunk_detail::crc32c_hw_available()) {
+        WARN("no SSE4.2 on this CPU: only the table path is tested");
+        return;
+    }
+    const auto data = hiodsfs::test::random_bytes(1 << 16, 14);
+    std::uint64_t seed = 15;
+    int compared = 0;
+    for (std::size_t align = 0; align < 16; ++align) {
+        for (std::size_t len : {0, 1, 3, 7, 8, 9, 15, 17, 63, 255, 1021, 4099, 65519}) {
+            if (align + len > data.size()) continue;
+            const auto s = static_cast<std::uint32_t>(hiodsfs::test::splitmix64(seed));
+            const std::uint8_t* p = data.data() + align;
+            REQUIRE(hiodsfs::chunk_detail::crc32c_hw(p, len, s) ==
+                    hiodsfs::chunk_detail::crc32c_portable(p, len, s));
+            ++compared;
+        }
+    }
+    for (int i = 0; i < 2000; ++i) {
+        const std::size_t off = hiodsfs::test::splitmix64(seed) % data.size();
+        const std::size_t len = hiodsfs::test::splitmix64(seed) % (data.size() - off + 1);
+        REQUIRE(hiodsfs::chunk_detail::crc32c_hw(data.data() + off, len, 0) ==
+                hiodsfs::chunk_detail::crc32c_portable(data.data() + off, len, 0));
+        ++compared;
+    }
+    CHECK(compared > 2000);
+}
