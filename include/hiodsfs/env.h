@@ -1,0 +1,55 @@
+// Env: every file the store itself reads or writes (segments, the format
+// record, the lock file) goes through this interface, so tests can swap in
+// a fault-injecting implementation (short writes, ENOSPC, EIO, a crash that
+// drops whatever was not synced). LMDB does its own I/O and is not routed here.
+// Thread-safety: Env and File implementations are safe for concurrent use
+// as long as two threads do not write the same byte range at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+class File {
+public:
+    virtual ~File() = default;
+    // Writes all of len bytes at offset or returns an error (a short write
+    // is reported as EIO after retrying, never silently).
+    virtual Status pwrite(const void* data, std::size_t len, std::uint64_t offset) = 0;
+    // Reads up to len bytes at offset; *got is the number read (less at EOF).
+    virtual Status pread(void* data, std::size_t len, std::uint64_t offset, std::size_t* got) = 0;
+    // Makes every byte written so far durable (fdatasync).
+    virtual Status sync() = 0;
+    virtual Status size(std::uint64_t* out) = 0;
+    virtual Status truncate(std::uint64_t length) = 0;
+};
+
+enum class OpenMode {
+    kRead,          // existing file, read only
+    kReadWrite,     // existing file, or create it
+    kCreateNew,     // create, fail with EEXIST if it exists
+};
+
+class Env {
+public:
+    virtual ~Env() = default;
+    virtual Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) = 0;
+    virtual Status unlink(const std::string& path) = 0;
+    virtual Status rename(const std::string& from, const std::string& to) = 0;
+    virtual Status mkdir(const std::string& path) = 0;  // ok if it exists
+    virtual Status list_dir(const std::string& path, std::vector<std::string>* names) = 0;
+    virtual bool exists(const std::string& path) = 0;
+    // Makes a directory's entries (created, renamed, removed files) durable.
+    virtual Status sync_dir(const std::string& path) = 0;
+
+    // The process-wide POSIX implementation.
+    static Env* posix();
+};
+
+}  // namespace hiodsfs

@@ -1,0 +1,90 @@
+// SegmentStore: chunk bytes in append-only segment files of bounded size
+// under STORE/segments/. Each record is self-describing:
+//   header (24 B): magic u32 | payload length u32 | chunk id u64 |
+//                  crc32c(payload) u32 | crc32c(first 20 header bytes) u32
+//   payload
+// so a torn tail left by a crash is detected on open and ignored (appends
+// resume after the last intact record). A segment is never modified once
+// sealed; whole segments are removed by compaction.
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/env.h"
+#include "hiodsfs/status.h"
+#include "hiodsfs/types.h"
+
+namespace hiodsfs {
+
+struct SegmentStoreOptions {
+    std::uint64_t max_segment_bytes = 64ull << 20;
+    // Appends are gathered in memory and written in blocks of this size.
+    std::size_t write_buffer_bytes = 1u << 20;
+    // Segment files kept open for reads (least recently used are closed).
+    std::size_t max_open_segments = 256;
+};
+
+struct SegmentRecord {
+    SegmentId segment = 0;
+    std::uint64_t header_offset = 0;
+    ChunkLocation location;  // payload
+    ChunkId chunk = 0;
+    bool payload_ok = false;  // crc32c of the payload matches (only when verified)
+};
+
+class SegmentStore {
+public:
+    static constexpr std::uint32_t kRecordMagic = 0x48445347;  // "HDSG"
+    static constexpr std::uint32_t kHeaderBytes = 24;
+
+    // Opens (creating if needed) the segment directory `dir`. Scans the
+    // newest segment and drops a torn tail. If it is damaged in the middle
+    // instead (an intact record follows the damage), nothing is cut and
+    // appending continues in a new segment.
+    static Status open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
+                       std::unique_ptr<SegmentStore>* out);
+    ~SegmentStore();
+
+    // Appends one chunk. The location is valid at once for read(); the bytes
+    // are durable only after sync(). If writing the buffer fails (ENOSPC, EIO)
+    // the append fails, and buffered records stay readable and are written
+    // again by the next append, flush() or sync().
+    Status append(ChunkId chunk, const void* data, std::uint32_t len, ChunkLocation* out);
+    // Reads the whole payload of a record into out (loc.length bytes) and
+    // verifies its checksum and chunk id; EIO with a clear message otherwise.
+    Status read(const ChunkLocation& loc, ChunkId chunk, void* out);
+    // Makes every record appended so far durable (data, then new directory
+    // entries). Cheap when nothing was appended since the last sync. After a
+    // failed fdatasync, append/flush/sync keep failing until the store is
+    // reopened: the kernel may have dropped the unsynced pages, so a later
+    // sync could not promise anything. Reads still work.
+    Status sync();
+    // Writes buffered appends to the files without syncing.
+    Status flush();
+
+    // Every segment with its file size in bytes (for the active segment,
+    // appended bytes still in the write buffer are counted too).
+    Status list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out);
+    // Calls fn for each intact record of a segment in order; stops at a torn
+    // or corrupt header. verify_payload also checks each payload's crc32c.
+    Status scan(SegmentId segment, bool verify_payload,
+                const std::function<bool(const SegmentRecord&)>& fn);
+    // Deletes a sealed segment (never the one being appended to).
+    Status remove(SegmentId segment);
+    // Sum of all segment file sizes (as list_segments counts them).
+    std::uint64_t disk_bytes();
+    SegmentId active_segment();
+
+private:
+    struct Impl;
+    explicit SegmentStore(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hiodsfs
