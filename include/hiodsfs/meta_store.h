@@ -1,0 +1,155 @@
+// MetaStore: the LMDB environment under STORE/meta and its named databases.
+//
+// Group commit: one LMDB write transaction stays open and collects the
+// changes of many operations; commit_group() makes them durable together.
+// Each operation runs in its own nested transaction (Txn), so it is atomic:
+// a failure half-way rolls back that operation only. Every read goes
+// through the same write transaction, so operations see each other's
+// uncommitted changes.
+//
+// The environment is opened with MDB_NOLOCK: exactly one process may have
+// a store open (the engine holds STORE/lock), and within it all access is
+// serialized by the MetaStore mutex that a Txn holds for its lifetime.
+// Thread-safety: begin() may be called from any thread; a Txn is used by the
+// thread that began it and must not outlive its scope.
+#pragma once
+
+#include <lmdb.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "hiodsfs/engine.h"
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+// Named databases. Keys with numbers are big-endian so they sort numerically.
+enum class Db : int {
+    kSuper = 0,     // "state" -> SuperState
+    kInodes,        // ino -> InodeRecord
+    kDirents,       // parent ino + name -> child ino, type
+    kExtents,       // ino + file offset -> Extent
+    kChunks,        // chunk id -> ChunkRecord
+    kFingerprints,  // SHA-256 digest -> chunk id
+    kDirty,         // sequence -> dirty record (work for the background pass)
+    kXattrs,        // ino + name -> value
+    kOrphans,       // ino -> "" (unlinked while still open; freed on next open)
+    kSegments,      // segment id -> live payload bytes
+    kHistory,       // time -> sample (for hiodsfs-stat)
+    kCount
+};
+
+// Persistent global state, kept in memory while the store is open and
+// written to kSuper with every group commit.
+struct SuperState {
+    SpaceCounters counters;
+    std::uint64_t next_ino = 2;  // 1 is the root
+    std::uint64_t next_chunk = 1;
+    std::uint64_t next_dirty = 1;
+};
+
+class MetaStore;
+
+// A read/write cursor over one database of a Txn.
+class Cursor {
+public:
+    Cursor(Cursor&& other) noexcept : c_(other.c_) { other.c_ = nullptr; }
+    Cursor(const Cursor&) = delete;
+    Cursor& operator=(const Cursor&) = delete;
+    ~Cursor();
+
+    // Positions at the first key >= key. False if there is none.
+    bool seek(std::string_view key);
+    bool first();
+    bool last();
+    bool next();
+    bool prev();
+    std::string_view key() const;
+    std::string_view value() const;
+    const Status& status() const { return st_; }
+
+private:
+    friend class Txn;
+    explicit Cursor(MDB_cursor* c) : c_(c) {}
+    bool move(MDB_cursor_op op, std::string_view* key = nullptr);
+    MDB_cursor* c_;
+    MDB_val k_{}, v_{};
+    Status st_;
+};
+
+class Txn {
+public:
+    Txn(Txn&&) = delete;
+    Txn(const Txn&) = delete;
+    ~Txn();  // aborts unless commit() was called
+
+    // found=false and ok when the key is absent. The view is valid until the
+    // next change in this Txn.
+    Status get(Db db, std::string_view key, std::string_view* value, bool* found);
+    Status put(Db db, std::string_view key, std::string_view value);
+    // Ok whether or not the key existed; *existed tells which if given.
+    Status del(Db db, std::string_view key, bool* existed = nullptr);
+    Cursor cursor(Db db);
+
+    SuperState& super();
+    // Folds this operation into the open group; it becomes durable with the
+    // next commit_group().
+    Status commit();
+
+private:
+    friend class MetaStore;
+    Txn(MetaStore* store, std::unique_lock<std::mutex> lock);
+    MetaStore* store_;
+    std::unique_lock<std::mutex> lock_;
+    MDB_txn* txn_ = nullptr;
+    SuperState saved_;  // restored if the operation aborts
+    bool done_ = false;
+};
+
+class MetaStore {
+public:
+    static Status open(const std::string& dir, std::uint64_t map_bytes, bool read_only,
+                       std::unique_ptr<MetaStore>* out);
+    // Aborts the open group: whatever was not committed is lost, as in a crash.
+    ~MetaStore();
+
+    // Starts an operation: takes the store's mutex and opens a nested
+    // transaction in the group (a read-only store reads the group directly).
+    Status begin(std::unique_ptr<Txn>* out);
+
+    // Commits the open group. `before` runs first, under the lock, so the
+    // caller can make the data the group refers to durable.
+    Status commit_group(const std::function<Status()>& before);
+    // Operations folded in since the last commit_group().
+    std::uint64_t pending_ops();
+    bool read_only() const { return read_only_; }
+
+private:
+    friend class Txn;
+    MetaStore() = default;
+    Status ensure_group();  // caller holds mu_
+
+    std::mutex mu_;
+    MDB_env* env_ = nullptr;
+    MDB_dbi dbi_[static_cast<int>(Db::kCount)]{};
+    MDB_txn* group_ = nullptr;
+    SuperState super_;
+    std::uint64_t pending_ops_ = 0;
+    bool read_only_ = false;
+};
+
+inline SuperState& Txn::super() { return store_->super_; }
+
+// Fixed-width big-endian encoding for keys, little-endian for values.
+void put_be64(std::string* out, std::uint64_t v);
+std::uint64_t get_be64(std::string_view in, std::size_t pos = 0);
+std::string key_u64(std::uint64_t v);
+std::string key_u64_u64(std::uint64_t a, std::uint64_t b);
+std::string key_u64_str(std::uint64_t a, std::string_view s);
+
+}  // namespace hiodsfs

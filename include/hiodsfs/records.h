@@ -1,0 +1,73 @@
+// On-disk value layouts of the metadata databases (see meta_store.h for the
+// keys). Values are the raw bytes of these trivially copyable structs; the
+// store's format version guards the layout (little-endian 64-bit hosts).
+// Shared by the engine, hiodsfs-fsck and hiodsfs-stat.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "hiodsfs/types.h"
+
+namespace hiodsfs {
+
+constexpr std::uint32_t kFormatVersion = 1;
+
+struct InodeRecord {
+    std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
+    std::uint64_t rdev = 0;
+    std::uint64_t size = 0;
+    std::uint64_t mapped = 0;  // bytes covered by extents (what st_blocks reports)
+    std::uint64_t parent = 0;  // directories: the parent directory
+    std::int64_t atime_s = 0, mtime_s = 0, ctime_s = 0;
+    std::uint32_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+    std::uint32_t reserved = 0;
+    // A symlink's target follows the struct in the stored value.
+};
+
+// A file range [key offset, + length) maps to [chunk_off, + length) of a chunk.
+struct ExtentRecord {
+    ChunkId chunk = 0;
+    std::uint32_t chunk_off = 0;
+    std::uint32_t length = 0;
+};
+
+struct ChunkRecord {
+    enum : std::uint8_t {
+        kIndexed = 1,  // digest is valid and the fingerprint index points here
+    };
+    SegmentId segment = 0;
+    std::uint32_t length = 0;
+    std::uint64_t offset = 0;  // payload offset in the segment
+    std::uint32_t refs = 0;    // number of extents that refer to this chunk
+    std::uint8_t flags = 0;
+    std::uint8_t reserved[3] = {};
+    Digest digest;
+    ChunkLocation location() const { return ChunkLocation{segment, offset, length}; }
+};
+
+struct DirentValue {
+    InodeId ino = 0;
+    std::uint32_t type = 0;  // S_IFMT bits
+    std::uint32_t reserved = 0;
+};
+
+template <typename T>
+std::string_view as_bytes(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return std::string_view(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+// False if the stored value is too short to hold a T.
+template <typename T>
+bool from_bytes(std::string_view in, T* out) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (in.size() < sizeof(T)) return false;
+    std::memcpy(out, in.data(), sizeof(T));
+    return true;
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,268 @@
+#include "hiodsfs/meta_store.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <type_traits>
+
+namespace hiodsfs {
+namespace {
+
+const char* const kDbNames[] = {"super",  "inodes", "dirents",  "extents", "chunks", "fingerprints",
+                                "dirty",  "xattrs", "orphans",  "segments", "history"};
+static_assert(sizeof(kDbNames) / sizeof(kDbNames[0]) == static_cast<int>(Db::kCount));
+
+constexpr std::string_view kSuperKey = "state";
+
+Status lmdb_error(int rc, const std::string& what) {
+    if (rc == MDB_MAP_FULL) return Status::error(ENOSPC, what + ": metadata map is full");
+    if (rc > 0) return Status::from_errno(rc, what);  // LMDB passes errno values through
+    return Status::error(EIO, what + ": " + mdb_strerror(rc));
+}
+
+MDB_val to_val(std::string_view s) {
+    MDB_val v;
+    v.mv_size = s.size();
+    v.mv_data = const_cast<char*>(s.data());
+    return v;
+}
+
+std::string_view from_val(const MDB_val& v) {
+    return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+// SuperState is stored as its raw bytes: the store's format version guards
+// the layout (it only runs on little-endian 64-bit hosts).
+static_assert(std::is_trivially_copyable_v<SuperState>);
+
+}  // namespace
+
+void put_be64(std::string* out, std::uint64_t v) {
+    for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+
+std::uint64_t get_be64(std::string_view in, std::size_t pos) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[pos + i]);
+    return v;
+}
+
+std::string key_u64(std::uint64_t v) {
+    std::string k;
+    k.reserve(8);
+    put_be64(&k, v);
+    return k;
+}
+
+std::string key_u64_u64(std::uint64_t a, std::uint64_t b) {
+    std::string k;
+    k.reserve(16);
+    put_be64(&k, a);
+    put_be64(&k, b);
+    return k;
+}
+
+std::string key_u64_str(std::uint64_t a, std::string_view s) {
+    std::string k;
+    k.reserve(8 + s.size());
+    put_be64(&k, a);
+    k.append(s);
+    return k;
+}
+
+// ---- Cursor ----
+
+Cursor::~Cursor() {
+    if (c_ != nullptr) mdb_cursor_close(c_);
+}
+
+bool Cursor::move(MDB_cursor_op op, std::string_view* key) {
+    if (c_ == nullptr) return false;
+    MDB_val k{};
+    if (key != nullptr) k = to_val(*key);
+    int rc = mdb_cursor_get(c_, key != nullptr ? &k : &k_, &v_, op);
+    if (rc == MDB_NOTFOUND) return false;
+    if (rc != 0) {
+        st_ = lmdb_error(rc, "metadata cursor");
+        return false;
+    }
+    if (key != nullptr) k_ = k;
+    return true;
+}
+
+bool Cursor::seek(std::string_view key) { return move(MDB_SET_RANGE, &key); }
+bool Cursor::first() { return move(MDB_FIRST); }
+bool Cursor::last() { return move(MDB_LAST); }
+bool Cursor::next() { return move(MDB_NEXT); }
+bool Cursor::prev() { return move(MDB_PREV); }
+std::string_view Cursor::key() const { return from_val(k_); }
+std::string_view Cursor::value() const { return from_val(v_); }
+
+// ---- Txn ----
+
+Txn::Txn(MetaStore* store, std::unique_lock<std::mutex> lock)
+    : store_(store), lock_(std::move(lock)), saved_(store->super_) {}
+
+Txn::~Txn() {
+    if (!done_ && txn_ != nullptr && txn_ != store_->group_) {
+        mdb_txn_abort(txn_);
+        store_->super_ = saved_;
+    }
+}
+
+Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* found) {
+    MDB_val k = to_val(key), v{};
+    int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        *found = false;
+        return Status::ok();
+    }
+    if (rc != 0) return lmdb_error(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
+    *found = true;
+    *value = from_val(v);
+    return Status::ok();
+}
+
+Status Txn::put(Db db, std::string_view key, std::string_view value) {
+    if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
+    MDB_val k = to_val(key), v = to_val(value);
+    int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
+    if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+    return Status::ok();
+}
+
+Status Txn::del(Db db, std::string_view key, bool* existed) {
+    if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
+    MDB_val k = to_val(key);
+    int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
+    if (existed != nullptr) *existed = (rc == 0);
+    if (rc == MDB_NOTFOUND) return Status::ok();
+    if (rc != 0) return lmdb_error(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
+    return Status::ok();
+}
+
+Cursor Txn::cursor(Db db) {
+    MDB_cursor* c = nullptr;
+    int rc = mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
+    Cursor cur(rc == 0 ? c : nullptr);
+    if (rc != 0) cur.st_ = lmdb_error(rc, "metadata cursor open");
+    return cur;
+}
+
+Status Txn::commit() {
+    if (done_) return Status::ok();
+    done_ = true;
+    if (txn_ == store_->group_) return Status::ok();  // read-only store
+    int rc = mdb_txn_commit(txn_);
+    txn_ = nullptr;
+    if (rc != 0) {
+        store_->super_ = saved_;
+        return lmdb_error(rc, "metadata operation commit");
+    }
+    ++store_->pending_ops_;
+    return Status::ok();
+}
+
+// ---- MetaStore ----
+
+Status MetaStore::open(const std::string& dir, std::uint64_t map_bytes, bool read_only,
+                       std::unique_ptr<MetaStore>* out) {
+    std::unique_ptr<MetaStore> m(new MetaStore());
+    m->read_only_ = read_only;
+    if (!read_only && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return Status::from_errno(errno, "create metadata directory " + dir);
+    int rc = mdb_env_create(&m->env_);
+    if (rc != 0) return lmdb_error(rc, "metadata environment");
+    mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
+    mdb_env_set_mapsize(m->env_, map_bytes);
+    unsigned flags = MDB_NOLOCK | MDB_NOTLS | (read_only ? MDB_RDONLY : 0u);
+    rc = mdb_env_open(m->env_, dir.c_str(), flags, 0600);
+    if (rc != 0) return lmdb_error(rc, "open metadata in " + dir);
+
+    MDB_txn* txn = nullptr;
+    rc = mdb_txn_begin(m->env_, nullptr, read_only ? MDB_RDONLY : 0u, &txn);
+    if (rc != 0) return lmdb_error(rc, "metadata transaction");
+    for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
+        rc = mdb_dbi_open(txn, kDbNames[i], read_only ? 0u : MDB_CREATE, &m->dbi_[i]);
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+            return lmdb_error(rc, std::string("metadata database ") + kDbNames[i]);
+        }
+    }
+    MDB_val k = to_val(kSuperKey), v{};
+    rc = mdb_get(txn, m->dbi_[0], &k, &v);
+    if (rc == 0) {
+        if (v.mv_size != sizeof(SuperState)) {
+            mdb_txn_abort(txn);
+            return Status::error(EUCLEAN, "metadata super record has the wrong size");
+        }
+        std::memcpy(&m->super_, v.mv_data, sizeof(SuperState));
+    } else if (rc != MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        return lmdb_error(rc, "metadata super record");
+    }
+    if (read_only) {
+        m->group_ = txn;  // one snapshot for the whole read-only session
+    } else {
+        rc = mdb_txn_commit(txn);
+        if (rc != 0) return lmdb_error(rc, "metadata initialisation");
+    }
+    *out = std::move(m);
+    return Status::ok();
+}
+
+MetaStore::~MetaStore() {
+    if (group_ != nullptr) mdb_txn_abort(group_);
+    if (env_ != nullptr) mdb_env_close(env_);
+}
+
+Status MetaStore::ensure_group() {
+    if (group_ != nullptr) return Status::ok();
+    int rc = mdb_txn_begin(env_, nullptr, 0, &group_);
+    if (rc != 0) {
+        group_ = nullptr;
+        return lmdb_error(rc, "metadata transaction");
+    }
+    return Status::ok();
+}
+
+Status MetaStore::begin(std::unique_ptr<Txn>* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    HIODSFS_TRY(ensure_group());
+    std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
+    if (read_only_) {
+        t->txn_ = group_;
+    } else {
+        int rc = mdb_txn_begin(env_, group_, 0, &t->txn_);
+        if (rc != 0) {
+            t->txn_ = nullptr;
+            t->done_ = true;
+            return lmdb_error(rc, "metadata operation");
+        }
+    }
+    *out = std::move(t);
+    return Status::ok();
+}
+
+Status MetaStore::commit_group(const std::function<Status()>& before) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (read_only_ || group_ == nullptr) return Status::ok();
+    if (before) HIODSFS_TRY(before());
+    std::string_view state(reinterpret_cast<const char*>(&super_), sizeof(super_));
+    MDB_val k = to_val(kSuperKey), v = to_val(state);
+    int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
+    if (rc != 0) return lmdb_error(rc, "metadata super record");
+    rc = mdb_txn_commit(group_);
+    group_ = nullptr;
+    pending_ops_ = 0;
+    if (rc != 0) return lmdb_error(rc, "metadata commit");
+    return Status::ok();
+}
+
+std::uint64_t MetaStore::pending_ops() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_ops_;
+}
+
+}  // namespace hiodsfs
