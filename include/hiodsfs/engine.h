@@ -1,0 +1,199 @@
+// Engine: the file system as a library. Inodes, directories, symlinks,
+// extended attributes and file contents over a store directory:
+//   STORE/FORMAT     format version and chunking parameters (text)
+//   STORE/lock       flock held by the one process that has the store open
+//   STORE/meta/      LMDB environment (inodes, dirents, extents, chunks,
+//                    fingerprint index, dirty queue, xattrs, counters)
+//   STORE/segments/  chunk bytes (see segment_store.h)
+// Writes are chunked (fixed or CDC), fingerprinted and deduplicated inline.
+// Metadata changes are group-committed: at most commit_interval apart,
+// always after the segment data they refer to is durable. fsync() makes one
+// file's data and metadata durable at once.
+// The engine performs no permission checks (the kernel does, with
+// default_permissions); it enforces the namespace rules (EEXIST, ENOTEMPTY,
+// ENOTDIR, EISDIR, ...).
+// Thread-safety: every method may be called from any thread concurrently.
+#pragma once
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hiodsfs/chunker.h"
+#include "hiodsfs/env.h"
+#include "hiodsfs/segment_store.h"
+#include "hiodsfs/status.h"
+#include "hiodsfs/types.h"
+
+namespace hiodsfs {
+
+enum class DedupMode : std::uint8_t { kInline = 0, kDeferred = 1, kHybrid = 2 };
+
+struct EngineOptions {
+    std::string store_dir;
+    // Chunking for a new store. For an existing store, the store's own
+    // parameters are used; if chunking_given and they differ, open fails.
+    ChunkingParams chunking;
+    bool chunking_given = false;
+    bool create_if_missing = true;
+    bool read_only = false;
+    Env* env = nullptr;  // nullptr: Env::posix()
+    std::uint32_t commit_interval_ms = 1000;
+    SegmentStoreOptions segments;
+    std::uint64_t lmdb_map_bytes = 1ull << 40;
+    // Background thread that commits metadata every commit_interval_ms.
+    // Tests that want to control commits switch it off.
+    bool background_commit = true;
+    // How long to wait for another process to release the store (e.g. a
+    // daemon still flushing after umount) before failing with EBUSY.
+    unsigned lock_wait_ms = 0;
+};
+
+struct Attr {
+    InodeId ino = 0;
+    std::uint32_t mode = 0;  // type and permission bits, as st_mode
+    std::uint32_t nlink = 0;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint64_t rdev = 0;
+    std::uint64_t size = 0;
+    std::uint64_t blocks = 0;  // 512-byte units of data the file maps (holes excluded)
+    struct timespec atime{}, mtime{}, ctime{};
+    std::uint64_t generation = 0;
+};
+
+// Which fields setattr changes (any combination).
+struct SetAttr {
+    enum : std::uint32_t {
+        kMode = 1u << 0,
+        kUid = 1u << 1,
+        kGid = 1u << 2,
+        kSize = 1u << 3,
+        kAtime = 1u << 4,
+        kMtime = 1u << 5,
+        kAtimeNow = 1u << 6,
+        kMtimeNow = 1u << 7,
+        kCtime = 1u << 8,
+    };
+    std::uint32_t valid = 0;
+    std::uint32_t mode = 0, uid = 0, gid = 0;
+    std::uint64_t size = 0;
+    struct timespec atime{}, mtime{}, ctime{};
+};
+
+// Everything a new inode starts with; the caller (the VFS) applies the
+// POSIX rules (umask, setgid inheritance, default ACLs) before calling.
+struct NewNode {
+    std::uint32_t mode = 0;  // including the type bits (S_IFREG, S_IFDIR, S_IFLNK, ...)
+    std::uint32_t uid = 0, gid = 0;
+    std::uint64_t rdev = 0;
+    std::string symlink_target;                                // S_IFLNK only
+    std::vector<std::pair<std::string, std::string>> xattrs;  // set atomically with creation
+};
+
+struct DirEntry {
+    std::string name;
+    InodeId ino = 0;
+    std::uint32_t type = 0;  // S_IFMT bits of the child
+};
+
+struct FsStats {
+    std::uint64_t block_size = 4096;
+    std::uint64_t blocks = 0, blocks_free = 0, blocks_avail = 0;  // of the backing file system
+    std::uint64_t files = 0, files_free = 0;
+    std::uint64_t name_max = 255;
+};
+
+// Counters kept in the metadata, committed with it.
+struct SpaceCounters {
+    std::uint64_t logical_bytes = 0;     // bytes mapped by file extents (holes excluded)
+    std::uint64_t stored_bytes = 0;      // payload bytes of live chunks
+    std::uint64_t chunk_count = 0;       // live chunks
+    std::uint64_t dead_bytes = 0;        // payload bytes of chunks whose last reference went
+    std::uint64_t inode_count = 0;
+    std::uint64_t dedup_hits = 0;        // chunks written that were already stored
+    std::uint64_t cloned_bytes = 0;      // bytes shared through clone_range
+    std::uint64_t disk_bytes = 0;        // segment files on disk (not a counter: measured)
+};
+
+enum class SeekWhence { kData, kHole };
+
+class Engine {
+public:
+    static Status open(const EngineOptions& options, std::unique_ptr<Engine>* out);
+    // Flushes and commits everything (like close()), ignoring errors.
+    virtual ~Engine() = default;
+    // Flushes every open write stream, syncs segments, commits metadata.
+    virtual Status close() = 0;
+    // For crash tests: drops everything not yet committed (buffered tails,
+    // the open metadata group) as a crash would, and closes the store.
+    virtual void abandon() = 0;
+
+    virtual const ChunkingParams& chunking() const = 0;
+
+    // Namespace. Names are any bytes except '/' and NUL, 1..255 bytes
+    // ("." and ".." are not entries; lookup of them is the VFS's job).
+    virtual Status lookup(InodeId parent, std::string_view name, Attr* out) = 0;
+    virtual Status getattr(InodeId ino, Attr* out) = 0;
+    virtual Status setattr(InodeId ino, const SetAttr& changes, Attr* out) = 0;
+    // Creates a regular file, directory, symlink, FIFO, socket or device node.
+    virtual Status create(InodeId parent, std::string_view name, const NewNode& node, Attr* out) = 0;
+    virtual Status readlink(InodeId ino, std::string* target) = 0;
+    virtual Status link(InodeId ino, InodeId new_parent, std::string_view new_name, Attr* out) = 0;
+    virtual Status unlink(InodeId parent, std::string_view name) = 0;
+    virtual Status rmdir(InodeId parent, std::string_view name) = 0;
+    // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (from <linux/fs.h>).
+    virtual Status rename(InodeId parent, std::string_view name, InodeId new_parent,
+                          std::string_view new_name, unsigned flags) = 0;
+    // All entries of a directory, in a stable order (by name).
+    virtual Status readdir(InodeId dir, std::vector<DirEntry>* out) = 0;
+    // The parent of a directory (root's parent is root).
+    virtual Status parent_of(InodeId dir, InodeId* out) = 0;
+
+    // Inode lifetime: the VFS pins an inode for every reference the kernel
+    // holds (lookup count, open handle). An unlinked inode keeps its data
+    // until its last pin goes; on the next open of the store any inode that
+    // was unlinked but still pinned at a crash is freed.
+    virtual void pin(InodeId ino, std::uint64_t count = 1) = 0;
+    virtual void unpin(InodeId ino, std::uint64_t count = 1) = 0;
+
+    // Data.
+    virtual Status read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
+                        std::size_t* got) = 0;
+    virtual Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) = 0;
+    // Chunks any buffered tail of the file (called on close).
+    virtual Status flush(InodeId ino) = 0;
+    // The file's data and metadata are durable when this returns.
+    virtual Status fsync(InodeId ino, bool datasync) = 0;
+    // Everything is durable when this returns.
+    virtual Status sync_all() = 0;
+    // mode: 0 (allocate: extends size, holes stay holes), FALLOC_FL_KEEP_SIZE,
+    // FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE;
+    // anything else is EOPNOTSUPP.
+    virtual Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) = 0;
+    // Makes dst[dst_off, +len) share src's chunks for src[src_off, +len)
+    // (clipped at src's size); no data is copied. *copied is the length cloned.
+    virtual Status clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
+                               std::uint64_t dst_off, std::uint64_t len, std::uint64_t* copied) = 0;
+    // SEEK_DATA / SEEK_HOLE; ENXIO past the end as lseek(2) says.
+    virtual Status seek(InodeId ino, std::uint64_t offset, SeekWhence whence,
+                        std::uint64_t* out) = 0;
+
+    // Extended attributes. flags: 0, XATTR_CREATE or XATTR_REPLACE.
+    virtual Status setxattr(InodeId ino, std::string_view name, std::string_view value,
+                            int flags) = 0;
+    virtual Status getxattr(InodeId ino, std::string_view name, std::string* value) = 0;
+    virtual Status listxattr(InodeId ino, std::vector<std::string>* names) = 0;
+    virtual Status removexattr(InodeId ino, std::string_view name) = 0;
+
+    virtual Status statfs(FsStats* out) = 0;
+    virtual Status counters(SpaceCounters* out) = 0;
+};
+
+}  // namespace hiodsfs

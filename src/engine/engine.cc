@@ -1,0 +1,1561 @@
+// The engine: namespace operations and the inline write path over the
+// metadata (meta_store.h) and the segment store (segment_store.h).
+//
+// Write path. Each regular file being written has a Stream: the bytes since
+// the last cut point, kept in memory with the chunker's state, so chunk
+// boundaries do not depend on how writes are split. A complete chunk is
+// fingerprinted, looked up, stored once, and mapped in one metadata
+// operation. A write that does not continue the stream first closes it, then
+// re-chunks from the start of the extent it lands in (the cut point before
+// the write) and goes on through the old data after it until a new cut falls
+// on an old boundary again, so a small overwrite re-chunks only its region.
+//
+// Lock order: Stream::mu, then the MetaStore lock (a Txn), then pins_mu_.
+#include "hiodsfs/engine.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/store_layout.h"
+#include "hiodsfs/fingerprint.h"
+#include "hiodsfs/meta_store.h"
+#include "hiodsfs/records.h"
+
+namespace hiodsfs {
+namespace {
+
+constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
+constexpr std::size_t kMaxName = 255;
+constexpr std::size_t kMaxXattrName = 255;
+constexpr std::size_t kMaxXattrValue = 65536;
+constexpr std::size_t kMaxSymlink = 4095;
+// Old data is re-read in pieces of at most this size while re-chunking.
+constexpr std::uint64_t kRechunkPiece = 256 * 1024;
+
+struct timespec now_ts() {
+    struct timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+void set_time(std::int64_t* s, std::uint32_t* ns, const struct timespec& ts) {
+    *s = ts.tv_sec;
+    *ns = static_cast<std::uint32_t>(ts.tv_nsec);
+}
+
+struct timespec get_time(std::int64_t s, std::uint32_t ns) {
+    struct timespec ts {};
+    ts.tv_sec = s;
+    ts.tv_nsec = ns;
+    return ts;
+}
+
+bool is_dir(std::uint32_t mode) { return S_ISDIR(mode); }
+
+bool all_zero(const std::uint8_t* p, std::size_t n) {
+    // Compare 8 bytes at a time; chunks are large, and most are not zero.
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        if (w != 0) return false;
+    }
+    for (; i < n; ++i)
+        if (p[i] != 0) return false;
+    return true;
+}
+
+Status check_name(std::string_view name) {
+    if (name.empty() || name == "." || name == "..")
+        return Status::error(EINVAL, "invalid name");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
+        return Status::error(EINVAL, "name contains '/' or NUL");
+    return Status::ok();
+}
+
+// An inode as stored: the fixed record plus a symlink target.
+struct Inode {
+    InodeRecord r;
+    std::string target;
+};
+
+struct MappedExtent {
+    std::uint64_t start;  // file offset
+    ExtentRecord e;
+    std::uint64_t end() const { return start + e.length; }
+};
+
+// The open write stream of one file (see the comment at the top).
+struct Stream {
+    std::mutex mu;
+    bool active = false;
+    std::uint64_t off = 0;  // file offset of buf[head]; always a cut point
+    std::vector<std::uint8_t> buf;
+    std::size_t head = 0;
+    std::unique_ptr<Chunker> chunker;
+
+    std::size_t size() const { return buf.size() - head; }
+    std::uint64_t end() const { return off + size(); }
+    const std::uint8_t* data() const { return buf.data() + head; }
+    void clear() {
+        active = false;
+        buf.clear();
+        buf.shrink_to_fit();
+        head = 0;
+    }
+};
+
+class EngineImpl final : public Engine {
+public:
+    ~EngineImpl() override {
+        if (!closed_) (void)close();
+    }
+
+    Status init(const EngineOptions& options);
+
+    Status close() override;
+    void abandon() override;
+    const ChunkingParams& chunking() const override { return chunking_; }
+
+    Status lookup(InodeId parent, std::string_view name, Attr* out) override;
+    Status getattr(InodeId ino, Attr* out) override;
+    Status setattr(InodeId ino, const SetAttr& changes, Attr* out) override;
+    Status create(InodeId parent, std::string_view name, const NewNode& node, Attr* out) override;
+    Status readlink(InodeId ino, std::string* target) override;
+    Status link(InodeId ino, InodeId new_parent, std::string_view new_name, Attr* out) override;
+    Status unlink(InodeId parent, std::string_view name) override;
+    Status rmdir(InodeId parent, std::string_view name) override;
+    Status rename(InodeId parent, std::string_view name, InodeId new_parent,
+                  std::string_view new_name, unsigned flags) override;
+    Status readdir(InodeId dir, std::vector<DirEntry>* out) override;
+    Status parent_of(InodeId dir, InodeId* out) override;
+    void pin(InodeId ino, std::uint64_t count) override;
+    void unpin(InodeId ino, std::uint64_t count) override;
+
+    Status read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
+                std::size_t* got) override;
+    Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) override;
+    Status flush(InodeId ino) override;
+    Status fsync(InodeId ino, bool datasync) override;
+    Status sync_all() override;
+    Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) override;
+    Status clone_range(InodeId src, std::uint64_t src_off, InodeId dst, std::uint64_t dst_off,
+                       std::uint64_t len, std::uint64_t* copied) override;
+    Status seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) override;
+
+    Status setxattr(InodeId ino, std::string_view name, std::string_view value,
+                    int flags) override;
+    Status getxattr(InodeId ino, std::string_view name, std::string* value) override;
+    Status listxattr(InodeId ino, std::vector<std::string>* names) override;
+    Status removexattr(InodeId ino, std::string_view name) override;
+
+    Status statfs(FsStats* out) override;
+    Status counters(SpaceCounters* out) override;
+
+private:
+    // ---- metadata helpers (caller holds a Txn) ----
+    Status load_inode(Txn& t, InodeId ino, Inode* out);
+    Status store_inode(Txn& t, InodeId ino, const Inode& in);
+    Status lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
+                        bool* found);
+    Status load_dir(Txn& t, InodeId ino, Inode* out);
+    Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
+    Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
+    // Collects the extents of ino overlapping [off, end).
+    Status extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                      std::vector<MappedExtent>* out);
+    // Unmaps [off, off+len) of ino and, if add is given, maps it to add (whose
+    // chunk reference the caller has already taken). Updates mapped bytes.
+    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
+                         const ExtentRecord* add);
+    Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);
+    // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
+    Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
+                       ExtentRecord* out);
+    Status purge_inode(Txn& t, InodeId ino);
+    bool pinned(InodeId ino);
+    // nlink reached zero: free now, or when the last pin goes.
+    Status release_inode(Txn& t, InodeId ino);
+    Attr to_attr(InodeId ino, const Inode& in) const;
+
+    // ---- data path (caller holds the Stream lock) ----
+    std::shared_ptr<Stream> stream(InodeId ino);
+    Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
+    Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len);
+    Status close_stream(InodeId ino, Stream& s);
+    Status start_stream(InodeId ino, Stream& s, std::uint64_t off);
+    Status realign(InodeId ino, Stream& s, std::uint64_t write_end);
+    Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
+                       std::uint8_t* out, std::size_t* got);
+    Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
+    Status regular_file(InodeId ino, Inode* out);
+
+    Status commit_now();
+    void committer_loop();
+    void stop_committer();
+
+    EngineOptions opts_;
+    Env* env_ = nullptr;
+    ChunkingParams chunking_;
+    std::unique_ptr<StoreLock> lock_;
+    std::unique_ptr<SegmentStore> segs_;
+    std::unique_ptr<MetaStore> meta_;
+    std::uint32_t uid_ = 0, gid_ = 0;
+
+    std::mutex streams_mu_;
+    std::unordered_map<InodeId, std::shared_ptr<Stream>> streams_;
+    std::mutex pins_mu_;
+    std::unordered_map<InodeId, std::uint64_t> pins_;
+
+    std::mutex commit_mu_;  // one commit at a time
+    std::mutex committer_mu_;
+    std::condition_variable committer_cv_;
+    bool stop_ = false;
+    std::thread committer_;
+    bool closed_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Opening and closing
+
+Status EngineImpl::init(const EngineOptions& options) {
+    opts_ = options;
+    env_ = options.env != nullptr ? options.env : Env::posix();
+    uid_ = ::getuid();
+    gid_ = ::getgid();
+    const std::string& dir = options.store_dir;
+    if (dir.empty()) return Status::error(EINVAL, "no store directory given");
+
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT) return Status::from_errno(errno, "store " + dir);
+        if (!options.create_if_missing || options.read_only)
+            return Status::error(ENOENT, "store " + dir + " does not exist");
+        if (::mkdir(dir.c_str(), 0700) != 0)
+            return Status::from_errno(errno, "cannot create store directory " + dir);
+    } else if (!S_ISDIR(st.st_mode)) {
+        return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    }
+    if (::access(dir.c_str(), options.read_only ? R_OK | X_OK : R_OK | W_OK | X_OK) != 0)
+        return Status::from_errno(errno, "store " + dir + " is not accessible");
+
+    HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
+
+    StoreFormat format;
+    bool exists = false;
+    HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
+    bool fresh = !exists;
+    if (exists) {
+        if (format.version != kFormatVersion)
+            return Status::error(EPROTO, "store " + dir + " has format version " +
+                                             std::to_string(format.version) +
+                                             "; this hiodsfs reads format " +
+                                             std::to_string(kFormatVersion));
+        if (options.chunking_given && !(options.chunking == format.chunking))
+            return Status::error(EINVAL, "store " + dir + " was made with chunking " +
+                                             format.chunking.describe() +
+                                             " and cannot be opened with " +
+                                             options.chunking.describe());
+        chunking_ = format.chunking;
+    } else {
+        std::vector<std::string> names;
+        HIODSFS_TRY(env_->list_dir(dir, &names));
+        for (const auto& n : names)
+            if (n != "." && n != ".." && n != "lock")
+                return Status::error(EEXIST, "store " + dir +
+                                                 " is not empty and is not a hiodsfs store");
+        if (options.read_only) return Status::error(ENOENT, "store " + dir + " is not a hiodsfs store");
+        HIODSFS_TRY(options.chunking.validate());
+        chunking_ = options.chunking;
+    }
+
+    HIODSFS_TRY(SegmentStore::open(env_, dir + "/segments", options.segments, &segs_));
+    HIODSFS_TRY(MetaStore::open(dir + "/meta", options.lmdb_map_bytes, options.read_only, &meta_));
+
+    if (fresh) {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode root;
+        root.r.mode = S_IFDIR | 0755;
+        root.r.nlink = 2;
+        root.r.uid = uid_;
+        root.r.gid = gid_;
+        root.r.parent = kRootInode;
+        auto now = now_ts();
+        set_time(&root.r.atime_s, &root.r.atime_ns, now);
+        set_time(&root.r.mtime_s, &root.r.mtime_ns, now);
+        set_time(&root.r.ctime_s, &root.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, kRootInode, root));
+        t->super() = SuperState{};
+        t->super().counters.inode_count = 1;
+        HIODSFS_TRY(t->commit());
+        t.reset();
+        HIODSFS_TRY(commit_now());
+        // FORMAT last: a store without it is unfinished and may be made again.
+        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_}));
+    } else if (!options.read_only) {
+        // Inodes unlinked while open when the store was last closed or crashed.
+        std::vector<InodeId> orphans;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            Cursor c = t->cursor(Db::kOrphans);
+            for (bool ok = c.first(); ok; ok = c.next()) orphans.push_back(get_be64(c.key()));
+            HIODSFS_TRY(c.status());
+        }
+        for (InodeId ino : orphans) {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            HIODSFS_TRY(purge_inode(*t, ino));
+            HIODSFS_TRY(t->commit());
+        }
+        if (!orphans.empty()) HIODSFS_TRY(commit_now());
+    }
+
+    if (options.background_commit && !options.read_only)
+        committer_ = std::thread([this] { committer_loop(); });
+    return Status::ok();
+}
+
+void EngineImpl::stop_committer() {
+    {
+        std::lock_guard<std::mutex> l(committer_mu_);
+        stop_ = true;
+    }
+    committer_cv_.notify_all();
+    if (committer_.joinable()) committer_.join();
+}
+
+Status EngineImpl::close() {
+    if (closed_) return Status::ok();
+    stop_committer();
+    Status result;
+    if (meta_ && !meta_->read_only()) {
+        std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
+        {
+            std::lock_guard<std::mutex> l(streams_mu_);
+            all.assign(streams_.begin(), streams_.end());
+        }
+        for (auto& [ino, s] : all) {
+            std::lock_guard<std::mutex> l(s->mu);
+            Status st = close_stream(ino, *s);
+            if (!st && result) result = st;
+        }
+        Status st = commit_now();
+        if (!st && result) result = st;
+    }
+    closed_ = true;
+    meta_.reset();
+    segs_.reset();
+    lock_.reset();
+    return result;
+}
+
+void EngineImpl::abandon() {
+    stop_committer();
+    closed_ = true;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        streams_.clear();
+    }
+    meta_.reset();  // aborts the open group
+    segs_.reset();
+    lock_.reset();
+}
+
+Status EngineImpl::commit_now() {
+    std::lock_guard<std::mutex> serial(commit_mu_);
+    // Most data is synced before taking the metadata lock; the second sync,
+    // under it, covers what was appended meanwhile and is usually cheap.
+    HIODSFS_TRY(segs_->sync());
+    return meta_->commit_group([this] { return segs_->sync(); });
+}
+
+void EngineImpl::committer_loop() {
+    std::unique_lock<std::mutex> l(committer_mu_);
+    auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1));
+    while (!stop_) {
+        committer_cv_.wait_for(l, interval, [this] { return stop_; });
+        if (stop_) break;
+        l.unlock();
+        if (meta_->pending_ops() > 0) (void)commit_now();  // errors resurface on fsync
+        l.lock();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Metadata helpers
+
+Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kInodes, key_u64(ino), &v, &found));
+    if (!found) return Status::error(ENOENT, "inode " + std::to_string(ino) + " does not exist");
+    if (!from_bytes(v, &out->r))
+        return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is damaged");
+    out->target.assign(v.substr(sizeof(InodeRecord)));
+    return Status::ok();
+}
+
+Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
+    std::string v(as_bytes(in.r));
+    v += in.target;
+    return t.put(Db::kInodes, key_u64(ino), v);
+}
+
+Status EngineImpl::lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
+                                bool* found) {
+    std::string_view v;
+    HIODSFS_TRY(t.get(Db::kDirents, key_u64_str(parent, name), &v, found));
+    if (*found && !from_bytes(v, out))
+        return Status::error(EUCLEAN, "directory entry record is damaged");
+    return Status::ok();
+}
+
+Status EngineImpl::load_dir(Txn& t, InodeId ino, Inode* out) {
+    HIODSFS_TRY(load_inode(t, ino, out));
+    if (!is_dir(out->r.mode)) return Status::error(ENOTDIR, "not a directory");
+    if (out->r.nlink == 0) return Status::error(ENOENT, "directory was removed");
+    return Status::ok();
+}
+
+Status EngineImpl::dir_is_empty(Txn& t, InodeId dir, bool* empty) {
+    Cursor c = t.cursor(Db::kDirents);
+    std::string prefix = key_u64(dir);
+    *empty = !(c.seek(prefix) && c.key().substr(0, 8) == prefix);
+    return c.status();
+}
+
+Status EngineImpl::touch_dir(Txn& t, InodeId dir, int nlink_delta) {
+    Inode d;
+    HIODSFS_TRY(load_inode(t, dir, &d));
+    auto now = now_ts();
+    set_time(&d.r.mtime_s, &d.r.mtime_ns, now);
+    set_time(&d.r.ctime_s, &d.r.ctime_ns, now);
+    d.r.nlink = static_cast<std::uint32_t>(static_cast<std::int64_t>(d.r.nlink) + nlink_delta);
+    return store_inode(t, dir, d);
+}
+
+Attr EngineImpl::to_attr(InodeId ino, const Inode& in) const {
+    Attr a;
+    a.ino = ino;
+    a.mode = in.r.mode;
+    a.nlink = in.r.nlink;
+    a.uid = in.r.uid;
+    a.gid = in.r.gid;
+    a.rdev = in.r.rdev;
+    if (is_dir(in.r.mode)) {
+        a.size = 4096;
+        a.blocks = 8;
+    } else if (S_ISLNK(in.r.mode)) {
+        a.size = in.target.size();
+    } else {
+        a.size = in.r.size;
+        a.blocks = (in.r.mapped + 511) / 512;
+    }
+    a.atime = get_time(in.r.atime_s, in.r.atime_ns);
+    a.mtime = get_time(in.r.mtime_s, in.r.mtime_ns);
+    a.ctime = get_time(in.r.ctime_s, in.r.ctime_ns);
+    return a;
+}
+
+Status EngineImpl::extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                              std::vector<MappedExtent>* out) {
+    Cursor c = t.cursor(Db::kExtents);
+    std::string k = key_u64_u64(ino, off);
+    bool ok = c.seek(k);
+    // The extent before `off` may reach into the range.
+    if (ok) {
+        if (c.key() != k) ok = c.prev() || (c.status() ? c.seek(k) : false);
+    } else {
+        HIODSFS_TRY(c.status());
+        ok = c.last();
+    }
+    for (; ok; ok = c.next()) {
+        std::string_view key = c.key();
+        if (key.size() != 16) return Status::error(EUCLEAN, "extent key is damaged");
+        InodeId kino = get_be64(key, 0);
+        if (kino < ino) continue;
+        if (kino > ino) break;
+        MappedExtent m;
+        m.start = get_be64(key, 8);
+        if (m.start >= end) break;
+        if (!from_bytes(c.value(), &m.e)) return Status::error(EUCLEAN, "extent record is damaged");
+        if (m.end() > off) out->push_back(m);
+    }
+    return c.status();
+}
+
+Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
+    if (delta == 0) return Status::ok();
+    std::string k = key_u64(id);
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kChunks, k, &v, &found));
+    ChunkRecord rec;
+    if (!found || !from_bytes(v, &rec))
+        return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " is missing or damaged");
+    std::int64_t refs = static_cast<std::int64_t>(rec.refs) + delta;
+    if (refs < 0) return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " reference count underflow");
+    rec.refs = static_cast<std::uint32_t>(refs);
+    if (rec.refs > 0) return t.put(Db::kChunks, k, as_bytes(rec));
+
+    // Last reference gone: the bytes are dead (reclaimable by compaction).
+    HIODSFS_TRY(t.del(Db::kChunks, k));
+    if (rec.flags & ChunkRecord::kIndexed) {
+        std::string fk(reinterpret_cast<const char*>(rec.digest.bytes.data()), 32);
+        std::string_view fv;
+        bool ffound = false;
+        HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &ffound));
+        if (ffound && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t.del(Db::kFingerprints, fk));
+    }
+    std::string sk = key_u64(rec.segment);
+    std::string_view sv;
+    bool sfound = false;
+    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &sfound));
+    std::uint64_t live = sfound && sv.size() == 8 ? get_be64(sv) : 0;
+    live = live >= rec.length ? live - rec.length : 0;
+    HIODSFS_TRY(t.put(Db::kSegments, sk, key_u64(live)));
+    auto& c = t.super().counters;
+    c.stored_bytes -= rec.length;
+    c.chunk_count -= 1;
+    c.dead_bytes += rec.length;
+    return Status::ok();
+}
+
+Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
+                                 std::uint64_t len, const ExtentRecord* add) {
+    std::uint64_t end = len > kMaxFileSize - std::min(off, kMaxFileSize) ? kMaxFileSize : off + len;
+    std::vector<MappedExtent> old;
+    HIODSFS_TRY(extents_in(t, ino, off, end, &old));
+    auto& c = t.super().counters;
+    for (const auto& m : old) {
+        HIODSFS_TRY(t.del(Db::kExtents, key_u64_u64(ino, m.start)));
+        int pieces = 0;
+        if (m.start < off) {
+            ExtentRecord left = m.e;
+            left.length = static_cast<std::uint32_t>(off - m.start);
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, m.start), as_bytes(left)));
+            ++pieces;
+        }
+        if (m.end() > end) {
+            ExtentRecord right = m.e;
+            right.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (end - m.start));
+            right.length = static_cast<std::uint32_t>(m.end() - end);
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, end), as_bytes(right)));
+            ++pieces;
+        }
+        std::uint64_t removed = std::min(m.end(), end) - std::max(m.start, off);
+        inode.r.mapped -= removed;
+        c.logical_bytes -= removed;
+        HIODSFS_TRY(chunk_ref(t, m.e.chunk, pieces - 1));
+    }
+    if (add != nullptr) {
+        HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), as_bytes(*add)));
+        inode.r.mapped += add->length;
+        c.logical_bytes += add->length;
+    }
+    return Status::ok();
+}
+
+Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
+                               const Digest& digest, ExtentRecord* out) {
+    auto& c = t.super().counters;
+    std::string fk(reinterpret_cast<const char*>(digest.bytes.data()), 32);
+    std::string_view fv;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &found));
+    if (found) {
+        if (fv.size() != 8) return Status::error(EUCLEAN, "fingerprint index record is damaged");
+        ChunkId id = get_be64(fv);
+        HIODSFS_TRY(chunk_ref(t, id, +1));
+        c.dedup_hits += 1;
+        *out = ExtentRecord{id, 0, len};
+        return Status::ok();
+    }
+    ChunkId id = t.super().next_chunk++;
+    ChunkLocation loc;
+    HIODSFS_TRY(segs_->append(id, data, len, &loc));
+    ChunkRecord rec;
+    rec.segment = loc.segment;
+    rec.offset = loc.offset;
+    rec.length = len;
+    rec.refs = 1;
+    rec.flags = ChunkRecord::kIndexed;
+    rec.digest = digest;
+    HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
+    HIODSFS_TRY(t.put(Db::kFingerprints, fk, key_u64(id)));
+    std::string sk = key_u64(loc.segment);
+    std::string_view sv;
+    bool sfound = false;
+    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &sfound));
+    std::uint64_t live = sfound && sv.size() == 8 ? get_be64(sv) : 0;
+    HIODSFS_TRY(t.put(Db::kSegments, sk, key_u64(live + len)));
+    c.stored_bytes += len;
+    c.chunk_count += 1;
+    *out = ExtentRecord{id, 0, len};
+    return Status::ok();
+}
+
+Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
+    Inode in;
+    Status st = load_inode(t, ino, &in);
+    if (st.err() == ENOENT) return t.del(Db::kOrphans, key_u64(ino));
+    HIODSFS_TRY(st);
+    if (S_ISREG(in.r.mode)) HIODSFS_TRY(replace_range(t, ino, in, 0, kMaxFileSize, nullptr));
+    std::vector<std::string> xattr_keys;
+    {
+        std::string prefix = key_u64(ino);
+        Cursor c = t.cursor(Db::kXattrs);
+        for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
+            xattr_keys.emplace_back(c.key());
+        HIODSFS_TRY(c.status());
+    }
+    for (const auto& k : xattr_keys) HIODSFS_TRY(t.del(Db::kXattrs, k));
+    HIODSFS_TRY(t.del(Db::kInodes, key_u64(ino)));
+    HIODSFS_TRY(t.del(Db::kOrphans, key_u64(ino)));
+    t.super().counters.inode_count -= 1;
+    return Status::ok();
+}
+
+bool EngineImpl::pinned(InodeId ino) {
+    std::lock_guard<std::mutex> l(pins_mu_);
+    return pins_.count(ino) != 0;
+}
+
+Status EngineImpl::release_inode(Txn& t, InodeId ino) {
+    if (pinned(ino)) return t.put(Db::kOrphans, key_u64(ino), "");
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        streams_.erase(ino);
+    }
+    return purge_inode(t, ino);
+}
+
+// ---------------------------------------------------------------------------
+// Namespace
+
+Status EngineImpl::lookup(InodeId parent, std::string_view name, Attr* out) {
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, parent, &dir));
+    DirentValue d;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
+    if (!found) return Status::error(ENOENT, "no such entry");
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    *out = to_attr(d.ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::getattr(InodeId ino, Attr* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::setattr(InodeId ino, const SetAttr& ch, Attr* out) {
+    if (ch.valid & SetAttr::kSize) {
+        if (ch.size > kMaxFileSize) return Status::error(EFBIG, "file size too large");
+        auto s = stream(ino);
+        std::lock_guard<std::mutex> l(s->mu);
+        Inode in;
+        HIODSFS_TRY(regular_file(ino, &in));
+        HIODSFS_TRY(truncate_locked(ino, *s, ch.size));
+    }
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    auto now = now_ts();
+    if (ch.valid & SetAttr::kMode) in.r.mode = (in.r.mode & S_IFMT) | (ch.mode & 07777);
+    if (ch.valid & SetAttr::kUid) in.r.uid = ch.uid;
+    if (ch.valid & SetAttr::kGid) in.r.gid = ch.gid;
+    if (ch.valid & SetAttr::kAtimeNow) set_time(&in.r.atime_s, &in.r.atime_ns, now);
+    else if (ch.valid & SetAttr::kAtime) set_time(&in.r.atime_s, &in.r.atime_ns, ch.atime);
+    if (ch.valid & SetAttr::kMtimeNow) set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    else if (ch.valid & SetAttr::kMtime) set_time(&in.r.mtime_s, &in.r.mtime_ns, ch.mtime);
+    if (ch.valid & SetAttr::kCtime) set_time(&in.r.ctime_s, &in.r.ctime_ns, ch.ctime);
+    else if (ch.valid != 0) set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    HIODSFS_TRY(t->commit());
+    if (out != nullptr) *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& node, Attr* out) {
+    HIODSFS_TRY(check_name(name));
+    std::uint32_t type = node.mode & S_IFMT;
+    if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO &&
+        type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
+        return Status::error(EINVAL, "unknown file type");
+    if (type == S_IFLNK && (node.symlink_target.empty() || node.symlink_target.size() > kMaxSymlink))
+        return Status::error(node.symlink_target.empty() ? ENOENT : ENAMETOOLONG, "bad symlink target");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, parent, &dir));
+    DirentValue existing;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &existing, &found));
+    if (found) return Status::error(EEXIST, "entry exists");
+
+    InodeId ino = t->super().next_ino++;
+    Inode in;
+    in.r.mode = node.mode;
+    in.r.uid = node.uid;
+    in.r.gid = node.gid;
+    in.r.rdev = (type == S_IFCHR || type == S_IFBLK) ? node.rdev : 0;
+    in.r.nlink = type == S_IFDIR ? 2 : 1;
+    in.r.parent = type == S_IFDIR ? parent : 0;
+    auto now = now_ts();
+    set_time(&in.r.atime_s, &in.r.atime_ns, now);
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    if (type == S_IFLNK) in.target = node.symlink_target;
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    DirentValue d{ino, type, 0};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(d)));
+    for (const auto& [xname, xvalue] : node.xattrs)
+        HIODSFS_TRY(t->put(Db::kXattrs, key_u64_str(ino, xname), xvalue));
+    HIODSFS_TRY(touch_dir(*t, parent, type == S_IFDIR ? 1 : 0));
+    t->super().counters.inode_count += 1;
+    HIODSFS_TRY(t->commit());
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::readlink(InodeId ino, std::string* target) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (!S_ISLNK(in.r.mode)) return Status::error(EINVAL, "not a symlink");
+    *target = in.target;
+    return Status::ok();
+}
+
+Status EngineImpl::link(InodeId ino, InodeId new_parent, std::string_view new_name, Attr* out) {
+    HIODSFS_TRY(check_name(new_name));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (is_dir(in.r.mode)) return Status::error(EPERM, "hard link to a directory");
+    if (in.r.nlink == 0) return Status::error(ENOENT, "file was removed");
+    if (in.r.nlink >= 65000) return Status::error(EMLINK, "too many links");
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, new_parent, &dir));
+    DirentValue existing;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, new_parent, new_name, &existing, &found));
+    if (found) return Status::error(EEXIST, "entry exists");
+    in.r.nlink += 1;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    DirentValue d{ino, in.r.mode & S_IFMT, 0};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(d)));
+    HIODSFS_TRY(touch_dir(*t, new_parent, 0));
+    HIODSFS_TRY(t->commit());
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::unlink(InodeId parent, std::string_view name) {
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, parent, &dir));
+    DirentValue d;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
+    if (!found) return Status::error(ENOENT, "no such entry");
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(touch_dir(*t, parent, 0));
+    in.r.nlink -= 1;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, d.ino, in));
+    if (in.r.nlink == 0) HIODSFS_TRY(release_inode(*t, d.ino));
+    return t->commit();
+}
+
+Status EngineImpl::rmdir(InodeId parent, std::string_view name) {
+    if (name == ".") return Status::error(EINVAL, "cannot remove '.'");
+    if (name == "..") return Status::error(ENOTEMPTY, "cannot remove '..'");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, parent, &dir));
+    DirentValue d;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
+    if (!found) return Status::error(ENOENT, "no such entry");
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    if (!is_dir(in.r.mode)) return Status::error(ENOTDIR, "not a directory");
+    bool empty = false;
+    HIODSFS_TRY(dir_is_empty(*t, d.ino, &empty));
+    if (!empty) return Status::error(ENOTEMPTY, "directory not empty");
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(touch_dir(*t, parent, -1));
+    in.r.nlink = 0;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, d.ino, in));
+    HIODSFS_TRY(release_inode(*t, d.ino));
+    return t->commit();
+}
+
+Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_parent,
+                          std::string_view new_name, unsigned flags) {
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::error(EINVAL, "unsupported rename flags");
+    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+        return Status::error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    HIODSFS_TRY(check_name(new_name));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode pdir, ndir;
+    HIODSFS_TRY(load_dir(*t, parent, &pdir));
+    HIODSFS_TRY(load_dir(*t, new_parent, &ndir));
+    DirentValue src, dst;
+    bool have_src = false, have_dst = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &src, &have_src));
+    if (!have_src) return Status::error(ENOENT, "no such entry");
+    HIODSFS_TRY(lookup_entry(*t, new_parent, new_name, &dst, &have_dst));
+    if ((flags & RENAME_EXCHANGE) && !have_dst) return Status::error(ENOENT, "exchange target missing");
+    if ((flags & RENAME_NOREPLACE) && have_dst) return Status::error(EEXIST, "target exists");
+    if (have_dst && dst.ino == src.ino) return Status::ok();  // the same file: nothing to do
+
+    Inode sin;
+    HIODSFS_TRY(load_inode(*t, src.ino, &sin));
+    bool src_dir = is_dir(sin.r.mode);
+    Inode din;
+    if (have_dst) HIODSFS_TRY(load_inode(*t, dst.ino, &din));
+    bool dst_dir = have_dst && is_dir(din.r.mode);
+
+    // A directory may not move below itself.
+    auto check_not_below = [&](InodeId moving, InodeId into) -> Status {
+        InodeId cur = into;
+        for (int depth = 0; depth < 100000; ++depth) {
+            if (cur == moving) return Status::error(EINVAL, "cannot move a directory below itself");
+            if (cur == kRootInode) return Status::ok();
+            Inode ci;
+            HIODSFS_TRY(load_inode(*t, cur, &ci));
+            cur = ci.r.parent;
+        }
+        return Status::error(ELOOP, "directory tree too deep");
+    };
+    auto now = now_ts();
+
+    if (flags & RENAME_EXCHANGE) {
+        if (parent != new_parent) {
+            if (src_dir) HIODSFS_TRY(check_not_below(src.ino, new_parent));
+            if (dst_dir) HIODSFS_TRY(check_not_below(dst.ino, parent));
+        }
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(dst)));
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+        if (src_dir) sin.r.parent = new_parent;
+        if (dst_dir) din.r.parent = parent;
+        set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
+        set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, src.ino, sin));
+        HIODSFS_TRY(store_inode(*t, dst.ino, din));
+        int delta = (src_dir ? 1 : 0) - (dst_dir ? 1 : 0);
+        if (parent != new_parent) {
+            HIODSFS_TRY(touch_dir(*t, parent, -delta));
+            HIODSFS_TRY(touch_dir(*t, new_parent, delta));
+        } else {
+            HIODSFS_TRY(touch_dir(*t, parent, 0));
+        }
+        return t->commit();
+    }
+
+    if (src_dir) {
+        if (have_dst && !dst_dir) return Status::error(ENOTDIR, "target is not a directory");
+        if (parent != new_parent) HIODSFS_TRY(check_not_below(src.ino, new_parent));
+    } else if (dst_dir) {
+        return Status::error(EISDIR, "target is a directory");
+    }
+    if (have_dst) {
+        if (dst_dir) {
+            bool empty = false;
+            HIODSFS_TRY(dir_is_empty(*t, dst.ino, &empty));
+            if (!empty) return Status::error(ENOTEMPTY, "target directory not empty");
+            din.r.nlink = 0;
+        } else {
+            din.r.nlink -= 1;
+        }
+        set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, dst.ino, din));
+    }
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+    if (src_dir) sin.r.parent = new_parent;
+    set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, src.ino, sin));
+    // Link counts of the parents: a moved directory's ".." changes parent;
+    // a replaced directory's entry goes away from new_parent.
+    int old_parent_delta = (src_dir && parent != new_parent) ? -1 : 0;
+    int new_parent_delta = (src_dir && parent != new_parent ? 1 : 0) - (dst_dir ? 1 : 0);
+    if (parent == new_parent) {
+        HIODSFS_TRY(touch_dir(*t, parent, old_parent_delta + new_parent_delta));
+    } else {
+        HIODSFS_TRY(touch_dir(*t, parent, old_parent_delta));
+        HIODSFS_TRY(touch_dir(*t, new_parent, new_parent_delta));
+    }
+    if (have_dst && din.r.nlink == 0) HIODSFS_TRY(release_inode(*t, dst.ino));
+    return t->commit();
+}
+
+Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode d;
+    HIODSFS_TRY(load_dir(*t, dir, &d));
+    std::string prefix = key_u64(dir);
+    Cursor c = t->cursor(Db::kDirents);
+    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next()) {
+        DirentValue v;
+        if (!from_bytes(c.value(), &v)) return Status::error(EUCLEAN, "directory entry record is damaged");
+        out->push_back(DirEntry{std::string(c.key().substr(8)), v.ino, v.type});
+    }
+    return c.status();
+}
+
+Status EngineImpl::parent_of(InodeId dir, InodeId* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode d;
+    HIODSFS_TRY(load_inode(*t, dir, &d));
+    if (!is_dir(d.r.mode)) return Status::error(ENOTDIR, "not a directory");
+    *out = dir == kRootInode ? kRootInode : d.r.parent;
+    return Status::ok();
+}
+
+void EngineImpl::pin(InodeId ino, std::uint64_t count) {
+    std::lock_guard<std::mutex> l(pins_mu_);
+    pins_[ino] += count;
+}
+
+void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
+    {
+        std::lock_guard<std::mutex> l(pins_mu_);
+        auto it = pins_.find(ino);
+        if (it == pins_.end()) return;
+        if (it->second > count) {
+            it->second -= count;
+            return;
+        }
+        pins_.erase(it);
+    }
+    // The kernel forgot the inode: close its stream, and free it if unlinked.
+    std::shared_ptr<Stream> s;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        auto it = streams_.find(ino);
+        if (it != streams_.end()) s = it->second;
+    }
+    if (s) {
+        std::lock_guard<std::mutex> l(s->mu);
+        (void)close_stream(ino, *s);
+    }
+    std::unique_ptr<Txn> t;
+    if (!meta_->begin(&t)) return;
+    Inode in;
+    if (!load_inode(*t, ino, &in)) return;
+    if (in.r.nlink == 0 && !pinned(ino)) {
+        if (purge_inode(*t, ino)) (void)t->commit();
+    }
+    t.reset();
+    std::lock_guard<std::mutex> l(streams_mu_);
+    if (!pinned(ino)) streams_.erase(ino);
+}
+
+// ---------------------------------------------------------------------------
+// Data path
+
+std::shared_ptr<Stream> EngineImpl::stream(InodeId ino) {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    auto& s = streams_[ino];
+    if (!s) s = std::make_shared<Stream>();
+    return s;
+}
+
+Status EngineImpl::regular_file(InodeId ino, Inode* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(load_inode(*t, ino, out));
+    if (is_dir(out->r.mode)) return Status::error(EISDIR, "is a directory");
+    if (!S_ISREG(out->r.mode)) return Status::error(EINVAL, "not a regular file");
+    return Status::ok();
+}
+
+// One chunk of file ino at [off, off+len): fingerprint outside the lock,
+// then store or share it and map it, in one metadata operation.
+Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
+    bool zero = all_zero(data, len);  // zeros are not stored: they read back from a hole
+    Digest digest;
+    if (!zero) digest = thread_sha256().digest(data, len);
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (zero) {
+        HIODSFS_TRY(replace_range(*t, ino, in, off, len, nullptr));
+    } else {
+        ExtentRecord e;
+        HIODSFS_TRY(store_chunk(*t, data, static_cast<std::uint32_t>(len), digest, &e));
+        HIODSFS_TRY(replace_range(*t, ino, in, off, len, &e));
+    }
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+// Appends bytes to the stream and emits every chunk they complete. On a
+// failure the stream is left holding only bytes that were acknowledged
+// before this call, with the chunker state rebuilt to match.
+Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len) {
+    std::size_t before = s.buf.size();
+    s.buf.insert(s.buf.end(), data, data + len);
+    std::size_t scanned = before;
+    Status st;
+    while (scanned < s.buf.size()) {
+        std::size_t n = s.chunker->next_cut(s.buf.data() + scanned, s.buf.size() - scanned);
+        if (n == Chunker::kNoCut) break;
+        scanned += n;
+        std::size_t chunk_len = scanned - s.head;
+        st = emit(ino, s.off, s.buf.data() + s.head, chunk_len);
+        if (!st) break;
+        s.off += chunk_len;
+        s.head = scanned;
+    }
+    if (!st) {
+        // Drop the unemitted part of the new bytes and rebuild the state.
+        std::size_t keep = std::max(s.head, before);
+        s.buf.resize(keep);
+        s.chunker->reset(s.off);
+        if (s.size() > 0) (void)s.chunker->next_cut(s.data(), s.size());
+    }
+    // Keep the buffer small: move the open chunk to the front.
+    if (s.head > 0 && (s.head >= s.buf.size() / 2 || s.head > (1u << 20))) {
+        s.buf.erase(s.buf.begin(), s.buf.begin() + static_cast<std::ptrdiff_t>(s.head));
+        s.head = 0;
+    }
+    return st;
+}
+
+Status EngineImpl::close_stream(InodeId ino, Stream& s) {
+    if (!s.active) return Status::ok();
+    if (s.size() > 0) HIODSFS_TRY(emit(ino, s.off, s.data(), s.size()));
+    s.clear();
+    return Status::ok();
+}
+
+// Opens a stream for a write at `off` that does not continue the current
+// one: it starts at the cut point before `off` and is preloaded with the old
+// bytes between that cut point and `off`.
+Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off) {
+    std::uint64_t start = off;
+    std::uint64_t size = 0;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode in;
+        HIODSFS_TRY(load_inode(*t, ino, &in));
+        size = in.r.size;
+        if (chunking_.kind == ChunkingParams::Kind::kFixed) {
+            // Fixed chunks sit at multiples of the size: restart at the one
+            // that holds off, preloaded with the old bytes before off.
+            start = off - off % chunking_.avg_size;
+        } else if (off > 0 && off <= size) {
+            std::vector<MappedExtent> ex;
+            HIODSFS_TRY(extents_in(*t, ino, off - 1, off, &ex));
+            if (!ex.empty()) {
+                // The extent holding the byte before off. If off is its end
+                // inside the file, off is already a cut point; at the end of
+                // the file the short tail chunk (cut by an earlier close) is
+                // re-cut together with what follows.
+                start = ex.front().start;
+                if (ex.front().end() == off && off < size) start = off;
+            }
+        }
+    }
+    if (start + chunking_.max_size * 4ull < off) start = off;  // never preload unbounded
+    s.active = true;
+    s.off = start;
+    s.buf.clear();
+    s.head = 0;
+    if (!s.chunker) s.chunker = Chunker::make(chunking_);
+    s.chunker->reset(start);
+    if (start < off) {
+        std::vector<std::uint8_t> old(off - start);
+        std::size_t got = 0;
+        Status st = read_locked(ino, nullptr, start, old.size(), old.data(), &got);
+        if (st) {
+            old.resize(off - start);  // past EOF reads as zeros
+            st = feed(ino, s, old.data(), old.size());
+        }
+        if (!st) {
+            s.clear();
+            return st;
+        }
+    }
+    return Status::ok();
+}
+
+// After an overwrite inside old data: keep chunking the old bytes that follow
+// until a cut falls on an old extent boundary, so the chunks after it stay.
+Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
+    const std::uint64_t give_up = write_end + std::uint64_t(chunking_.max_size) * 4;
+    std::vector<std::uint8_t> piece;
+    for (;;) {
+        std::uint64_t pos = s.end();
+        std::uint64_t size = 0;
+        bool at_boundary = false;
+        std::uint64_t piece_end = 0;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            Inode in;
+            HIODSFS_TRY(load_inode(*t, ino, &in));
+            size = in.r.size;
+            if (pos >= size) return Status::ok();  // reached the end: the rest is the tail
+            std::vector<MappedExtent> ex;
+            HIODSFS_TRY(extents_in(*t, ino, pos, std::min(size, pos + kRechunkPiece), &ex));
+            if (ex.empty()) {
+                at_boundary = true;  // a hole
+                piece_end = std::min(size, pos + kRechunkPiece);
+            } else if (ex.front().start >= pos) {
+                at_boundary = true;
+                piece_end = ex.front().start > pos ? ex.front().start : ex.front().end();
+            } else {
+                piece_end = ex.front().end();
+            }
+            piece_end = std::min({piece_end, size, pos + kRechunkPiece});
+        }
+        if (at_boundary && s.size() == 0) {
+            s.clear();
+            return Status::ok();
+        }
+        if (at_boundary && pos >= give_up) return close_stream(ino, s);
+        piece.resize(piece_end - pos);
+        std::size_t got = 0;
+        HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
+        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size()));
+    }
+}
+
+Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) {
+    if (offset > kMaxFileSize || len > kMaxFileSize - offset)
+        return Status::error(EFBIG, "write past the maximum file size");
+    if (len == 0) return Status::ok();
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode in;
+    HIODSFS_TRY(regular_file(ino, &in));
+    std::uint64_t old_size = in.r.size;
+    const auto* bytes = static_cast<const std::uint8_t*>(data);
+    if (!(s->active && offset == s->end())) {
+        HIODSFS_TRY(close_stream(ino, *s));
+        HIODSFS_TRY(start_stream(ino, *s, offset));
+    }
+    Status st = feed(ino, *s, bytes, len);
+    // On a failure the part of the write already chunked was accepted.
+    std::uint64_t accepted_end = st ? offset + len : (s->off > offset ? s->off : 0);
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode cur;
+        HIODSFS_TRY(load_inode(*t, ino, &cur));
+        if (accepted_end > cur.r.size) cur.r.size = accepted_end;
+        auto now = now_ts();
+        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, now);
+        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, ino, cur));
+        HIODSFS_TRY(t->commit());
+    }
+    HIODSFS_TRY(st);
+    if (offset + len < old_size) HIODSFS_TRY(realign(ino, *s, offset + len));
+    return Status::ok();
+}
+
+Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
+                               std::uint8_t* out, std::size_t* got) {
+    struct Piece {
+        std::uint64_t file_off;
+        std::uint32_t chunk_off, length;
+        ChunkId chunk;
+        ChunkLocation loc;
+    };
+    std::vector<Piece> pieces;
+    std::size_t n = 0;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode in;
+        HIODSFS_TRY(load_inode(*t, ino, &in));
+        if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+        if (off >= in.r.size) {
+            *got = 0;
+            return Status::ok();
+        }
+        n = static_cast<std::size_t>(std::min<std::uint64_t>(len, in.r.size - off));
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(extents_in(*t, ino, off, off + n, &ex));
+        for (const auto& m : ex) {
+            std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), off + n);
+            std::string_view v;
+            bool found = false;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+            ChunkRecord rec;
+            if (!found || !from_bytes(v, &rec))
+                return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
+                                              std::to_string(m.e.chunk));
+            pieces.push_back(Piece{a, static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start)),
+                                   static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
+        }
+    }
+    std::memset(out, 0, n);
+    thread_local std::vector<std::uint8_t> chunk_buf;
+    for (const auto& p : pieces) {
+        std::uint8_t* dst = out + (p.file_off - off);
+        if (p.chunk_off == 0 && p.length == p.loc.length) {
+            HIODSFS_TRY(segs_->read(p.loc, p.chunk, dst));
+        } else {
+            chunk_buf.resize(p.loc.length);
+            HIODSFS_TRY(segs_->read(p.loc, p.chunk, chunk_buf.data()));
+            std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
+        }
+    }
+    if (s != nullptr && s->active && s->size() > 0) {
+        std::uint64_t a = std::max(off, s->off), b = std::min<std::uint64_t>(off + n, s->end());
+        if (a < b) std::memcpy(out + (a - off), s->data() + (a - s->off), b - a);
+    }
+    *got = n;
+    return Status::ok();
+}
+
+Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
+                        std::size_t* got) {
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    return read_locked(ino, s.get(), offset, len, static_cast<std::uint8_t*>(out), got);
+}
+
+Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
+    HIODSFS_TRY(close_stream(ino, s));
+    // The chunk that straddles the new end is rewritten shortened, so stored
+    // bytes follow the content instead of keeping the whole old chunk alive.
+    std::vector<std::uint8_t> keep;
+    std::uint64_t keep_start = size;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::vector<MappedExtent> ex;
+        if (size > 0) HIODSFS_TRY(extents_in(*t, ino, size - 1, size, &ex));
+        if (!ex.empty() && ex.front().end() > size) keep_start = ex.front().start;
+    }
+    if (keep_start < size) {
+        keep.resize(size - keep_start);
+        std::size_t got = 0;
+        HIODSFS_TRY(read_locked(ino, nullptr, keep_start, keep.size(), keep.data(), &got));
+    }
+    bool zero = keep.empty() || all_zero(keep.data(), keep.size());
+    Digest digest;
+    if (!zero) digest = thread_sha256().digest(keep.data(), keep.size());
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    HIODSFS_TRY(replace_range(*t, ino, in, keep_start, kMaxFileSize, nullptr));
+    if (!zero) {
+        ExtentRecord e;
+        HIODSFS_TRY(store_chunk(*t, keep.data(), static_cast<std::uint32_t>(keep.size()), digest, &e));
+        HIODSFS_TRY(replace_range(*t, ino, in, keep_start, keep.size(), &e));
+    }
+    in.r.size = size;
+    auto now = now_ts();
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::flush(InodeId ino) {
+    std::shared_ptr<Stream> s;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        auto it = streams_.find(ino);
+        if (it == streams_.end()) return Status::ok();
+        s = it->second;
+    }
+    std::lock_guard<std::mutex> l(s->mu);
+    return close_stream(ino, *s);
+}
+
+Status EngineImpl::fsync(InodeId ino, bool /*datasync*/) {
+    HIODSFS_TRY(flush(ino));
+    return commit_now();
+}
+
+Status EngineImpl::sync_all() {
+    std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        all.assign(streams_.begin(), streams_.end());
+    }
+    for (auto& [ino, s] : all) {
+        std::lock_guard<std::mutex> l(s->mu);
+        HIODSFS_TRY(close_stream(ino, *s));
+    }
+    return commit_now();
+}
+
+Status EngineImpl::fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) {
+    if (len == 0) return Status::error(EINVAL, "fallocate of zero length");
+    if (offset > kMaxFileSize || len > kMaxFileSize - offset)
+        return Status::error(EFBIG, "fallocate past the maximum file size");
+    const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+    if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&
+        mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
+        return Status::error(EOPNOTSUPP, "fallocate mode not supported");
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode cur;
+    HIODSFS_TRY(regular_file(ino, &cur));
+    HIODSFS_TRY(close_stream(ino, *s));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    // Space is not reserved: chunks are stored when written, and holes read
+    // as zeros, so allocation only extends the size.
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+        HIODSFS_TRY(replace_range(*t, ino, in, offset, len, nullptr));
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && offset + len > in.r.size) in.r.size = offset + len;
+    auto now = now_ts();
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
+                               std::uint64_t dst_off, std::uint64_t len, std::uint64_t* copied) {
+    *copied = 0;
+    if (src_off > kMaxFileSize || dst_off > kMaxFileSize || len > kMaxFileSize)
+        return Status::error(EFBIG, "clone past the maximum file size");
+    auto ss = stream(src);
+    auto ds = stream(dst);
+    // Lock both streams in inode order (once if they are the same file).
+    std::unique_lock<std::mutex> l1, l2;
+    if (src == dst) {
+        l1 = std::unique_lock<std::mutex>(ss->mu);
+        if (src_off < dst_off + len && dst_off < src_off + len)
+            return Status::error(EINVAL, "overlapping clone within one file");
+    } else if (src < dst) {
+        l1 = std::unique_lock<std::mutex>(ss->mu);
+        l2 = std::unique_lock<std::mutex>(ds->mu);
+    } else {
+        l1 = std::unique_lock<std::mutex>(ds->mu);
+        l2 = std::unique_lock<std::mutex>(ss->mu);
+    }
+    Inode tmp;
+    HIODSFS_TRY(regular_file(src, &tmp));
+    HIODSFS_TRY(regular_file(dst, &tmp));
+    HIODSFS_TRY(close_stream(src, *ss));
+    if (src != dst) HIODSFS_TRY(close_stream(dst, *ds));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode sin, din;
+    HIODSFS_TRY(load_inode(*t, src, &sin));
+    if (src_off >= sin.r.size) return Status::ok();
+    std::uint64_t n = std::min(len, sin.r.size - src_off);
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(*t, src, src_off, src_off + n, &ex));
+    HIODSFS_TRY(load_inode(*t, dst, &din));
+    HIODSFS_TRY(replace_range(*t, dst, din, dst_off, n, nullptr));
+    std::uint64_t shared = 0;
+    for (const auto& m : ex) {
+        std::uint64_t a = std::max(m.start, src_off), b = std::min(m.end(), src_off + n);
+        ExtentRecord e = m.e;
+        e.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start));
+        e.length = static_cast<std::uint32_t>(b - a);
+        HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
+        std::uint64_t at = dst_off + (a - src_off);
+        HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), as_bytes(e)));
+        din.r.mapped += e.length;
+        t->super().counters.logical_bytes += e.length;
+        shared += e.length;
+    }
+    if (dst_off + n > din.r.size) din.r.size = dst_off + n;
+    auto now = now_ts();
+    set_time(&din.r.mtime_s, &din.r.mtime_ns, now);
+    set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, dst, din));
+    t->super().counters.cloned_bytes += shared;
+    HIODSFS_TRY(t->commit());
+    *copied = n;
+    return Status::ok();
+}
+
+Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) {
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode cur;
+    HIODSFS_TRY(regular_file(ino, &cur));
+    HIODSFS_TRY(close_stream(ino, *s));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (offset >= in.r.size) return Status::error(ENXIO, "offset past end of file");
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(*t, ino, offset, in.r.size, &ex));
+    if (whence == SeekWhence::kData) {
+        if (ex.empty()) return Status::error(ENXIO, "no data after offset");
+        *out = std::max(offset, ex.front().start);
+        return Status::ok();
+    }
+    std::uint64_t pos = offset;
+    for (const auto& m : ex) {
+        if (m.start > pos) break;
+        pos = std::max(pos, m.end());
+    }
+    *out = std::min(pos, in.r.size);
+    return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Extended attributes
+
+Status EngineImpl::setxattr(InodeId ino, std::string_view name, std::string_view value, int flags) {
+    if (name.empty()) return Status::error(EINVAL, "empty attribute name");
+    if (name.size() > kMaxXattrName) return Status::error(ERANGE, "attribute name too long");
+    if (value.size() > kMaxXattrValue) return Status::error(E2BIG, "attribute value too large");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string k = key_u64_str(ino, name);
+    std::string_view old;
+    bool found = false;
+    HIODSFS_TRY(t->get(Db::kXattrs, k, &old, &found));
+    if ((flags & XATTR_CREATE) && found) return Status::error(EEXIST, "attribute exists");
+    if ((flags & XATTR_REPLACE) && !found) return Status::error(ENODATA, "no such attribute");
+    HIODSFS_TRY(t->put(Db::kXattrs, k, value));
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::getxattr(InodeId ino, std::string_view name, std::string* value) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t->get(Db::kXattrs, key_u64_str(ino, name), &v, &found));
+    if (!found) return Status::error(ENODATA, "no such attribute");
+    value->assign(v);
+    return Status::ok();
+}
+
+Status EngineImpl::listxattr(InodeId ino, std::vector<std::string>* names) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string prefix = key_u64(ino);
+    Cursor c = t->cursor(Db::kXattrs);
+    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
+        names->emplace_back(c.key().substr(8));
+    return c.status();
+}
+
+Status EngineImpl::removexattr(InodeId ino, std::string_view name) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    bool existed = false;
+    HIODSFS_TRY(t->del(Db::kXattrs, key_u64_str(ino, name), &existed));
+    if (!existed) return Status::error(ENODATA, "no such attribute");
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+// ---------------------------------------------------------------------------
+// Space
+
+Status EngineImpl::statfs(FsStats* out) {
+    struct statvfs v {};
+    if (::statvfs(opts_.store_dir.c_str(), &v) != 0)
+        return Status::from_errno(errno, "statfs of store " + opts_.store_dir);
+    // Figures of the backing file system, in its own block size: what df
+    // shows is what the store can really still take.
+    out->block_size = v.f_frsize;
+    out->blocks = v.f_blocks;
+    out->blocks_free = v.f_bfree;
+    out->blocks_avail = v.f_bavail;
+    SpaceCounters c;
+    HIODSFS_TRY(counters(&c));
+    out->files = c.inode_count + v.f_favail;
+    out->files_free = v.f_favail;
+    out->name_max = kMaxName;
+    return Status::ok();
+}
+
+Status EngineImpl::counters(SpaceCounters* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    *out = t->super().counters;
+    t.reset();
+    out->disk_bytes = segs_->disk_bytes();
+    return Status::ok();
+}
+
+}  // namespace
+
+Status Engine::open(const EngineOptions& options, std::unique_ptr<Engine>* out) {
+    auto e = std::make_unique<EngineImpl>();
+    Status st = e->init(options);
+    if (!st) {
+        e->abandon();
+        return st;
+    }
+    *out = std::move(e);
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,96 @@
+#include "engine/store_layout.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+namespace hiodsfs {
+namespace {
+constexpr const char* kMagicLine = "hiodsfs store";
+}
+
+Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists) {
+    std::string path = store + "/FORMAT";
+    if (!env->exists(path)) {
+        *exists = false;
+        return Status::ok();
+    }
+    *exists = true;
+    std::unique_ptr<File> f;
+    HIODSFS_TRY(env->open(path, OpenMode::kRead, &f));
+    std::string text(4096, '\0');
+    std::size_t got = 0;
+    HIODSFS_TRY(f->pread(text.data(), text.size(), 0, &got));
+    text.resize(got);
+    std::istringstream in(text);
+    std::string line;
+    bool magic = false, have_version = false, have_chunking = false;
+    while (std::getline(in, line)) {
+        if (line == kMagicLine) {
+            magic = true;
+        } else if (line.rfind("format ", 0) == 0) {
+            out->version = static_cast<std::uint32_t>(std::strtoul(line.c_str() + 7, nullptr, 10));
+            have_version = out->version != 0;
+        } else if (line.rfind("chunking ", 0) == 0) {
+            Status st = ChunkingParams::parse(line.substr(9), &out->chunking);
+            if (!st) return Status::error(EUCLEAN, path + ": bad chunking line: " + st.message());
+            have_chunking = true;
+        }
+    }
+    if (!magic || !have_version || !have_chunking)
+        return Status::error(EUCLEAN, path + " is not a hiodsfs format record");
+    return Status::ok();
+}
+
+Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
+    std::string text = std::string(kMagicLine) + "\nformat " + std::to_string(format.version) +
+                       "\nchunking " + format.chunking.describe() + "\n";
+    std::string tmp = store + "/FORMAT.tmp";
+    {
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(tmp, OpenMode::kReadWrite, &f));
+        HIODSFS_TRY(f->truncate(0));
+        HIODSFS_TRY(f->pwrite(text.data(), text.size(), 0));
+        HIODSFS_TRY(f->sync());
+    }
+    HIODSFS_TRY(env->rename(tmp, store + "/FORMAT"));
+    return env->sync_dir(store);
+}
+
+Status StoreLock::acquire(const std::string& store, bool exclusive, unsigned wait_ms,
+                          std::unique_ptr<StoreLock>* out) {
+    std::string path = store + "/lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EROFS && !exclusive) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open lock file " + path);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+            char pid[32] = {};
+            ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+            std::string who = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : "";
+            while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+            ::close(fd);
+            return Status::error(EBUSY, "store " + store + " is in use by another process" +
+                                            (who.empty() ? "" : " (pid " + who + ")"));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (exclusive) {
+        std::string pid = std::to_string(::getpid()) + "\n";
+        if (::ftruncate(fd, 0) == 0) {
+            [[maybe_unused]] ssize_t n = ::pwrite(fd, pid.data(), pid.size(), 0);
+        }
+    }
+    out->reset(new StoreLock(fd));
+    return Status::ok();
+}
+
+StoreLock::~StoreLock() { ::close(fd_); }
+
+}  // namespace hiodsfs

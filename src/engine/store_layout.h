@@ -1,0 +1,41 @@
+// The store directory's layout: the FORMAT record (format version and
+// chunking parameters, human-readable) and the lock that keeps a second
+// process off an open store.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "hiodsfs/chunker.h"
+#include "hiodsfs/env.h"
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+struct StoreFormat {
+    std::uint32_t version = 0;
+    ChunkingParams chunking;
+};
+
+// Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.
+Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists);
+// Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).
+Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
+
+// An flock on STORE/lock, released when destroyed.
+class StoreLock {
+public:
+    // exclusive: the daemon or a repairing fsck; shared: read-only tools.
+    // Waits up to wait_ms for a holder to let go, then fails with EBUSY.
+    static Status acquire(const std::string& store, bool exclusive, unsigned wait_ms,
+                          std::unique_ptr<StoreLock>* out);
+    ~StoreLock();
+    StoreLock(const StoreLock&) = delete;
+    StoreLock& operator=(const StoreLock&) = delete;
+
+private:
+    explicit StoreLock(int fd) : fd_(fd) {}
+    int fd_;
+};
+
+}  // namespace hiodsfs
