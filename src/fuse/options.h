@@ -1,0 +1,62 @@
+// Command line of the hiodsfs daemon:
+//   hiodsfs STORE MOUNTPOINT [-o opt,...] [-f] [-d] [-s] [--help] [--version]
+// hiodsfs's own options are accepted both as long flags (--chunking=cdc,
+// --chunk-size=64K) and inside -o (as mount.fuse3 and fstab pass them);
+// they are taken out of the -o list, options that fstab/mount add for
+// themselves are dropped, and the rest goes to libfuse.
+// Thread-safety: plain functions and values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/chunker.h"
+#include "hiodsfs/engine.h"
+
+namespace hiodsfs::fuse {
+
+struct DaemonOptions {
+    std::string store;
+    std::string mountpoint;
+    bool foreground = false;
+    bool debug = false;
+    bool single_thread = false;
+    bool show_help = false;
+    bool show_version = false;
+
+    ChunkingParams chunking;  // meaningful only if chunking_given
+    bool chunking_given = false;
+    DedupMode mode = DedupMode::kInline;
+    std::uint32_t commit_interval_ms = 1000;
+    bool writeback_cache = true;
+    std::uint32_t max_write = 1u << 20;
+    unsigned threads = 10;
+    double entry_timeout = 1.0;  // seconds
+    double attr_timeout = 1.0;
+    bool read_only = false;
+
+    // For libfuse, in -o form ("allow_other", "fsname=..."), escaped as
+    // fuse_opt expects (a literal ',' or '\' preceded by '\').
+    std::vector<std::string> fuse_options;
+};
+
+// Parses argv. Returns false with a one-line *error (no program name, no
+// newline) on any invalid option or value.
+bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out,
+                        std::string* error);
+
+// The --help text.
+std::string usage_text();
+
+// "64K", "1M", "4096" -> bytes. False if malformed or above max.
+bool parse_size(const std::string& text, std::uint64_t max, std::uint64_t* out);
+
+// Splits an -o list at unescaped commas; items keep their escapes.
+std::vector<std::string> split_option_list(const std::string& list);
+
+// The -o argument for libfuse: the pass-through options plus
+// default_permissions, fsname=STORE and subtype=hiodsfs unless given.
+std::string fuse_option_string(const DaemonOptions& options);
+
+}  // namespace hiodsfs::fuse
