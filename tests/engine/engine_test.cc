@@ -1,0 +1,413 @@
+// Engine behaviour driven directly, without a mount: namespace rules,
+// deduplication and its counters, re-chunking locality, truncate, holes,
+// clones, persistence, and refusal of mismatched stores.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <fstream>
+
+#include "engine_test_util.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+const ChunkingParams kCdc = ChunkingParams::cdc(4096, 16384, 65536);
+const ChunkingParams kFixed = ChunkingParams::fixed(4096);
+}  // namespace
+
+TEST_CASE("namespace operations follow POSIX rules", "[engine]") {
+    TempDir dir;
+    auto e = open_engine(options_for(dir.store(), kCdc));
+    Attr f = make_file(*e, "a");
+    Attr a;
+    REQUIRE(e->create(kRootInode, "a", NewNode{S_IFREG | 0644}, &a).err() == EEXIST);
+    REQUIRE(e->create(kRootInode, std::string(256, 'x'), NewNode{S_IFREG | 0644}, &a).err() == ENAMETOOLONG);
+    REQUIRE(e->create(kRootInode, std::string(255, 'x'), NewNode{S_IFREG | 0644}, &a).is_ok());
+    REQUIRE(e->create(kRootInode, "bad/name", NewNode{S_IFREG | 0644}, &a).err() == EINVAL);
+
+    Attr d;
+    REQUIRE(e->create(kRootInode, "d", NewNode{S_IFDIR | 0755}, &d).is_ok());
+    Attr root;
+    REQUIRE(e->getattr(kRootInode, &root).is_ok());
+    CHECK(root.nlink == 3);
+    REQUIRE(e->create(d.ino, "inner", NewNode{S_IFREG | 0600}, &a).is_ok());
+    CHECK(e->rmdir(kRootInode, "d").err() == ENOTEMPTY);
+    CHECK(e->unlink(kRootInode, "d").err() == EISDIR);
+    CHECK(e->rmdir(kRootInode, "a").err() == ENOTDIR);
+    CHECK(e->create(f.ino, "x", NewNode{S_IFREG | 0644}, &a).err() == ENOTDIR);
+
+    // Hard links count.
+    Attr l;
+    REQUIRE(e->link(f.ino, d.ino, "hard", &l).is_ok());
+    CHECK(l.nlink == 2);
+    CHECK(e->link(d.ino, kRootInode, "dirlink", &l).err() == EPERM);
+
+    // Rename: over a file, NOREPLACE, EXCHANGE, into own subtree.
+    Attr b = make_file(*e, "b");
+    REQUIRE(e->rename(kRootInode, "a", kRootInode, "b", 0).is_ok());
+    REQUIRE(e->lookup(kRootInode, "b", &a).is_ok());
+    CHECK(a.ino == f.ino);
+    CHECK(e->lookup(kRootInode, "a", &a).err() == ENOENT);
+    Attr c = make_file(*e, "c");
+    CHECK(e->rename(kRootInode, "c", kRootInode, "b", RENAME_NOREPLACE).err() == EEXIST);
+    REQUIRE(e->rename(kRootInode, "c", kRootInode, "b", RENAME_EXCHANGE).is_ok());
+    REQUIRE(e->lookup(kRootInode, "b", &a).is_ok());
+    CHECK(a.ino == c.ino);
+    REQUIRE(e->lookup(kRootInode, "c", &a).is_ok());
+    CHECK(a.ino == f.ino);
+    Attr sub;
+    REQUIRE(e->create(d.ino, "sub", NewNode{S_IFDIR | 0755}, &sub).is_ok());
+    CHECK(e->rename(kRootInode, "d", sub.ino, "loop", 0).err() == EINVAL);
+    CHECK(e->rename(kRootInode, "b", kRootInode, "d", 0).err() == EISDIR);
+    CHECK(e->rename(kRootInode, "d", kRootInode, "b", 0).err() == ENOTDIR);
+    // Moving a directory updates both parents' link counts and its parent.
+    Attr d2;
+    REQUIRE(e->create(kRootInode, "d2", NewNode{S_IFDIR | 0755}, &d2).is_ok());
+    REQUIRE(e->rename(d.ino, "sub", d2.ino, "moved", 0).is_ok());
+    InodeId parent = 0;
+    REQUIRE(e->parent_of(sub.ino, &parent).is_ok());
+    CHECK(parent == d2.ino);
+    REQUIRE(e->getattr(d.ino, &a).is_ok());
+    CHECK(a.nlink == 2);
+    REQUIRE(e->getattr(d2.ino, &a).is_ok());
+    CHECK(a.nlink == 3);
+    (void)b;
+
+    // Symlinks.
+    NewNode sl{S_IFLNK | 0777};
+    sl.symlink_target = "target/path";
+    REQUIRE(e->create(kRootInode, "ln", sl, &a).is_ok());
+    std::string target;
+    REQUIRE(e->readlink(a.ino, &target).is_ok());
+    CHECK(target == "target/path");
+    CHECK(a.size == target.size());
+
+    // readdir lists each entry once, sorted by name.
+    std::vector<DirEntry> entries;
+    REQUIRE(e->readdir(kRootInode, &entries).is_ok());
+    std::vector<std::string> names;
+    for (auto& en : entries) names.push_back(en.name);
+    CHECK(std::is_sorted(names.begin(), names.end()));
+    CHECK(std::count(names.begin(), names.end(), "b") == 1);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("xattrs: create, replace, list, remove", "[engine]") {
+    TempDir dir;
+    auto e = open_engine(options_for(dir.store(), kCdc));
+    Attr f = make_file(*e, "f");
+    REQUIRE(e->setxattr(f.ino, "user.a", "1", 0).is_ok());
+    CHECK(e->setxattr(f.ino, "user.a", "2", XATTR_CREATE).err() == EEXIST);
+    CHECK(e->setxattr(f.ino, "user.b", "2", XATTR_REPLACE).err() == ENODATA);
+    REQUIRE(e->setxattr(f.ino, "user.a", "3", XATTR_REPLACE).is_ok());
+    std::string v;
+    REQUIRE(e->getxattr(f.ino, "user.a", &v).is_ok());
+    CHECK(v == "3");
+    REQUIRE(e->setxattr(f.ino, "trusted.t", std::string(1000, 'z'), 0).is_ok());
+    std::vector<std::string> names;
+    REQUIRE(e->listxattr(f.ino, &names).is_ok());
+    CHECK(names == std::vector<std::string>{"trusted.t", "user.a"});
+    REQUIRE(e->removexattr(f.ino, "user.a").is_ok());
+    CHECK(e->removexattr(f.ino, "user.a").err() == ENODATA);
+    CHECK(e->getxattr(f.ino, "user.a", &v).err() == ENODATA);
+}
+
+TEST_CASE("the same 64 MiB in two files is stored once; unlinking both makes it dead", "[engine][dedup]") {
+    for (auto params : {kCdc, kFixed}) {
+        DYNAMIC_SECTION(params.describe()) {
+            TempDir dir;
+            auto e = open_engine(options_for(dir.store(), params));
+            std::mt19937_64 rng(42);
+            auto data = random_bytes(rng, 64u << 20);
+            Attr a = make_file(*e, "one");
+            Attr b = make_file(*e, "two");
+            write_all(*e, a.ino, 0, data, 128 * 1024);
+            write_all(*e, b.ino, 0, data, 1 << 20);  // other write sizes, same chunks
+            REQUIRE(e->flush(a.ino).is_ok());
+            REQUIRE(e->flush(b.ino).is_ok());
+            SpaceCounters c;
+            REQUIRE(e->counters(&c).is_ok());
+            CHECK(c.logical_bytes == 2 * data.size());
+            CHECK(c.stored_bytes == data.size());
+            CHECK(c.dead_bytes == 0);
+            CHECK(c.dedup_hits == c.chunk_count);
+            // Segment files hold the chunks once plus a small header each.
+            CHECK(c.disk_bytes < data.size() + data.size() / 50);
+            CHECK(read_all(*e, b.ino) == data);
+
+            REQUIRE(e->unlink(kRootInode, "one").is_ok());
+            REQUIRE(e->counters(&c).is_ok());
+            CHECK(c.stored_bytes == data.size());
+            CHECK(c.dead_bytes == 0);
+            REQUIRE(e->unlink(kRootInode, "two").is_ok());
+            REQUIRE(e->counters(&c).is_ok());
+            CHECK(c.stored_bytes == 0);
+            CHECK(c.chunk_count == 0);
+            CHECK(c.logical_bytes == 0);
+            CHECK(c.dead_bytes == data.size());
+            REQUIRE(e->close().is_ok());
+            CHECK(check_invariants(dir.store()).empty());
+        }
+    }
+}
+
+TEST_CASE("a small overwrite in a CDC file re-chunks only its region", "[engine][cdc]") {
+    TempDir dir;
+    auto e = open_engine(options_for(dir.store(), kCdc));
+    std::mt19937_64 rng(7);
+    auto data = random_bytes(rng, 16u << 20);
+    Attr f = make_file(*e, "f");
+    write_all(*e, f.ino, 0, data);
+    REQUIRE(e->flush(f.ino).is_ok());
+    SpaceCounters before;
+    REQUIRE(e->counters(&before).is_ok());
+
+    auto patch = random_bytes(rng, 4096);
+    std::uint64_t at = 5'000'000;
+    REQUIRE(e->write(f.ino, at, patch.data(), patch.size()).is_ok());
+    REQUIRE(e->flush(f.ino).is_ok());
+    std::copy(patch.begin(), patch.end(), data.begin() + at);
+    CHECK(read_all(*e, f.ino) == data);
+    SpaceCounters after;
+    REQUIRE(e->counters(&after).is_ok());
+    // A few chunks around the write are replaced; nothing else changes.
+    std::uint64_t new_bytes = after.stored_bytes + after.dead_bytes - before.stored_bytes;
+    INFO("new bytes " << new_bytes << ", dead " << after.dead_bytes);
+    CHECK(new_bytes <= 4 * 65536);
+    CHECK(after.dead_bytes <= 4 * 65536);
+    CHECK(after.chunk_count - before.chunk_count <= 4);
+
+    // Appending to a closed file re-cuts its short tail: the result is
+    // chunked as if written in one go.
+    TempDir dir2;
+    auto e2 = open_engine(options_for(dir2.store(), kCdc));
+    Attr g = make_file(*e2, "g");
+    for (std::size_t off = 0; off < data.size(); off += 3'000'000) {
+        std::vector<std::uint8_t> part(data.begin() + off,
+                                       data.begin() + std::min(data.size(), off + 3'000'000));
+        write_all(*e2, g.ino, off, part);
+        REQUIRE(e2->flush(g.ino).is_ok());
+    }
+    Attr h = make_file(*e2, "h");
+    write_all(*e2, h.ino, 0, data);
+    REQUIRE(e2->flush(h.ino).is_ok());
+    SpaceCounters c2;
+    REQUIRE(e2->counters(&c2).is_ok());
+    INFO("stored " << c2.stored_bytes << " dead " << c2.dead_bytes);
+    CHECK(c2.stored_bytes == data.size());
+    CHECK(read_all(*e2, g.ino) == data);
+}
+
+TEST_CASE("truncate, holes, sparse writes and seek", "[engine]") {
+    for (auto params : {kCdc, kFixed}) {
+        DYNAMIC_SECTION(params.describe()) {
+            TempDir dir;
+            auto e = open_engine(options_for(dir.store(), params));
+            std::mt19937_64 rng(3);
+            Attr f = make_file(*e, "f");
+            auto d = random_bytes(rng, 100000);
+            write_all(*e, f.ino, 0, d);
+            // Shrink into the middle of a chunk, then grow: the tail reads as zeros.
+            SetAttr s;
+            s.valid = SetAttr::kSize;
+            s.size = 50001;
+            Attr a;
+            REQUIRE(e->setattr(f.ino, s, &a).is_ok());
+            CHECK(a.size == 50001);
+            s.size = 200000;
+            REQUIRE(e->setattr(f.ino, s, &a).is_ok());
+            auto got = read_all(*e, f.ino);
+            std::vector<std::uint8_t> expect(d.begin(), d.begin() + 50001);
+            expect.resize(200000, 0);
+            CHECK(got == expect);
+
+            // A write far past the end leaves a hole.
+            Attr g = make_file(*e, "g");
+            auto tail = random_bytes(rng, 10000);
+            std::uint64_t far = (5ull << 30) + 12345;  // past 4 GiB
+            REQUIRE(e->write(g.ino, far, tail.data(), tail.size()).is_ok());
+            REQUIRE(e->getattr(g.ino, &a).is_ok());
+            CHECK(a.size == far + tail.size());
+            CHECK(a.blocks * 512 < 100000);
+            std::vector<std::uint8_t> buf(20000, 0xff);
+            std::size_t n = 0;
+            REQUIRE(e->read(g.ino, far - 10000, buf.size(), buf.data(), &n).is_ok());
+            CHECK(n == 20000);
+            CHECK(std::all_of(buf.begin(), buf.begin() + 10000, [](auto b) { return b == 0; }));
+            CHECK(std::equal(buf.begin() + 10000, buf.end(), tail.begin()));
+            std::uint64_t pos = 0;
+            REQUIRE(e->seek(g.ino, 0, SeekWhence::kData, &pos).is_ok());
+            CHECK(pos <= far);
+            CHECK(pos + 65536 > far);
+            REQUIRE(e->seek(g.ino, 0, SeekWhence::kHole, &pos).is_ok());
+            CHECK(pos == 0);
+            REQUIRE(e->seek(g.ino, far + 5000, SeekWhence::kHole, &pos).is_ok());
+            CHECK(pos == far + tail.size());
+            CHECK(e->seek(g.ino, far + tail.size(), SeekWhence::kData, &pos).err() == ENXIO);
+
+            // Punching a hole reads back zeros and unmaps the range.
+            Attr h = make_file(*e, "h");
+            auto hd = random_bytes(rng, 300000);
+            write_all(*e, h.ino, 0, hd);
+            REQUIRE(e->fallocate(h.ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100000, 100000).is_ok());
+            std::fill(hd.begin() + 100000, hd.begin() + 200000, 0);
+            CHECK(read_all(*e, h.ino) == hd);
+            CHECK(e->fallocate(h.ino, FALLOC_FL_COLLAPSE_RANGE, 0, 4096).err() == EOPNOTSUPP);
+            REQUIRE(e->fallocate(h.ino, 0, 0, 1000000).is_ok());
+            REQUIRE(e->getattr(h.ino, &a).is_ok());
+            CHECK(a.size == 1000000);
+
+            // All-zero data is not stored.
+            SpaceCounters before, after;
+            REQUIRE(e->counters(&before).is_ok());
+            Attr z = make_file(*e, "z");
+            std::vector<std::uint8_t> zeros(1 << 20, 0);
+            write_all(*e, z.ino, 0, zeros);
+            REQUIRE(e->flush(z.ino).is_ok());
+            REQUIRE(e->counters(&after).is_ok());
+            CHECK(after.stored_bytes == before.stored_bytes);
+            CHECK(read_all(*e, z.ino) == zeros);
+            REQUIRE(e->close().is_ok());
+            CHECK(check_invariants(dir.store()).empty());
+        }
+    }
+}
+
+TEST_CASE("clone_range shares chunks without copying", "[engine][clone]") {
+    TempDir dir;
+    auto e = open_engine(options_for(dir.store(), kCdc));
+    std::mt19937_64 rng(11);
+    auto d = random_bytes(rng, 3u << 20);
+    Attr a = make_file(*e, "a");
+    write_all(*e, a.ino, 0, d);
+    REQUIRE(e->flush(a.ino).is_ok());
+    SpaceCounters before;
+    REQUIRE(e->counters(&before).is_ok());
+    Attr b = make_file(*e, "b");
+    std::uint64_t copied = 0;
+    REQUIRE(e->clone_range(a.ino, 0, b.ino, 0, d.size() + 100, &copied).is_ok());
+    CHECK(copied == d.size());
+    CHECK(read_all(*e, b.ino) == d);
+    // A partial clone at an unaligned offset.
+    Attr c = make_file(*e, "c");
+    REQUIRE(e->clone_range(a.ino, 12345, c.ino, 777, 1000000, &copied).is_ok());
+    auto cd = read_all(*e, c.ino);
+    REQUIRE(cd.size() == 777 + 1000000);
+    CHECK(std::equal(cd.begin() + 777, cd.end(), d.begin() + 12345));
+    SpaceCounters after;
+    REQUIRE(e->counters(&after).is_ok());
+    CHECK(after.stored_bytes == before.stored_bytes);
+    CHECK(after.cloned_bytes == d.size() + 1000000);
+    // Overwriting the clone leaves the original intact.
+    auto patch = random_bytes(rng, 5000);
+    REQUIRE(e->write(b.ino, 1000, patch.data(), patch.size()).is_ok());
+    CHECK(read_all(*e, a.ino) == d);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("data and metadata persist across reopen", "[engine]") {
+    TempDir dir;
+    std::mt19937_64 rng(5);
+    auto d = random_bytes(rng, 1u << 20);
+    InodeId ino = 0;
+    {
+        auto e = open_engine(options_for(dir.store(), kFixed));
+        Attr f = make_file(*e, "f");
+        ino = f.ino;
+        write_all(*e, f.ino, 0, d);
+        REQUIRE(e->setxattr(f.ino, "user.k", "v", 0).is_ok());
+        REQUIRE(e->close().is_ok());
+    }
+    auto e = open_engine(options_for(dir.store(), kFixed));
+    Attr a;
+    REQUIRE(e->lookup(kRootInode, "f", &a).is_ok());
+    CHECK(a.ino == ino);
+    CHECK(read_all(*e, ino) == d);
+    std::string v;
+    REQUIRE(e->getxattr(ino, "user.k", &v).is_ok());
+    CHECK(v == "v");
+}
+
+TEST_CASE("an unlinked file stays readable while pinned and is freed on the last unpin", "[engine]") {
+    TempDir dir;
+    std::mt19937_64 rng(9);
+    auto d = random_bytes(rng, 500000);
+    auto e = open_engine(options_for(dir.store(), kCdc));
+    Attr f = make_file(*e, "f");
+    write_all(*e, f.ino, 0, d);
+    e->pin(f.ino, 2);
+    REQUIRE(e->unlink(kRootInode, "f").is_ok());
+    CHECK(read_all(*e, f.ino) == d);
+    e->unpin(f.ino, 1);
+    CHECK(read_all(*e, f.ino) == d);
+    e->unpin(f.ino, 1);
+    Attr a;
+    CHECK(e->getattr(f.ino, &a).err() == ENOENT);
+    SpaceCounters c;
+    REQUIRE(e->counters(&c).is_ok());
+    CHECK(c.stored_bytes == 0);
+
+    // Still pinned when the store closes (as in a crash): freed on next open.
+    Attr g = make_file(*e, "g");
+    write_all(*e, g.ino, 0, d);
+    e->pin(g.ino);
+    REQUIRE(e->unlink(kRootInode, "g").is_ok());
+    REQUIRE(e->sync_all().is_ok());
+    e->abandon();
+    e = open_engine(options_for(dir.store(), kCdc));
+    CHECK(e->getattr(g.ino, &a).err() == ENOENT);
+    REQUIRE(e->counters(&c).is_ok());
+    CHECK(c.stored_bytes == 0);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("a store is refused when its format or chunking does not match", "[engine][format]") {
+    TempDir dir;
+    { auto e = open_engine(options_for(dir.store(), kCdc)); }
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(options_for(dir.store(), kFixed), &e);
+    CHECK(st.err() == EINVAL);
+    CHECK(st.message().find("was made with chunking cdc:4096/16384/65536") != std::string::npos);
+    // Without explicit chunking the store's own parameters are used.
+    EngineOptions o = options_for(dir.store(), kFixed);
+    o.chunking_given = false;
+    REQUIRE(Engine::open(o, &e).is_ok());
+    CHECK(e->chunking() == kCdc);
+    // A second opener is refused while the store is open.
+    std::unique_ptr<Engine> e2;
+    st = Engine::open(options_for(dir.store(), kCdc), &e2);
+    CHECK(st.err() == EBUSY);
+    e.reset();
+
+    // A newer format version is refused and left untouched.
+    std::string format = dir.store() + "/FORMAT";
+    {
+        std::ofstream f(format, std::ios::trunc);
+        f << "hiodsfs store\nformat 2\nchunking cdc:4096/16384/65536\n";
+    }
+    st = Engine::open(options_for(dir.store(), kCdc), &e);
+    CHECK(st.err() == EPROTO);
+    CHECK(st.message().find("format version 2") != std::string::npos);
+    std::ifstream in(format);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(all.find("format 2") != std::string::npos);
+
+    // A non-empty directory that is not a store, and a path that is a file.
+    TempDir other;
+    std::filesystem::create_directories(other.path() + "/data");
+    { std::ofstream(other.path() + "/data/precious") << "x"; }
+    st = Engine::open(options_for(other.path() + "/data", kCdc), &e);
+    CHECK(st.err() == EEXIST);
+    CHECK(std::filesystem::exists(other.path() + "/data/precious"));
+    st = Engine::open(options_for(other.path() + "/data/precious", kCdc), &e);
+    CHECK(st.err() == ENOTDIR);
+    st = Engine::open(options_for(other.path() + "/missing/parent", kCdc), &e);
+    CHECK(st.err() == ENOENT);
+}

@@ -1,0 +1,177 @@
+// Helpers shared by the engine tests: a temporary directory, reproducible
+// random data, an engine opened on a store, and an invariant check that reads
+// the metadata directly (reference counts, counters, extents inside chunks).
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/engine.h"
+#include "hiodsfs/meta_store.h"
+#include "hiodsfs/records.h"
+
+namespace hiodsfs::test {
+
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "hiodsfs-engine-XXXXXX").string();
+        path_ = ::mkdtemp(tmpl.data());
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    const std::string& path() const { return path_; }
+    std::string store() const { return path_ + "/store"; }
+
+private:
+    std::string path_;
+};
+
+inline std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t n) {
+    std::vector<std::uint8_t> v(n);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t w = rng();
+        std::memcpy(v.data() + i, &w, 8);
+    }
+    for (; i < n; ++i) v[i] = static_cast<std::uint8_t>(rng());
+    return v;
+}
+
+inline EngineOptions options_for(const std::string& store, const ChunkingParams& chunking) {
+    EngineOptions o;
+    o.store_dir = store;
+    o.chunking = chunking;
+    o.chunking_given = true;
+    o.lmdb_map_bytes = 1ull << 32;
+    o.segments.max_segment_bytes = 4ull << 20;
+    return o;
+}
+
+inline std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(o, &e);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    return e;
+}
+
+inline Attr make_file(Engine& e, const std::string& name, InodeId parent = kRootInode) {
+    NewNode n;
+    n.mode = S_IFREG | 0644;
+    Attr a;
+    Status st = e.create(parent, name, n, &a);
+    INFO(name << ": " << st.to_string());
+    REQUIRE(st.is_ok());
+    return a;
+}
+
+inline void write_all(Engine& e, InodeId ino, std::uint64_t off, const std::vector<std::uint8_t>& d,
+                      std::size_t piece = 128 * 1024) {
+    for (std::size_t done = 0; done < d.size(); done += piece) {
+        std::size_t n = std::min(piece, d.size() - done);
+        Status st = e.write(ino, off + done, d.data() + done, n);
+        INFO(st.to_string());
+        REQUIRE(st.is_ok());
+    }
+}
+
+inline std::vector<std::uint8_t> read_all(Engine& e, InodeId ino) {
+    Attr a;
+    REQUIRE(e.getattr(ino, &a).is_ok());
+    std::vector<std::uint8_t> out(a.size);
+    std::size_t got = 0;
+    Status st = e.read(ino, 0, out.size(), out.data(), &got);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    REQUIRE(got == out.size());
+    return out;
+}
+
+// Checks the metadata invariants of a closed store; returns a description
+// of every violation (empty when consistent).
+inline std::vector<std::string> check_invariants(const std::string& store) {
+    std::vector<std::string> problems;
+    std::unique_ptr<MetaStore> m;
+    Status st = MetaStore::open(store + "/meta", 1ull << 32, true, &m);
+    if (!st) return {"open metadata: " + st.to_string()};
+    std::unique_ptr<Txn> t;
+    if (!m->begin(&t)) return {"begin"};
+    std::map<ChunkId, std::uint64_t> refs;
+    std::map<InodeId, std::uint64_t> mapped;
+    std::uint64_t logical = 0;
+    {
+        Cursor c = t->cursor(Db::kExtents);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ExtentRecord e;
+            from_bytes(c.value(), &e);
+            refs[e.chunk] += 1;
+            mapped[get_be64(c.key(), 0)] += e.length;
+            logical += e.length;
+        }
+    }
+    std::map<ChunkId, ChunkRecord> chunks;
+    std::uint64_t stored = 0;
+    {
+        Cursor c = t->cursor(Db::kChunks);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ChunkRecord r;
+            from_bytes(c.value(), &r);
+            chunks[get_be64(c.key())] = r;
+            stored += r.length;
+        }
+    }
+    for (const auto& [id, n] : refs) {
+        auto it = chunks.find(id);
+        if (it == chunks.end()) problems.push_back("extent refers to missing chunk " + std::to_string(id));
+        else if (it->second.refs != n)
+            problems.push_back("chunk " + std::to_string(id) + " refs " + std::to_string(it->second.refs) +
+                               " but " + std::to_string(n) + " extents");
+    }
+    for (const auto& [id, r] : chunks)
+        if (refs.find(id) == refs.end()) problems.push_back("chunk " + std::to_string(id) + " is unreferenced");
+    {
+        Cursor c = t->cursor(Db::kExtents);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ExtentRecord e;
+            from_bytes(c.value(), &e);
+            auto it = chunks.find(e.chunk);
+            if (it != chunks.end() && std::uint64_t(e.chunk_off) + e.length > it->second.length)
+                problems.push_back("extent reaches past its chunk");
+        }
+    }
+    {
+        Cursor c = t->cursor(Db::kInodes);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            InodeRecord r;
+            from_bytes(c.value(), &r);
+            InodeId ino = get_be64(c.key());
+            if (r.mapped != mapped[ino])
+                problems.push_back("inode " + std::to_string(ino) + " mapped " + std::to_string(r.mapped) +
+                                   " but extents hold " + std::to_string(mapped[ino]));
+        }
+    }
+    const auto& cnt = t->super().counters;
+    if (cnt.logical_bytes != logical)
+        problems.push_back("logical_bytes " + std::to_string(cnt.logical_bytes) + " != " + std::to_string(logical));
+    if (cnt.stored_bytes != stored)
+        problems.push_back("stored_bytes " + std::to_string(cnt.stored_bytes) + " != " + std::to_string(stored));
+    if (cnt.chunk_count != chunks.size()) problems.push_back("chunk_count mismatch");
+    return problems;
+}
+
+}  // namespace hiodsfs::test
