@@ -198,7 +198,9 @@ public:
             (void)!::write(pipe_[1], &q, 1);
             thread_.join();
         }
-        for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+        // systemd sends SIGTERM to a stopped mount's daemon right after
+        // umount; it must not cut short the engine's close that follows.
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_IGN);
         write_fd_ = -1;
         for (int& fd : pipe_) {
             if (fd >= 0) ::close(fd);

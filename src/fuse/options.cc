@@ -206,7 +206,7 @@ public:
         }
         Status st = out_->chunking.validate();
         if (!st.is_ok()) {
-            *error = "invalid chunking " + out_->chunking.describe() + ": " + st.message();
+            *error = st.message();
             return false;
         }
         out_->chunking_given = true;
