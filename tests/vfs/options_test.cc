@@ -1,0 +1,131 @@
+// The daemon's command line: long flags and -o items, sizes, pass-through
+// to libfuse, and the one-line errors.
+#include "fuse/options.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using hiodsfs::ChunkingParams;
+using hiodsfs::fuse::DaemonOptions;
+using hiodsfs::fuse::fuse_option_string;
+using hiodsfs::fuse::parse_command_line;
+using hiodsfs::fuse::parse_size;
+using hiodsfs::fuse::split_option_list;
+
+namespace {
+
+struct Parsed {
+    bool ok = false;
+    DaemonOptions opt;
+    std::string error;
+};
+
+Parsed parse(std::vector<const char*> args) {
+    args.insert(args.begin(), "hiodsfs");
+    Parsed p;
+    p.ok = parse_command_line(static_cast<int>(args.size()), args.data(), &p.opt, &p.error);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("sizes take K, M and G suffixes") {
+    std::uint64_t v = 0;
+    CHECK((parse_size("4096", 1ull << 40, &v) && v == 4096));
+    CHECK((parse_size("64K", 1ull << 40, &v) && v == 65536));
+    CHECK((parse_size("64k", 1ull << 40, &v) && v == 65536));
+    CHECK((parse_size("1M", 1ull << 40, &v) && v == 1u << 20));
+    CHECK((parse_size("1MiB", 1ull << 40, &v) && v == 1u << 20));
+    CHECK((parse_size("2G", 1ull << 40, &v) && v == 2ull << 30));
+    CHECK_FALSE(parse_size("", 1ull << 40, &v));
+    CHECK_FALSE(parse_size("K", 1ull << 40, &v));
+    CHECK_FALSE(parse_size("12X", 1ull << 40, &v));
+    CHECK_FALSE(parse_size("-1", 1ull << 40, &v));
+    CHECK_FALSE(parse_size("5M", 4u << 20, &v));
+    CHECK_FALSE(parse_size("99999999999999999999", 1ull << 62, &v));
+}
+
+TEST_CASE("-o lists split at unescaped commas") {
+    CHECK(split_option_list("a,b=c,,d") == std::vector<std::string>{"a", "b=c", "", "d"});
+    CHECK(split_option_list("fsname=a\\,b,ro") == std::vector<std::string>{"fsname=a\\,b", "ro"});
+}
+
+TEST_CASE("positional arguments and defaults") {
+    Parsed p = parse({"/store", "/mnt"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.store == "/store");
+    CHECK(p.opt.mountpoint == "/mnt");
+    CHECK_FALSE(p.opt.chunking_given);
+    CHECK(p.opt.writeback_cache);
+    CHECK(p.opt.max_write == 1u << 20);
+    CHECK(p.opt.entry_timeout == 1.0);
+    CHECK(fuse_option_string(p.opt) == "default_permissions,fsname=/store,subtype=hiodsfs");
+
+    CHECK_FALSE(parse({"/store"}).ok);
+    CHECK(parse({"--help"}).opt.show_help);
+    CHECK(parse({"-V"}).opt.show_version);
+    Parsed d = parse({"/s", "/m", "-d"});
+    CHECK((d.opt.debug && d.opt.foreground));
+}
+
+TEST_CASE("hiodsfs options come out of -o, the rest goes to libfuse") {
+    Parsed p = parse({"/s", "/m", "-o",
+                      "allow_other,chunking=fixed,chunk_size=8K,fsname=my\\,store,_netdev,nofail,"
+                      "x-systemd.automount,defaults,noauto,user,users,max_write=128K,threads=4,"
+                      "no_writeback_cache,ro",
+                      "-f"});
+    INFO(p.error);
+    REQUIRE(p.ok);
+    CHECK(p.opt.foreground);
+    CHECK(p.opt.chunking_given);
+    CHECK(p.opt.chunking == ChunkingParams::fixed(8192));
+    CHECK(p.opt.max_write == 128u << 10);
+    CHECK(p.opt.threads == 4);
+    CHECK_FALSE(p.opt.writeback_cache);
+    CHECK(p.opt.read_only);
+    CHECK(fuse_option_string(p.opt) ==
+          "allow_other,fsname=my\\,store,ro,default_permissions,subtype=hiodsfs");
+}
+
+TEST_CASE("long flags, with dashes or underscores, win over -o") {
+    Parsed p = parse({"/s", "/m", "-o", "cdc_avg=32K,entry_timeout=5", "--cdc-avg=8K",
+                      "--attr_timeout=0.5", "--no-writeback-cache"});
+    INFO(p.error);
+    REQUIRE(p.ok);
+    CHECK(p.opt.chunking == ChunkingParams::cdc(2048, 8192, 32768));
+    CHECK(p.opt.entry_timeout == 5.0);
+    CHECK(p.opt.attr_timeout == 0.5);
+    CHECK_FALSE(p.opt.writeback_cache);
+}
+
+TEST_CASE("bad options are one-line errors") {
+    auto error_of = [](std::vector<const char*> args) {
+        Parsed p = parse(std::move(args));
+        CHECK_FALSE(p.ok);
+        CHECK(p.error.find('\n') == std::string::npos);
+        return p.error;
+    };
+    CHECK(error_of({"/s", "/m", "-o", "mode=deferred"}) == "mode=deferred is not available yet");
+    CHECK(error_of({"/s", "/m", "--mode=hybrid"}) == "mode=hybrid is not available yet");
+    CHECK(error_of({"/s", "/m", "-o", "mode=fast"}).find("mode") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "chunking=cdc,chunk_size=4K"}).find("chunk_size") !=
+          std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "chunking=fixed,cdc_min=1K"}).find("cdc") !=
+          std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "chunk_size=3K"}).find("power of two") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "chunk_size"}).find("needs a value") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "max_write=2M"}).find("max_write") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "threads=0"}).find("threads") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "commit_interval=soon"}).find("commit_interval") !=
+          std::string::npos);
+    CHECK(error_of({"/s", "/m", "--frobnicate"}).find("frobnicate") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
+}
+
+TEST_CASE("mode=inline is accepted") {
+    Parsed p = parse({"/s", "/m", "-o", "mode=inline,commit_interval=250"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.commit_interval_ms == 250);
+}
