@@ -1,0 +1,166 @@
+// The daemon's command line: bad invocations fail with one clear line, and
+// `mount -t fuse.hiodsfs` works once hiodsfs is installed (scripts/test
+// installs it before running this binary).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "mount_fixture.h"
+
+using namespace hiodsfs::mt;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool mounted_at(const std::string& mnt, std::string* fstype = nullptr) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string f[5];
+        for (auto& x : f) ls >> x;
+        if (f[4] != mnt) continue;
+        if (fstype != nullptr) {
+            auto dash = line.find(" - ");
+            std::istringstream rest(line.substr(dash + 3));
+            rest >> *fstype;
+        }
+        return true;
+    }
+    return false;
+}
+
+// Unmounts whatever is left at mnt when a test ends, however it ends.
+struct UnmountGuard {
+    std::string mnt;
+    ~UnmountGuard() {
+        for (int i = 0; i < 20 && mounted_at(mnt); ++i) {
+            if (run({"fusermount3", "-u", mnt}).ok()) break;
+            std::this_thread::sleep_for(200ms);
+        }
+        if (mounted_at(mnt)) run({"fusermount3", "-uz", mnt});
+    }
+};
+
+std::size_t line_count(const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += c == '\n';
+    if (!s.empty() && s.back() != '\n') ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("bad invocations give one line on stderr and a non-zero exit", "[cli]") {
+    TempDir t;
+    const std::string bin = daemon_binary();
+    REQUIRE(access(bin.c_str(), X_OK) == 0);
+    make_dir(t.path() + "/mnt");
+    make_dir(t.path() + "/store");
+    struct Case {
+        const char* what;
+        std::vector<std::string> args;
+    };
+    const std::vector<Case> cases = {
+        {"an unknown option", {t.path() + "/store", t.path() + "/mnt", "-f", "-o", "no_such_option=1"}},
+        {"a bad chunking kind", {t.path() + "/store", t.path() + "/mnt", "-f", "-o", "chunking=bogus"}},
+        {"a chunk size that is not a power of two",
+         {t.path() + "/store", t.path() + "/mnt", "-f", "-o", "chunking=fixed,chunk_size=3000"}},
+        {"a missing store parent directory", {t.path() + "/no/such/dir/store", t.path() + "/mnt", "-f"}},
+        {"a missing mount point", {t.path() + "/store", t.path() + "/no-mnt", "-f"}},
+        {"no mount point at all", {t.path() + "/store"}},
+    };
+    for (const auto& c : cases) {
+        INFO("hiodsfs with " << c.what);
+        UnmountGuard guard{t.path() + "/mnt"};
+        std::vector<std::string> argv = {bin};
+        argv.insert(argv.end(), c.args.begin(), c.args.end());
+        CmdResult r = run(argv, {}, 20s);
+        INFO(r.describe());
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);  // an exit, not a crash
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.size() > 10);
+        CHECK_FALSE(mounted_at(t.path() + "/mnt"));
+    }
+    CHECK_FALSE(exists(t.path() + "/no"));
+    // A store made with one chunking refuses another.
+    {
+        MountFixture fx({"chunking=fixed", "chunk_size=4096"});
+        write_file(fx.path("f"), "x");
+        fx.unmount();
+        {
+            CmdResult r = run({bin, fx.store(), fx.mnt(), "-f", "-o", "chunking=cdc"}, {}, 20s);
+            UnmountGuard guard{fx.mnt()};
+            INFO("mounting a fixed-chunking store with chunking=cdc: " << r.describe());
+            CHECK(r.status != 0);
+            CHECK(line_count(r.err) == 1);
+        }
+        // The same store with no chunking option mounts and still has its file.
+        fx.set_options({});
+        fx.mount();
+        CHECK(read_file(fx.path("f")) == "x");
+    }
+}
+
+TEST_CASE("--version and --help", "[cli]") {
+    const std::string bin = daemon_binary();
+    CmdResult v = run({bin, "--version"}, {}, 20s);
+    INFO("--version: " << v.describe());
+    CHECK(v.ok());
+    CHECK_FALSE((v.out + v.err).empty());
+    CmdResult h = run({bin, "--help"}, {}, 20s);
+    INFO("--help: " << h.describe());
+    CHECK(h.ok());
+    CHECK((h.out + h.err).find("chunking") != std::string::npos);
+}
+
+TEST_CASE("mount -t fuse.hiodsfs works once installed", "[cli][install]") {
+    const std::string installed = which("hiodsfs");
+    if (installed.empty()) {
+        WARN("SKIPPED: hiodsfs is not on PATH, so `mount -t fuse.hiodsfs` cannot find it; "
+             "run scripts/install first (scripts/test does)");
+        return;
+    }
+    if (!is_root()) {
+        WARN("SKIPPED: mount(8) needs root");
+        return;
+    }
+    TempDir t;
+    const std::string store = t.path() + "/store", mnt = t.path() + "/mnt";
+    make_dir(mnt);
+    UnmountGuard guard{mnt};
+    CmdResult r = run({"mount", "-t", "fuse.hiodsfs", store, mnt, "-o",
+                       "chunking=fixed,chunk_size=4096,allow_other"},
+                      {}, 60s);
+    INFO("mount -t fuse.hiodsfs (hiodsfs at " << installed << "): " << r.describe());
+    REQUIRE(r.ok());
+    std::string fstype;
+    REQUIRE(mounted_at(mnt, &fstype));
+    CHECK(fstype == "fuse.hiodsfs");
+    const std::string data = random_bytes(kMiB, 91);
+    write_file(mnt + "/f", data);
+    CHECK(read_file(mnt + "/f") == data);
+    r = run({"umount", mnt}, {}, 60s);
+    INFO("umount: " << r.describe());
+    REQUIRE(r.ok());
+    CHECK_FALSE(mounted_at(mnt));
+    // The daemon exits after the unmount and lets go of the store.
+    hiodsfs::SpaceCounters c;
+    hiodsfs::Status st = read_counters(store, &c, 60s);
+    INFO("reading the store after umount: " << st.to_string());
+    REQUIRE(st.is_ok());
+    CHECK(c.logical_bytes == kMiB);
+    CHECK(c.stored_bytes == kMiB);
+
+    // mount(8) passes a wrong option on; it fails and nothing is mounted.
+    r = run({"mount", "-t", "fuse.hiodsfs", store, mnt, "-o", "no_such_option=1"}, {}, 60s);
+    INFO("mount -t fuse.hiodsfs -o no_such_option=1: " << r.describe());
+    CHECK(r.status != 0);
+    CHECK_FALSE(mounted_at(mnt));
+}
