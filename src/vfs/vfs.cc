@@ -247,6 +247,12 @@ Status Vfs::fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t
 }
 
 Status Vfs::lseek(InodeId ino, std::uint64_t offset, int whence, std::uint64_t* out) {
+    // The kernel sends FUSE_LSEEK without writing back dirty pages first,
+    // so with the writeback cache the engine would call unwritten data a
+    // hole (and cp would copy zeros). ENOSYS makes the kernel answer from
+    // its own size for this connection: all data, no holes.
+    if (options_.writeback_cache)
+        return Status::error(ENOSYS, "SEEK_DATA/SEEK_HOLE with the writeback cache");
     if (whence != SEEK_DATA && whence != SEEK_HOLE)
         return Status::error(EINVAL, "lseek whence other than SEEK_DATA/SEEK_HOLE");
     return engine_.seek(ino, offset, whence == SEEK_DATA ? SeekWhence::kData : SeekWhence::kHole,

@@ -105,6 +105,7 @@ public:
     Status fsync(InodeId ino, bool datasync);
     Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len);
     // whence: SEEK_DATA or SEEK_HOLE (the kernel does the others itself).
+    // ENOSYS with the writeback cache (see vfs.cc).
     Status lseek(InodeId ino, std::uint64_t offset, int whence, std::uint64_t* out);
     // Shares chunks through Engine::clone_range; copies through the VFS
     // only if the engine cannot clone that range.
