@@ -50,6 +50,12 @@ struct EngineOptions {
     // Background thread that commits metadata every commit_interval_ms.
     // Tests that want to control commits switch it off.
     bool background_commit = true;
+    // inline: deduplicate on the write path; deferred: write raw and let the
+    // background pass deduplicate; hybrid: switch between them (controller).
+    DedupMode mode = DedupMode::kInline;
+    // Worker threads of the background pass; 0 = no background pass (tests
+    // then drive it with run_background()).
+    unsigned background_threads = 2;
     // How long to wait for another process to release the store (e.g. a
     // daemon still flushing after umount) before failing with EBUSY.
     unsigned lock_wait_ms = 0;
@@ -119,6 +125,9 @@ struct SpaceCounters {
     std::uint64_t inode_count = 0;
     std::uint64_t dedup_hits = 0;        // chunks written that were already stored
     std::uint64_t cloned_bytes = 0;      // bytes shared through clone_range
+    std::uint64_t backlog_records = 0;   // dirty records waiting for the background pass
+    std::uint64_t backlog_bytes = 0;     // bytes those records cover
+    std::uint64_t raw_bytes = 0;         // payload bytes of live chunks not yet deduplicated
     std::uint64_t disk_bytes = 0;        // segment files on disk (not a counter: measured)
 };
 
@@ -191,6 +200,13 @@ public:
     virtual Status getxattr(InodeId ino, std::string_view name, std::string* value) = 0;
     virtual Status listxattr(InodeId ino, std::vector<std::string>* names) = 0;
     virtual Status removexattr(InodeId ino, std::string_view name) = 0;
+
+    // Runs the background pass in the calling thread until no dirty record
+    // is left (for tests and tools; the daemon's pass runs by itself).
+    virtual Status run_background() = 0;
+    // Switches the write path (the mode controller calls this in hybrid mode).
+    virtual void set_deferred(bool deferred) = 0;
+    virtual bool deferred() const = 0;
 
     virtual Status statfs(FsStats* out) = 0;
     virtual Status counters(SpaceCounters* out) = 0;

@@ -32,6 +32,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "dedup/background_pass.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
 #include "hiodsfs/meta_store.h"
@@ -122,7 +123,7 @@ struct Stream {
     }
 };
 
-class EngineImpl final : public Engine {
+class EngineImpl final : public Engine, private DedupTarget {
 public:
     ~EngineImpl() override {
         if (!closed_) (void)close();
@@ -166,10 +167,19 @@ public:
     Status listxattr(InodeId ino, std::vector<std::string>* names) override;
     Status removexattr(InodeId ino, std::string_view name) override;
 
+    Status run_background() override;
+    void set_deferred(bool deferred) override { deferred_.store(deferred); }
+    bool deferred() const override { return deferred_.load(); }
+
     Status statfs(FsStats* out) override;
     Status counters(SpaceCounters* out) override;
 
 private:
+    // ---- DedupTarget (the background pass) ----
+    Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
+    Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
+    Status finish_dirty(const std::vector<DirtyRecord>& done) override;
+
     // ---- metadata helpers (caller holds a Txn) ----
     Status load_inode(Txn& t, InodeId ino, Inode* out);
     Status store_inode(Txn& t, InodeId ino, const Inode& in);
@@ -198,8 +208,15 @@ private:
     // ---- data path (caller holds the Stream lock) ----
     std::shared_ptr<Stream> stream(InodeId ino);
     Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
+    // Deferred path: stores bytes as they are (no fingerprint, no lookup),
+    // maps them, and records the range for the background pass.
+    Status emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
+    Status write_deferred(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
+                          std::size_t len);
     Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len);
-    Status close_stream(InodeId ino, Stream& s);
+    // Chunks the stream's tail (raw in deferred mode unless force_inline).
+    Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
+    Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta);
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off);
     Status realign(InodeId ino, Stream& s, std::uint64_t write_end);
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
@@ -230,6 +247,9 @@ private:
     bool stop_ = false;
     std::thread committer_;
     bool closed_ = false;
+
+    std::atomic<bool> deferred_{false};
+    std::unique_ptr<BackgroundPass> pass_;
 };
 
 // ---------------------------------------------------------------------------
@@ -329,8 +349,14 @@ Status EngineImpl::init(const EngineOptions& options) {
         if (!orphans.empty()) HIODSFS_TRY(commit_now());
     }
 
+    deferred_.store(options.mode == DedupMode::kDeferred);
     if (options.background_commit && !options.read_only)
         committer_ = std::thread([this] { committer_loop(); });
+    if (options.background_threads > 0 && !options.read_only) {
+        pass_ = std::make_unique<BackgroundPass>(static_cast<DedupTarget*>(this), [] { return 1.0; },
+                                                 options.background_threads);
+        pass_->start();
+    }
     return Status::ok();
 }
 
@@ -345,6 +371,7 @@ void EngineImpl::stop_committer() {
 
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
+    if (pass_) pass_->stop();  // unfinished records stay queued for the next open
     stop_committer();
     Status result;
     if (meta_ && !meta_->read_only()) {
@@ -369,6 +396,7 @@ Status EngineImpl::close() {
 }
 
 void EngineImpl::abandon() {
+    if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
     {
@@ -526,14 +554,9 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
         HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &ffound));
         if (ffound && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t.del(Db::kFingerprints, fk));
     }
-    std::string sk = key_u64(rec.segment);
-    std::string_view sv;
-    bool sfound = false;
-    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &sfound));
-    std::uint64_t live = sfound && sv.size() == 8 ? get_be64(sv) : 0;
-    live = live >= rec.length ? live - rec.length : 0;
-    HIODSFS_TRY(t.put(Db::kSegments, sk, key_u64(live)));
+    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
     auto& c = t.super().counters;
+    if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= rec.length;
     c.stored_bytes -= rec.length;
     c.chunk_count -= 1;
     c.dead_bytes += rec.length;
@@ -602,16 +625,21 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.digest = digest;
     HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
     HIODSFS_TRY(t.put(Db::kFingerprints, fk, key_u64(id)));
-    std::string sk = key_u64(loc.segment);
-    std::string_view sv;
-    bool sfound = false;
-    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &sfound));
-    std::uint64_t live = sfound && sv.size() == 8 ? get_be64(sv) : 0;
-    HIODSFS_TRY(t.put(Db::kSegments, sk, key_u64(live + len)));
+    HIODSFS_TRY(add_segment_live(t, loc.segment, len));
     c.stored_bytes += len;
     c.chunk_count += 1;
     *out = ExtentRecord{id, 0, len};
     return Status::ok();
+}
+
+Status EngineImpl::add_segment_live(Txn& t, SegmentId seg, std::int64_t delta) {
+    std::string sk = key_u64(seg);
+    std::string_view sv;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &found));
+    std::int64_t live = found && sv.size() == 8 ? static_cast<std::int64_t>(get_be64(sv)) : 0;
+    live = std::max<std::int64_t>(0, live + delta);
+    return t.put(Db::kSegments, sk, key_u64(static_cast<std::uint64_t>(live)));
 }
 
 Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
@@ -1039,6 +1067,53 @@ Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data
     return t->commit();
 }
 
+Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
+                            std::size_t len) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    auto& sup = t->super();
+    ChunkId id = sup.next_chunk++;
+    ChunkLocation loc;
+    HIODSFS_TRY(segs_->append(id, data, static_cast<std::uint32_t>(len), &loc));
+    ChunkRecord rec;
+    rec.segment = loc.segment;
+    rec.offset = loc.offset;
+    rec.length = static_cast<std::uint32_t>(len);
+    rec.refs = 1;
+    rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
+    HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
+    HIODSFS_TRY(add_segment_live(*t, loc.segment, static_cast<std::int64_t>(len)));
+    sup.counters.stored_bytes += len;
+    sup.counters.raw_bytes += len;
+    sup.counters.chunk_count += 1;
+    ExtentRecord e{id, 0, static_cast<std::uint32_t>(len)};
+    HIODSFS_TRY(replace_range(*t, ino, in, off, len, &e));
+    std::uint64_t seq = sup.next_dirty++;
+    std::string v;
+    put_be64(&v, ino);
+    put_be64(&v, off);
+    put_be64(&v, len);
+    HIODSFS_TRY(t->put(Db::kDirty, key_u64(seq), v));
+    sup.counters.backlog_records += 1;
+    sup.counters.backlog_bytes += len;
+    if (off + len > in.r.size) in.r.size = off + len;
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
+                                  const std::uint8_t* data, std::size_t len) {
+    HIODSFS_TRY(close_stream(ino, s));
+    // Raw records are bounded like chunks so reads of them stay cheap.
+    const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
+    for (std::size_t done = 0; done < len; done += piece)
+        HIODSFS_TRY(emit_raw(ino, off + done, data + done, std::min(piece, len - done)));
+    if (pass_) pass_->wake();
+    return Status::ok();
+}
+
 // Appends bytes to the stream and emits every chunk they complete. On a
 // failure the stream is left holding only bytes that were acknowledged
 // before this call, with the chunker state rebuilt to match.
@@ -1072,9 +1147,14 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     return st;
 }
 
-Status EngineImpl::close_stream(InodeId ino, Stream& s) {
+Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
     if (!s.active) return Status::ok();
-    if (s.size() > 0) HIODSFS_TRY(emit(ino, s.off, s.data(), s.size()));
+    if (s.size() > 0) {
+        if (deferred_.load() && !force_inline)
+            HIODSFS_TRY(emit_raw(ino, s.off, s.data(), s.size()));
+        else
+            HIODSFS_TRY(emit(ino, s.off, s.data(), s.size()));
+    }
     s.clear();
     return Status::ok();
 }
@@ -1183,6 +1263,18 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     HIODSFS_TRY(regular_file(ino, &in));
     std::uint64_t old_size = in.r.size;
     const auto* bytes = static_cast<const std::uint8_t*>(data);
+    if (deferred_.load()) {
+        HIODSFS_TRY(write_deferred(ino, *s, offset, bytes, len));
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode cur;
+        HIODSFS_TRY(load_inode(*t, ino, &cur));
+        auto now = now_ts();
+        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, now);
+        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, ino, cur));
+        return t->commit();
+    }
     if (!(s->active && offset == s->end())) {
         HIODSFS_TRY(close_stream(ino, *s));
         HIODSFS_TRY(start_stream(ino, *s, offset));
@@ -1513,6 +1605,74 @@ Status EngineImpl::removexattr(InodeId ino, std::string_view name) {
     set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
     HIODSFS_TRY(store_inode(*t, ino, in));
     return t->commit();
+}
+
+// ---------------------------------------------------------------------------
+// Background pass (DedupTarget)
+
+Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Cursor c = t->cursor(Db::kDirty);
+    for (bool ok = c.first(); ok && out->size() < max; ok = c.next()) {
+        if (c.key().size() != 8 || c.value().size() != 24)
+            return Status::error(EUCLEAN, "dirty-queue record is damaged");
+        DirtyRecord r;
+        r.seq = get_be64(c.key());
+        r.ino = get_be64(c.value(), 0);
+        r.offset = get_be64(c.value(), 8);
+        r.length = get_be64(c.value(), 16);
+        out->push_back(r);
+    }
+    return c.status();
+}
+
+Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    auto& c = t->super().counters;
+    for (const auto& r : done) {
+        bool existed = false;
+        HIODSFS_TRY(t->del(Db::kDirty, key_u64(r.seq), &existed));
+        if (existed) {
+            c.backlog_records -= 1;
+            c.backlog_bytes -= r.length;
+        }
+    }
+    return t->commit();
+}
+
+Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode in;
+    Status st = regular_file(ino, &in);
+    // Stale work: the file is gone or is no longer a regular file.
+    if (st.err() == ENOENT || st.err() == EINVAL || st.err() == EISDIR) return Status::ok();
+    HIODSFS_TRY(st);
+    if (in.r.nlink == 0 || offset >= in.r.size) return Status::ok();
+    std::uint64_t end = std::min(in.r.size, offset + length);
+    HIODSFS_TRY(close_stream(ino, *s, true));
+    // Exactly the inline path over the current bytes of the range: start at
+    // the cut point before it, and realign with the chunks after it.
+    Status result = start_stream(ino, *s, offset);
+    std::vector<std::uint8_t> buf;
+    for (std::uint64_t pos = offset; result && pos < end;) {
+        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
+        buf.resize(n);
+        std::size_t got = 0;
+        result = read_locked(ino, nullptr, pos, n, buf.data(), &got);
+        if (result) result = feed(ino, *s, buf.data(), n);
+        pos += n;
+    }
+    if (result) result = realign(ino, *s, end);
+    Status closed = close_stream(ino, *s, true);
+    s->clear();
+    return result ? closed : result;
+}
+
+Status EngineImpl::run_background() {
+    return BackgroundPass::run_until_idle(this, std::max(1u, opts_.background_threads));
 }
 
 // ---------------------------------------------------------------------------

@@ -42,6 +42,7 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
     TempDir dir;
     EngineOptions opts = options_for(dir.store(), params);
     opts.segments.max_segment_bytes = 1u << 20;
+    opts.background_threads = 0;  // the test runs the pass itself, at random moments
     auto e = open_engine(opts);
     Model m;
     // A pool of data that writes copy from, so duplicates are common.
@@ -178,6 +179,12 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
             REQUIRE(got == expect);
             REQUIRE(std::equal(buf.begin(), buf.begin() + static_cast<long>(got),
                                content.begin() + static_cast<long>(off)));
+        } else if (op < 91) {  // switch the write path, or let the background pass run
+            if (pick(2)) {
+                e->set_deferred(!e->deferred());
+            } else {
+                REQUIRE(e->run_background().is_ok());
+            }
         } else if (op < 93) {  // fsync or close
             std::string name = existing();
             REQUIRE((pick(2) ? e->fsync(ino_of(name), false) : e->flush(ino_of(name))).is_ok());

@@ -1,0 +1,139 @@
+#include "dedup/background_pass.h"
+
+#include <tbb/parallel_for_each.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace hiodsfs {
+namespace {
+constexpr std::size_t kBatchRecords = 256;
+// Idle polling: dirty records also arrive from writes made before a restart.
+constexpr auto kIdleWait = std::chrono::milliseconds(200);
+constexpr auto kErrorBackoff = std::chrono::milliseconds(1000);
+constexpr double kMinSpeed = 0.02;  // below this the pass counts as paused
+
+struct FileWork {
+    InodeId ino = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // merged [start, end)
+    Status result;
+};
+}  // namespace
+
+BackgroundPass::BackgroundPass(DedupTarget* target, std::function<double()> speed, unsigned threads)
+    : target_(target), speed_(std::move(speed)), threads_(std::max(1u, threads)) {}
+
+BackgroundPass::~BackgroundPass() { stop(); }
+
+void BackgroundPass::start() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (worker_.joinable()) return;
+    stop_ = false;
+    worker_ = std::thread([this] { run(); });
+}
+
+void BackgroundPass::stop() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+}
+
+void BackgroundPass::wake() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        woken_ = true;
+    }
+    cv_.notify_all();
+}
+
+Status BackgroundPass::last_error() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_error_;
+}
+
+Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<DirtyRecord>& batch,
+                                     unsigned threads, std::uint64_t* bytes_out) {
+    // Merge each file's ranges so a file written in many requests is
+    // re-chunked in one sweep, as inline mode would have cut it.
+    std::map<InodeId, std::vector<std::pair<std::uint64_t, std::uint64_t>>> by_file;
+    for (const auto& r : batch) by_file[r.ino].emplace_back(r.offset, r.offset + r.length);
+    std::vector<FileWork> work;
+    std::uint64_t bytes = 0;
+    for (auto& [ino, ranges] : by_file) {
+        std::sort(ranges.begin(), ranges.end());
+        FileWork w;
+        w.ino = ino;
+        for (const auto& r : ranges) {
+            if (!w.ranges.empty() && r.first <= w.ranges.back().second)
+                w.ranges.back().second = std::max(w.ranges.back().second, r.second);
+            else
+                w.ranges.push_back(r);
+        }
+        for (const auto& r : w.ranges) bytes += r.second - r.first;
+        work.push_back(std::move(w));
+    }
+    tbb::task_arena arena(static_cast<int>(std::max(1u, threads)));
+    arena.execute([&] {
+        tbb::parallel_for_each(work.begin(), work.end(), [&](FileWork& w) {
+            for (const auto& [start, end] : w.ranges) {
+                w.result = target->rechunk(w.ino, start, end - start);
+                if (!w.result) return;
+            }
+        });
+    });
+    for (const auto& w : work) HIODSFS_TRY(w.result);
+    *bytes_out = bytes;
+    return target->finish_dirty(batch);
+}
+
+Status BackgroundPass::run_until_idle(DedupTarget* target, unsigned threads) {
+    for (;;) {
+        std::vector<DirtyRecord> batch;
+        HIODSFS_TRY(target->take_dirty(kBatchRecords, &batch));
+        if (batch.empty()) return Status::ok();
+        std::uint64_t bytes = 0;
+        HIODSFS_TRY(process_batch(target, batch, threads, &bytes));
+    }
+}
+
+void BackgroundPass::run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+        double speed = speed_();
+        if (speed < kMinSpeed) {
+            cv_.wait_for(l, kIdleWait, [this] { return stop_; });
+            continue;
+        }
+        l.unlock();
+        std::vector<DirtyRecord> batch;
+        Status st = target_->take_dirty(kBatchRecords, &batch);
+        auto began = std::chrono::steady_clock::now();
+        std::uint64_t bytes = 0;
+        if (st && !batch.empty()) st = process_batch(target_, batch, threads_, &bytes);
+        processed_bytes_ += bytes;
+        auto took = std::chrono::steady_clock::now() - began;
+        l.lock();
+        if (!st) {
+            last_error_ = st;
+            cv_.wait_for(l, kErrorBackoff, [this] { return stop_; });
+            continue;
+        }
+        if (batch.empty()) {
+            cv_.wait_for(l, kIdleWait, [this] { return stop_ || woken_; });
+            woken_ = false;
+            continue;
+        }
+        if (speed < 1.0) {
+            // Pace: a batch that took t runs at speed s if followed by t(1/s - 1) of rest.
+            auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(took * (1.0 / speed - 1.0));
+            cv_.wait_for(l, std::min(rest, std::chrono::milliseconds(2000)), [this] { return stop_; });
+        }
+    }
+}
+
+}  // namespace hiodsfs

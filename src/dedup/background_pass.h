@@ -1,0 +1,86 @@
+// BackgroundPass: the deferred-deduplication worker. It takes dirty records
+// (file ranges written raw in deferred mode) oldest first, in batches;
+// merges the ranges of each file; and has a oneTBB worker pool re-chunk and
+// deduplicate the files of a batch in parallel, one file per task. Between
+// batches it sleeps as the throttle says: speed 1 runs flat out, speed s < 1
+// stretches each batch's time by 1/s, speed 0 pauses.
+// The work itself is the DedupTarget's (the engine): re-chunking reads the
+// file's current content under the file's lock, so a record made stale by a
+// later write, truncate, rename or unlink is harmless (skipped or redone on
+// current data), never applied to the wrong bytes.
+// Thread-safety: start/stop/wake/stats may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hiodsfs/status.h"
+#include "hiodsfs/types.h"
+
+namespace hiodsfs {
+
+struct DirtyRecord {
+    std::uint64_t seq = 0;
+    InodeId ino = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+class DedupTarget {
+public:
+    virtual ~DedupTarget() = default;
+    // Up to max records, oldest first, not including records already taken
+    // and not yet finished.
+    virtual Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) = 0;
+    // Re-chunks and deduplicates the current content of [offset, +length) of
+    // ino exactly as the inline path would cut it.
+    virtual Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) = 0;
+    // Removes finished records (their work is done or stale).
+    virtual Status finish_dirty(const std::vector<DirtyRecord>& done) = 0;
+};
+
+class BackgroundPass {
+public:
+    // speed() returns the throttle's current background speed in [0, 1].
+    BackgroundPass(DedupTarget* target, std::function<double()> speed, unsigned threads);
+    ~BackgroundPass();  // stops; unfinished records stay for the next start
+    BackgroundPass(const BackgroundPass&) = delete;
+    BackgroundPass& operator=(const BackgroundPass&) = delete;
+
+    void start();
+    void stop();
+    // New records exist: wake the worker if it sleeps.
+    void wake();
+    // Bytes of dirty ranges processed since start (for the controller).
+    std::uint64_t processed_bytes() const { return processed_bytes_.load(); }
+    // The last error the pass met (ok if none); it retries after a pause.
+    Status last_error() const;
+
+    // Processes one batch on `threads` workers: merges each file's ranges,
+    // re-chunks them, then finishes the records. *bytes is the merged size.
+    static Status process_batch(DedupTarget* target, const std::vector<DirtyRecord>& batch,
+                                unsigned threads, std::uint64_t* bytes);
+    // Runs batches in the calling thread until no record is left.
+    static Status run_until_idle(DedupTarget* target, unsigned threads);
+
+private:
+    void run();
+
+    DedupTarget* target_;
+    std::function<double()> speed_;
+    unsigned threads_;
+    std::thread worker_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    bool woken_ = false;
+    Status last_error_;
+    std::atomic<std::uint64_t> processed_bytes_{0};
+};
+
+}  // namespace hiodsfs
