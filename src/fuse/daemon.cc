@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdarg>
@@ -19,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,6 +145,51 @@ public:
 private:
     int fd_ = -1;
 };
+
+// Undoes mountinfo's octal escapes ("\040" for a space).
+std::string unescape_mountinfo(const std::string& s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
+            i += 3;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+// Whether some FUSE mount has the store as its source (fsname).
+bool store_is_mounted(const std::string& store) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::size_t sep = line.find(" - ");
+        if (sep == std::string::npos) continue;
+        std::istringstream rest(line.substr(sep + 3));
+        std::string fstype, source;
+        rest >> fstype >> source;
+        if (fstype.rfind("fuse", 0) == 0 && unescape_mountinfo(source) == store) return true;
+    }
+    return false;
+}
+
+// Opens the engine. A daemon that was just unmounted still holds the
+// store's lock while it writes everything out (umount does not wait for
+// it), so a quick remount waits for it; a store that is mounted fails at
+// once.
+Status open_store(EngineOpener open_engine, const EngineOptions& eo,
+                  std::unique_ptr<Engine>* engine) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+        Status st = open_engine(eo, engine);
+        if (st.err() != EBUSY || store_is_mounted(eo.store_dir) ||
+            std::chrono::steady_clock::now() > deadline)
+            return st;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
 
 void detach_stdio() {
     int null = ::open("/dev/null", O_RDWR);
@@ -380,7 +428,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.read_only = opt.read_only;
     eo.commit_interval_ms = opt.commit_interval_ms;
     std::unique_ptr<Engine> engine;
-    Status st = open_engine(eo, &engine);
+    Status st = open_store(open_engine, eo, &engine);
     if (!st.is_ok()) return fail(st.to_string());
     state.vfs = std::make_unique<vfs::Vfs>(*engine);
 
