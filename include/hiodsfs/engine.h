@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
+#include "hiodsfs/clock.h"
+#include "hiodsfs/control.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/segment_store.h"
 #include "hiodsfs/status.h"
@@ -53,6 +55,14 @@ struct EngineOptions {
     // inline: deduplicate on the write path; deferred: write raw and let the
     // background pass deduplicate; hybrid: switch between them (controller).
     DedupMode mode = DedupMode::kInline;
+    // The write-rate goal and controller settings (hybrid mode), the
+    // policy's name ("" = the default), and the clock (nullptr = system).
+    ControlConfig control;
+    std::string policy;
+    Clock* clock = nullptr;
+    // Publish STORE/status.json every control interval (the daemon does, so
+    // hiodsfs-stat can read a mounted store without disturbing it).
+    bool publish_status = false;
     // Worker threads of the background pass; 0 = no background pass (tests
     // then drive it with run_background()).
     unsigned background_threads = 2;
@@ -207,6 +217,11 @@ public:
     // Switches the write path (the mode controller calls this in hybrid mode).
     virtual void set_deferred(bool deferred) = 0;
     virtual bool deferred() const = 0;
+    // The controller (mode, throttle, history); null on a read-only store.
+    virtual const ModeController* controller() const = 0;
+    // The engine's state as JSON (counters, mode, throttle, recent events):
+    // what STORE/status.json holds.
+    virtual std::string status_json() = 0;
 
     virtual Status statfs(FsStats* out) = 0;
     virtual Status counters(SpaceCounters* out) = 0;

@@ -170,6 +170,8 @@ public:
     Status run_background() override;
     void set_deferred(bool deferred) override { deferred_.store(deferred); }
     bool deferred() const override { return deferred_.load(); }
+    const ModeController* controller() const override { return controller_.get(); }
+    std::string status_json() override;
 
     Status statfs(FsStats* out) override;
     Status counters(SpaceCounters* out) override;
@@ -226,7 +228,9 @@ private:
 
     Status commit_now();
     void committer_loop();
+    void control_loop();
     void stop_committer();
+    Status publish_status();
 
     EngineOptions opts_;
     Env* env_ = nullptr;
@@ -246,7 +250,9 @@ private:
     std::condition_variable committer_cv_;
     bool stop_ = false;
     std::thread committer_;
+    std::thread control_;
     bool closed_ = false;
+    std::unique_ptr<ModeController> controller_;
 
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
@@ -349,14 +355,28 @@ Status EngineImpl::init(const EngineOptions& options) {
         if (!orphans.empty()) HIODSFS_TRY(commit_now());
     }
 
-    deferred_.store(options.mode == DedupMode::kDeferred);
-    if (options.background_commit && !options.read_only)
-        committer_ = std::thread([this] { committer_loop(); });
-    if (options.background_threads > 0 && !options.read_only) {
-        pass_ = std::make_unique<BackgroundPass>(static_cast<DedupTarget*>(this), [] { return 1.0; },
-                                                 options.background_threads);
+    HIODSFS_TRY(options.control.validate());
+    auto setting = options.mode == DedupMode::kInline     ? ModeController::Setting::kInline
+                   : options.mode == DedupMode::kDeferred ? ModeController::Setting::kDeferred
+                                                          : ModeController::Setting::kHybrid;
+    std::unique_ptr<ModePolicy> policy;
+    if (setting == ModeController::Setting::kHybrid && !options.policy.empty()) {
+        std::string error;
+        policy = make_policy(options.policy, options.control, &error);
+        if (!policy) return Status::error(EINVAL, error);
+    }
+    Clock* clock = options.clock != nullptr ? options.clock : Clock::system();
+    controller_ = std::make_unique<ModeController>(clock, options.control, setting, std::move(policy));
+    deferred_.store(controller_->mode() == WriteMode::kDeferred);
+    if (options.read_only) return Status::ok();
+    if (options.background_commit) committer_ = std::thread([this] { committer_loop(); });
+    if (options.background_threads > 0) {
+        pass_ = std::make_unique<BackgroundPass>(
+            static_cast<DedupTarget*>(this), [this] { return controller_->background_speed(); },
+            options.background_threads);
         pass_->start();
     }
+    if (options.background_commit) control_ = std::thread([this] { control_loop(); });
     return Status::ok();
 }
 
@@ -367,6 +387,7 @@ void EngineImpl::stop_committer() {
     }
     committer_cv_.notify_all();
     if (committer_.joinable()) committer_.join();
+    if (control_.joinable()) control_.join();
 }
 
 Status EngineImpl::close() {
@@ -414,6 +435,29 @@ Status EngineImpl::commit_now() {
     // under it, covers what was appended meanwhile and is usually cheap.
     HIODSFS_TRY(segs_->sync());
     return meta_->commit_group([this] { return segs_->sync(); });
+}
+
+// Every control interval: sample the load, let the controller pick the write
+// path and the background speed, and publish the status for hiodsfs-stat.
+void EngineImpl::control_loop() {
+    std::unique_lock<std::mutex> l(committer_mu_);
+    auto interval = std::chrono::milliseconds(std::max<std::uint64_t>(opts_.control.interval_ms, 10));
+    std::uint64_t last_processed = 0;
+    while (!stop_) {
+        committer_cv_.wait_for(l, interval, [this] { return stop_; });
+        if (stop_) break;
+        l.unlock();
+        SpaceCounters c;
+        if (counters(&c)) {
+            std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
+            controller_->tick(c.backlog_records, c.backlog_bytes, processed - last_processed);
+            last_processed = processed;
+            if (controller_->setting() == ModeController::Setting::kHybrid)
+                deferred_.store(controller_->mode() == WriteMode::kDeferred);
+            if (opts_.publish_status) (void)publish_status();
+        }
+        l.lock();
+    }
 }
 
 void EngineImpl::committer_loop() {
@@ -1257,6 +1301,12 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     if (offset > kMaxFileSize || len > kMaxFileSize - offset)
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();
+    // Every write request is measured for the mode controller.
+    struct Measured {
+        LoadMonitor& m;
+        std::uint64_t arrival, bytes;
+        ~Measured() { m.request_finished(arrival, bytes); }
+    } measured{controller_->monitor(), controller_->monitor().request_started(), len};
     auto s = stream(ino);
     std::lock_guard<std::mutex> l(s->mu);
     Inode in;
@@ -1673,6 +1723,97 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
 
 Status EngineImpl::run_background() {
     return BackgroundPass::run_until_idle(this, std::max(1u, opts_.background_threads));
+}
+
+// ---------------------------------------------------------------------------
+// Status for hiodsfs-stat
+
+namespace {
+std::string json_escape(std::string_view in) {
+    std::string out;
+    for (char ch : in) {
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (static_cast<unsigned char>(ch) < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+}  // namespace
+
+std::string EngineImpl::status_json() {
+    SpaceCounters c;
+    (void)counters(&c);
+    std::string j = "{\n";
+    auto num = [&](const char* k, double v, bool comma = true) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.6g", v);
+        j += std::string("  \"") + k + "\": " + buf + (comma ? ",\n" : "\n");
+    };
+    auto u64 = [&](const char* k, std::uint64_t v) {
+        j += std::string("  \"") + k + "\": " + std::to_string(v) + ",\n";
+    };
+    u64("logical_bytes", c.logical_bytes);
+    u64("stored_bytes", c.stored_bytes);
+    u64("disk_bytes", c.disk_bytes);
+    u64("dead_bytes", c.dead_bytes);
+    u64("raw_bytes", c.raw_bytes);
+    u64("chunk_count", c.chunk_count);
+    u64("inode_count", c.inode_count);
+    u64("dedup_hits", c.dedup_hits);
+    u64("cloned_bytes", c.cloned_bytes);
+    u64("backlog_records", c.backlog_records);
+    u64("backlog_bytes", c.backlog_bytes);
+    j += "  \"chunking\": \"" + chunking_.describe() + "\",\n";
+    const char* setting = controller_->setting() == ModeController::Setting::kInline ? "inline"
+                          : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
+                                                                                          : "hybrid";
+    j += std::string("  \"setting\": \"") + setting + "\",\n";
+    j += std::string("  \"mode\": \"") + (deferred_.load() ? "deferred" : "inline") + "\",\n";
+    u64("mode_since_ns", controller_->mode_since_ns());
+    num("background_speed", controller_->background_speed());
+    auto samples = controller_->samples();
+    if (!samples.empty()) {
+        num("ops_per_s", samples.back().ops_per_s());
+        num("bytes_per_s", samples.back().bytes_per_s());
+    }
+    j += "  \"events\": [";
+    auto events = controller_->events();
+    std::size_t first = events.size() > 32 ? events.size() - 32 : 0;
+    for (std::size_t i = first; i < events.size(); ++i) {
+        const auto& e = events[i];
+        char buf[256];
+        std::snprintf(buf, sizeof(buf),
+                      "%s\n    {\"time_ns\": %llu, \"kind\": \"%s\", \"mode\": \"%s\", \"ops_per_s\": "
+                      "%.6g, \"speed\": %.3g, \"backlog_records\": %llu, \"reason\": \"",
+                      i == first ? "" : ",", static_cast<unsigned long long>(e.time_ns),
+                      e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle",
+                      to_string(e.mode), e.ops_per_s, e.speed,
+                      static_cast<unsigned long long>(e.backlog_records));
+        j += buf + json_escape(e.reason) + "\"}";
+    }
+    j += events.empty() ? "]\n" : "\n  ]\n";
+    j += "}\n";
+    return j;
+}
+
+Status EngineImpl::publish_status() {
+    std::string text = status_json();
+    std::string path = opts_.store_dir + "/status.json";
+    std::string tmp = path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::from_errno(errno, "write " + tmp);
+    ssize_t n = ::write(fd, text.data(), text.size());
+    ::close(fd);
+    if (n != static_cast<ssize_t>(text.size())) return Status::error(EIO, "short write of " + tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::from_errno(errno, "rename " + tmp);
+    return Status::ok();
 }
 
 // ---------------------------------------------------------------------------
