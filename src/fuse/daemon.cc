@@ -427,6 +427,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.create_if_missing = true;
     eo.read_only = opt.read_only;
     eo.commit_interval_ms = opt.commit_interval_ms;
+    eo.mode = opt.mode;
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, &engine);
     if (!st.is_ok()) return fail(st.to_string());
@@ -453,6 +454,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     if (loop != 0) fuse_log(FUSE_LOG_ERR, "hiodsfs: request loop ended with error %d\n", loop);
     if (!watcher.detached()) fuse_session_unmount(se.get());
     se.reset();
+    state.vfs->unpin_all();
     state.vfs.reset();
 
     Status closed = engine->close();

@@ -113,8 +113,14 @@ public:
                 out_->mode = DedupMode::kInline;
                 return true;
             }
-            if (*value == "deferred" || *value == "hybrid") {
-                *error = "mode=" + *value + " is not available yet";
+            if (*value == "deferred") {
+                out_->mode = DedupMode::kDeferred;
+                return true;
+            }
+            // The engine has no mode controller yet; hybrid would quietly
+            // run inline.
+            if (*value == "hybrid") {
+                *error = "mode=hybrid is not available yet";
                 return false;
             }
             return bad_value("expected inline, deferred or hybrid");
@@ -196,10 +202,14 @@ public:
                 *error = "chunk_size applies to chunking=fixed only (use cdc_min/cdc_avg/cdc_max)";
                 return false;
             }
-            // Unspecified bounds follow the average, FastCDC's usual 1/4 and 4x.
-            std::uint64_t avg = chunking_.cdc_avg.value_or(16384);
-            std::uint64_t min = chunking_.cdc_min.value_or(avg / 4);
-            std::uint64_t max = chunking_.cdc_max.value_or(avg * 4);
+            // The chunk component's defaults; bounds not given follow a given
+            // average with FastCDC's usual 1/4 and 4x.
+            const ChunkingParams defaults;
+            std::uint64_t avg = chunking_.cdc_avg.value_or(defaults.avg_size);
+            std::uint64_t min =
+                chunking_.cdc_min.value_or(chunking_.cdc_avg ? avg / 4 : defaults.min_size);
+            std::uint64_t max =
+                chunking_.cdc_max.value_or(chunking_.cdc_avg ? avg * 4 : defaults.max_size);
             out_->chunking = ChunkingParams::cdc(static_cast<std::uint32_t>(min),
                                                  static_cast<std::uint32_t>(avg),
                                                  static_cast<std::uint32_t>(max));
@@ -369,7 +379,18 @@ std::string fuse_option_string(const DaemonOptions& options) {
     return joined;
 }
 
+namespace {
+
+std::string size_text(std::uint64_t bytes) {
+    if (bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+    if (bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+    return std::to_string(bytes);
+}
+
+}  // namespace
+
 std::string usage_text() {
+    const ChunkingParams cdc;
     std::ostringstream o;
     o << "usage: hiodsfs STORE MOUNTPOINT [-o opt,...] [-f] [-d] [-s]\n"
          "       mount -t fuse.hiodsfs STORE MOUNTPOINT [-o opt,...]\n"
@@ -386,12 +407,17 @@ std::string usage_text() {
          "hiodsfs options, as -o name=value or --name=value:\n"
          "  chunking=fixed|cdc      chunking of a new store (default cdc)\n"
          "  chunk_size=SIZE         fixed chunk size (default 4K)\n"
-         "  cdc_min=SIZE            smallest CDC chunk (default cdc_avg/4)\n"
-         "  cdc_avg=SIZE            average CDC chunk (default 16K)\n"
-         "  cdc_max=SIZE            largest CDC chunk (default cdc_avg*4)\n"
+         "  cdc_min=SIZE            smallest CDC chunk (default "
+      << size_text(cdc.min_size) << ", or cdc_avg/4)\n"
+         "  cdc_avg=SIZE            average CDC chunk (default "
+      << size_text(cdc.avg_size) << ")\n"
+         "  cdc_max=SIZE            largest CDC chunk (default "
+      << size_text(cdc.max_size) << ", or cdc_avg*4)\n"
          "                          (sizes: powers of two, 256 to 4M, K/M suffixes)\n"
          "                          for an existing store, given chunking must match\n"
-         "  mode=inline             deduplication mode (deferred and hybrid: not yet)\n"
+         "  mode=inline|deferred    deduplicate on the write path (default), or\n"
+         "                          write raw and deduplicate in the background\n"
+         "                          (hybrid: not available yet)\n"
          "  commit_interval=MS      metadata group commit interval (default 1000)\n"
          "  writeback_cache         kernel writeback cache (default)\n"
          "  no_writeback_cache      write through to the daemon on every write\n"

@@ -34,11 +34,18 @@ Vfs::Vfs(Engine& engine, VfsOptions options) : engine_(engine), options_(options
 // The root is never unlinked and the kernel holds it without a lookup
 // count, so it takes no part in pinning.
 void Vfs::pin(InodeId ino) {
-    if (ino != kRootInode) engine_.pin(ino, 1);
+    if (ino == kRootInode) return;
+    pins_.add(ino, 1);
+    engine_.pin(ino, 1);
 }
 
 void Vfs::unpin(InodeId ino, std::uint64_t n) {
-    if (ino != kRootInode && n > 0) engine_.unpin(ino, n);
+    std::uint64_t held = pins_.take(ino, n);
+    if (held > 0) engine_.unpin(ino, held);
+}
+
+void Vfs::unpin_all() {
+    for (const auto& [ino, n] : pins_.take_all()) engine_.unpin(ino, n);
 }
 
 Status Vfs::lookup(InodeId parent, std::string_view name, Attr* out) {

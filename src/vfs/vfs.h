@@ -25,6 +25,7 @@
 
 #include "hiodsfs/engine.h"
 #include "vfs/handle_table.h"
+#include "vfs/pin_ledger.h"
 
 namespace hiodsfs::vfs {
 
@@ -128,6 +129,13 @@ public:
     Status listxattr(InodeId ino, std::vector<std::string>* names);
     Status removexattr(InodeId ino, std::string_view name);
 
+    // Gives back every pin still held: the kernel sends no forget at
+    // unmount, and the engine frees unlinked files only when their last pin
+    // goes. Called once requests have stopped, before the engine closes.
+    void unpin_all();
+
+    std::uint64_t pins(InodeId ino) const { return pins_.count(ino); }
+    std::size_t pinned_inodes() const { return pins_.inodes(); }
     std::size_t open_files() const { return files_.size(); }
     std::size_t open_dirs() const { return dirs_.size(); }
 
@@ -157,6 +165,7 @@ private:
 
     Engine& engine_;
     VfsOptions options_;
+    PinLedger pins_;
     HandleTable<OpenFile> files_;
     HandleTable<OpenDir> dirs_;
     // O_APPEND without the writeback cache reads the size and writes there;

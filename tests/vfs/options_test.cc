@@ -107,7 +107,6 @@ TEST_CASE("bad options are one-line errors") {
         CHECK(p.error.find('\n') == std::string::npos);
         return p.error;
     };
-    CHECK(error_of({"/s", "/m", "-o", "mode=deferred"}) == "mode=deferred is not available yet");
     CHECK(error_of({"/s", "/m", "--mode=hybrid"}) == "mode=hybrid is not available yet");
     CHECK(error_of({"/s", "/m", "-o", "mode=fast"}).find("mode") != std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "chunking=cdc,chunk_size=4K"}).find("chunk_size") !=
@@ -124,8 +123,12 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
 
-TEST_CASE("mode=inline is accepted") {
+TEST_CASE("mode=inline and mode=deferred are accepted") {
     Parsed p = parse({"/s", "/m", "-o", "mode=inline,commit_interval=250"});
     REQUIRE(p.ok);
     CHECK(p.opt.commit_interval_ms == 250);
+    CHECK(p.opt.mode == hiodsfs::DedupMode::kInline);
+    Parsed d = parse({"/s", "/m", "--mode=deferred"});
+    REQUIRE(d.ok);
+    CHECK(d.opt.mode == hiodsfs::DedupMode::kDeferred);
 }

@@ -15,11 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "counting_engine.h"
+#include "temp_store.h"
 #include "vfs/posix_acl.h"
 
 using namespace hiodsfs;
-using hiodsfs::test::CountingEngine;
 using hiodsfs::vfs::Caller;
 using hiodsfs::vfs::DirItem;
 using hiodsfs::vfs::PosixAcl;
@@ -29,7 +28,7 @@ namespace {
 
 struct Fixture {
     test::TempStore dir;
-    std::unique_ptr<CountingEngine> engine = CountingEngine::open(dir.store());
+    std::unique_ptr<Engine> engine = dir.open();
     Vfs vfs{*engine, {.writeback_cache = false, .posix_acl = true}};
     Caller user{.uid = 1000, .gid = 1000, .umask = 022, .in_group = {}};
 
@@ -72,25 +71,25 @@ struct Fixture {
 
 TEST_CASE_METHOD(Fixture, "every handed-out inode is pinned once and forget gives it back") {
     Attr f = mkfile("f");
-    CHECK(engine->pins(f.ino) == 1);
+    CHECK(vfs.pins(f.ino) == 1);
     Attr again;
     REQUIRE(vfs.lookup(kRootInode, "f", &again).is_ok());
-    CHECK(engine->pins(f.ino) == 2);
+    CHECK(vfs.pins(f.ino) == 2);
     std::uint64_t fh = 0;
     REQUIRE(vfs.open(f.ino, O_RDWR, &fh).is_ok());
-    CHECK(engine->pins(f.ino) == 3);
+    CHECK(vfs.pins(f.ino) == 3);
     REQUIRE(vfs.release(fh).is_ok());
     CHECK(vfs.release(fh).err() == EBADF);
     vfs.forget(f.ino, 2);
-    CHECK(engine->total_pins() == 0);
+    CHECK(vfs.pinned_inodes() == 0);
 
     Attr c;
     REQUIRE(vfs.create(user, kRootInode, "c", 0644, O_WRONLY | O_CREAT, &c, &fh).is_ok());
-    CHECK(engine->pins(c.ino) == 2);  // the entry and the open handle
+    CHECK(vfs.pins(c.ino) == 2);  // the entry and the open handle
     REQUIRE(vfs.release(fh).is_ok());
     Attr l;
     REQUIRE(vfs.link(c.ino, kRootInode, "c2", &l).is_ok());
-    CHECK(engine->pins(c.ino) == 2);
+    CHECK(vfs.pins(c.ino) == 2);
     CHECK(vfs.open_files() == 0);
 }
 
@@ -105,6 +104,29 @@ TEST_CASE_METHOD(Fixture, "an unlinked file stays readable while open") {
     vfs.forget(f.ino, 1);
 }
 
+TEST_CASE_METHOD(Fixture, "forgets never give back more than was taken") {
+    Attr f = mkfile("f");
+    vfs.forget(f.ino, 3);
+    CHECK(vfs.pins(f.ino) == 0);
+    vfs.forget(kRootInode, 1);
+    vfs.forget(987654321, 1);
+    CHECK(vfs.pinned_inodes() == 0);
+}
+
+TEST_CASE_METHOD(Fixture, "unpin_all at unmount frees files unlinked while open") {
+    Attr f = mkfile("f");
+    std::uint64_t fh = 0;
+    REQUIRE(vfs.open(f.ino, O_RDWR, &fh).is_ok());
+    REQUIRE(vfs.write(fh, f.ino, 0, "data", 4).is_ok());
+    REQUIRE(vfs.unlink(kRootInode, "f").is_ok());
+    SpaceCounters before, after;
+    REQUIRE(engine->counters(&before).is_ok());
+    vfs.unpin_all();
+    CHECK(vfs.pinned_inodes() == 0);
+    REQUIRE(engine->counters(&after).is_ok());
+    CHECK(after.inode_count == before.inode_count - 1);
+}
+
 TEST_CASE_METHOD(Fixture, "dot and dot-dot lookups") {
     Attr d = mkdir("d");
     Attr dot, dotdot;
@@ -112,7 +134,7 @@ TEST_CASE_METHOD(Fixture, "dot and dot-dot lookups") {
     REQUIRE(vfs.lookup(d.ino, "..", &dotdot).is_ok());
     CHECK(dot.ino == d.ino);
     CHECK(dotdot.ino == kRootInode);
-    CHECK(engine->pins(d.ino) == 2);
+    CHECK(vfs.pins(d.ino) == 2);
 }
 
 TEST_CASE_METHOD(Fixture, "names longer than 255 bytes are ENAMETOOLONG") {
@@ -143,7 +165,7 @@ TEST_CASE_METHOD(Fixture, "a directory handle reads its snapshot with stable off
     for (int i = 0; i < 1000; ++i) mkfile("f" + std::to_string(i), d.ino);
     std::uint64_t fh = 0;
     REQUIRE(vfs.opendir(d.ino, &fh).is_ok());
-    CHECK(engine->pins(d.ino) == 2);
+    CHECK(vfs.pins(d.ino) == 2);
 
     // Read in small batches while the directory changes underneath.
     std::vector<std::string> seen;
@@ -181,7 +203,7 @@ TEST_CASE_METHOD(Fixture, "a directory handle reads its snapshot with stable off
     CHECK(std::count(rewound.begin(), rewound.end(), "f999") == 0);
     CHECK(std::count(rewound.begin(), rewound.end(), "zzz-new") == 1);
     REQUIRE(vfs.releasedir(fh).is_ok());
-    CHECK(engine->pins(d.ino) == 1);
+    CHECK(vfs.pins(d.ino) == 1);
 }
 
 TEST_CASE_METHOD(Fixture, "readdirplus pins exactly the entries the consumer took") {
@@ -201,13 +223,13 @@ TEST_CASE_METHOD(Fixture, "readdirplus pins exactly the entries the consumer too
     CHECK(items[0] == std::pair<std::string, bool>{".", false});
     CHECK(items[2] == std::pair<std::string, bool>{"a", true});
     CHECK(items[3] == std::pair<std::string, bool>{"b", false});
-    CHECK(engine->pins(a.ino) == 1);
-    CHECK(engine->pins(b.ino) == 0);
+    CHECK(vfs.pins(a.ino) == 1);
+    CHECK(vfs.pins(b.ino) == 0);
 
     // A full buffer after "." takes nothing else.
     int n = 0;
     REQUIRE(vfs.readdir(fh, 2, true, [&](const DirItem&) { return n++ < 0; }).is_ok());
-    CHECK(engine->pins(a.ino) == 1);
+    CHECK(vfs.pins(a.ino) == 1);
     REQUIRE(vfs.releasedir(fh).is_ok());
 }
 

@@ -1,0 +1,46 @@
+// A real engine on a temporary store for the Vfs tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "hiodsfs/engine.h"
+
+namespace hiodsfs::test {
+
+class TempStore {
+public:
+    TempStore() {
+        std::string tmpl =
+            (std::filesystem::temp_directory_path() / "hiodsfs-vfs-XXXXXX").string();
+        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+        path_ = tmpl;
+    }
+    TempStore(const TempStore&) = delete;
+    TempStore& operator=(const TempStore&) = delete;
+    ~TempStore() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+
+    std::unique_ptr<Engine> open() const {
+        EngineOptions o;
+        o.store_dir = path_ + "/store";
+        o.lmdb_map_bytes = 1ull << 30;
+        o.background_commit = false;
+        std::unique_ptr<Engine> e;
+        Status st = Engine::open(o, &e);
+        INFO(st.to_string());
+        REQUIRE(st.is_ok());
+        return e;
+    }
+
+private:
+    std::string path_;
+};
+
+}  // namespace hiodsfs::test
