@@ -23,6 +23,8 @@ std::string parse_error(const std::string& text) {
 TEST_CASE("defaults and constructors validate", "[params]") {
     CHECK(ChunkingParams{}.validate().is_ok());
     CHECK(ChunkingParams{}.kind == ChunkingParams::Kind::kCdc);
+    // The default chosen in docs/chunking.md; stores record what they use.
+    CHECK(ChunkingParams{}.describe() == "cdc:2048/8192/32768");
     CHECK(ChunkingParams::fixed(4096).validate().is_ok());
     CHECK(ChunkingParams::fixed(256).validate().is_ok());
     CHECK(ChunkingParams::fixed(4u << 20).validate().is_ok());
