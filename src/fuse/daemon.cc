@@ -428,6 +428,11 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.read_only = opt.read_only;
     eo.commit_interval_ms = opt.commit_interval_ms;
     eo.mode = opt.mode;
+    eo.control = opt.control;
+    eo.policy = opt.policy;
+    eo.background_threads = opt.background_threads;
+    // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
+    eo.publish_status = !opt.read_only;
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, &engine);
     if (!st.is_ok()) return fail(st.to_string());

@@ -61,6 +61,15 @@ bool parse_uint(const std::string& text, std::uint64_t min, std::uint64_t max, s
     return true;
 }
 
+bool parse_number(const std::string& text, double max, double* out) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(v) || v < 0 || v > max) return false;
+    *out = v;
+    return true;
+}
+
 bool parse_seconds(const std::string& text, double* out) {
     if (text.empty()) return false;
     char* end = nullptr;
@@ -109,21 +118,52 @@ public:
         if (key == "cdc_max") return size_opt(&chunking_.cdc_max);
         if (key == "mode") {
             if (!need_value()) return false;
-            if (*value == "inline") {
-                out_->mode = DedupMode::kInline;
-                return true;
+            if (*value == "inline") out_->mode = DedupMode::kInline;
+            else if (*value == "deferred") out_->mode = DedupMode::kDeferred;
+            else if (*value == "hybrid") out_->mode = DedupMode::kHybrid;
+            else return bad_value("expected inline, deferred or hybrid");
+            return true;
+        }
+        if (key == "target_ops") {
+            if (!need_value()) return false;
+            double v = 0;
+            if (!parse_number(*value, 1e9, &v)) return bad_value("expected write ops/s (0 = no goal)");
+            out_->control.target_ops = v;
+            return true;
+        }
+        if (key == "target_bytes") {
+            if (!need_value()) return false;
+            std::uint64_t v = 0;
+            if (!parse_size(*value, 1ull << 40, &v))
+                return bad_value("expected bytes/s such as 200M (0 = no goal)");
+            out_->control.target_bytes_per_s = static_cast<double>(v);
+            return true;
+        }
+        if (key == "control_interval") {
+            if (!need_value()) return false;
+            std::uint64_t v = 0;
+            if (!parse_uint(*value, 10, 60000, &v))
+                return bad_value("expected milliseconds between 10 and 60000");
+            out_->control.interval_ms = v;
+            return true;
+        }
+        if (key == "policy") {
+            if (!need_value()) return false;
+            std::vector<std::string> names = policy_names();
+            if (std::find(names.begin(), names.end(), *value) == names.end()) {
+                std::string known;
+                for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+                return bad_value("expected one of " + known);
             }
-            if (*value == "deferred") {
-                out_->mode = DedupMode::kDeferred;
-                return true;
-            }
-            // The engine has no mode controller yet; hybrid would quietly
-            // run inline.
-            if (*value == "hybrid") {
-                *error = "mode=hybrid is not available yet";
-                return false;
-            }
-            return bad_value("expected inline, deferred or hybrid");
+            out_->policy = *value;
+            return true;
+        }
+        if (key == "background_threads") {
+            if (!need_value()) return false;
+            std::uint64_t v = 0;
+            if (!parse_uint(*value, 0, 64, &v)) return bad_value("expected 0 to 64");
+            out_->background_threads = static_cast<unsigned>(v);
+            return true;
         }
         if (key == "commit_interval") {
             if (!need_value()) return false;
@@ -229,10 +269,11 @@ private:
 };
 
 // hiodsfs's own options, usable as --name=value (or --name for flags).
-const char* const kValueOptions[] = {"chunking",      "chunk_size",    "cdc_min",
-                                     "cdc_avg",       "cdc_max",       "mode",
-                                     "commit_interval", "max_write",   "threads",
-                                     "entry_timeout", "attr_timeout"};
+const char* const kValueOptions[] = {
+    "chunking",   "chunk_size",       "cdc_min",         "cdc_avg",
+    "cdc_max",    "mode",             "target_ops",      "target_bytes",
+    "policy",     "control_interval", "background_threads", "commit_interval",
+    "max_write",  "threads",          "entry_timeout",   "attr_timeout"};
 
 }  // namespace
 
@@ -343,6 +384,11 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out,
     if (writeback) out->writeback_cache = true;
     if (no_writeback) out->writeback_cache = false;
     if (!parser.finish(error)) return false;
+    Status control = out->control.validate();
+    if (!control.is_ok()) {
+        *error = control.message();
+        return false;
+    }
 
     if (!vm.count("store") || !vm.count("mountpoint")) {
         *error = "usage: hiodsfs STORE MOUNTPOINT [-o opt,...] (see hiodsfs --help)";
@@ -415,9 +461,15 @@ std::string usage_text() {
       << size_text(cdc.max_size) << ", or cdc_avg*4)\n"
          "                          (sizes: powers of two, 256 to 4M, K/M suffixes)\n"
          "                          for an existing store, given chunking must match\n"
-         "  mode=inline|deferred    deduplicate on the write path (default), or\n"
-         "                          write raw and deduplicate in the background\n"
-         "                          (hybrid: not available yet)\n"
+         "  mode=MODE               inline: deduplicate on the write path;\n"
+         "                          deferred: write raw, deduplicate in the background;\n"
+         "                          hybrid (default): switch between them to meet\n"
+         "                          the goal below (no goal: stays inline)\n"
+         "  target_ops=N            write ops/s goal for hybrid (default 0: none)\n"
+         "  target_bytes=SIZE       write bytes/s goal for hybrid, e.g. 200M (default 0)\n"
+         "  policy=NAME             hybrid's mode policy: capacity (default) or hiods\n"
+         "  control_interval=MS     controller sampling interval (default 1000)\n"
+         "  background_threads=N    background deduplication workers (default 2)\n"
          "  commit_interval=MS      metadata group commit interval (default 1000)\n"
          "  writeback_cache         kernel writeback cache (default)\n"
          "  no_writeback_cache      write through to the daemon on every write\n"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
+#include "hiodsfs/control.h"
 #include "hiodsfs/engine.h"
 
 namespace hiodsfs::fuse {
@@ -27,7 +28,11 @@ struct DaemonOptions {
 
     ChunkingParams chunking;  // meaningful only if chunking_given
     bool chunking_given = false;
-    DedupMode mode = DedupMode::kInline;
+    // hybrid is the design's default; without a goal it stays inline.
+    DedupMode mode = DedupMode::kHybrid;
+    ControlConfig control;  // target_ops, target_bytes, control_interval
+    std::string policy;     // "" = the engine's default
+    unsigned background_threads = 2;
     std::uint32_t commit_interval_ms = 1000;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;

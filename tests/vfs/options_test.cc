@@ -107,7 +107,10 @@ TEST_CASE("bad options are one-line errors") {
         CHECK(p.error.find('\n') == std::string::npos);
         return p.error;
     };
-    CHECK(error_of({"/s", "/m", "--mode=hybrid"}) == "mode=hybrid is not available yet");
+    CHECK(error_of({"/s", "/m", "-o", "policy=magic"}).find("capacity") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "target_ops=-5"}).find("target_ops") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "control_interval=5"}).find("control_interval") !=
+          std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "mode=fast"}).find("mode") != std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "chunking=cdc,chunk_size=4K"}).find("chunk_size") !=
           std::string::npos);
@@ -123,7 +126,18 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
 
-TEST_CASE("mode=inline and mode=deferred are accepted") {
+TEST_CASE("modes and the controller's settings") {
+    Parsed h = parse({"/s", "/m", "-o", "target_ops=5000,target_bytes=200M,policy=hiods",
+                      "--control-interval=500", "--background-threads=4"});
+    INFO(h.error);
+    REQUIRE(h.ok);
+    CHECK(h.opt.mode == hiodsfs::DedupMode::kHybrid);
+    CHECK(h.opt.control.target_ops == 5000);
+    CHECK(h.opt.control.target_bytes_per_s == 200.0 * (1 << 20));
+    CHECK(h.opt.control.interval_ms == 500);
+    CHECK(h.opt.policy == "hiods");
+    CHECK(h.opt.background_threads == 4);
+
     Parsed p = parse({"/s", "/m", "-o", "mode=inline,commit_interval=250"});
     REQUIRE(p.ok);
     CHECK(p.opt.commit_interval_ms == 250);
