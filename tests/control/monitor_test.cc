@@ -1,0 +1,226 @@
+// Clock, ControlConfig validation, IntervalSample figures and LoadMonitor.
+#include <cerrno>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "hiodsfs/clock.h"
+#include "hiodsfs/control.h"
+
+using namespace hiodsfs;
+
+namespace {
+
+constexpr std::uint64_t kMs = 1'000'000;
+
+// One request arriving at `at` and taking `service` ns.
+void request(ManualClock& clock, LoadMonitor& m, std::uint64_t at, std::uint64_t service,
+             std::uint64_t bytes = 4096) {
+    clock.set_ns(at);
+    const std::uint64_t arrival = m.request_started();
+    clock.set_ns(at + service);
+    m.request_finished(arrival, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("clocks: manual clock moves only when told, system clock is monotonic") {
+    ManualClock clock(5);
+    CHECK(clock.now_ns() == 5);
+    clock.advance_ns(10);
+    CHECK(clock.now_ns() == 15);
+    clock.set_ns(1000);
+    CHECK(clock.now_ns() == 1000);
+
+    Clock* sys = Clock::system();
+    REQUIRE(sys == Clock::system());
+    const std::uint64_t a = sys->now_ns();
+    const std::uint64_t b = sys->now_ns();
+    CHECK(a > 0);
+    CHECK(b >= a);
+}
+
+TEST_CASE("config: defaults are valid; bad values are rejected with the setting named") {
+    ControlConfig ok;
+    REQUIRE(ok.validate().is_ok());
+    ok.target_ops = 1000;
+    ok.target_bytes_per_s = 100e6;
+    REQUIRE(ok.validate().is_ok());
+
+    struct Case {
+        const char* field;
+        void (*apply)(ControlConfig&);
+    };
+    const Case cases[] = {
+        {"target_ops", [](ControlConfig& c) { c.target_ops = -1; }},
+        {"target_ops", [](ControlConfig& c) { c.target_ops = std::numeric_limits<double>::quiet_NaN(); }},
+        {"target_bytes_per_s", [](ControlConfig& c) { c.target_bytes_per_s = -5; }},
+        {"interval_ms", [](ControlConfig& c) { c.interval_ms = 0; }},
+        {"interval_ms", [](ControlConfig& c) { c.interval_ms = 3'600'000; }},
+        {"stress_gap_us", [](ControlConfig& c) { c.stress_gap_us = 0; }},
+        {"stress_gap_us", [](ControlConfig& c) { c.stress_gap_us = 2'000'000; }},
+        {"stress_ratio", [](ControlConfig& c) { c.stress_ratio = 0; }},
+        {"stress_ratio", [](ControlConfig& c) { c.stress_ratio = 1.5; }},
+        {"recency_ms", [](ControlConfig& c) { c.recency_ms = 0; }},
+        {"switch_after", [](ControlConfig& c) { c.switch_after = 0; }},
+        {"kp", [](ControlConfig& c) { c.kp = -0.1; }},
+        {"ki", [](ControlConfig& c) { c.ki = std::numeric_limits<double>::infinity(); }},
+        {"kd", [](ControlConfig& c) { c.kd = -1; }},
+        {"kp and ki", [](ControlConfig& c) { c.kp = c.ki = 0; }},
+        {"ramp_per_s", [](ControlConfig& c) { c.ramp_per_s = 0; }},
+        {"capacity_margin", [](ControlConfig& c) { c.capacity_margin = 1; }},
+    };
+    for (const Case& c : cases) {
+        ControlConfig cfg;
+        c.apply(cfg);
+        const Status st = cfg.validate();
+        INFO(c.field << ": " << st.message());
+        CHECK(st.err() == EINVAL);
+        CHECK(st.message().find(c.field) != std::string::npos);
+        CHECK(st.message().rfind("control: ", 0) == 0);
+    }
+    ControlConfig neg;
+    neg.target_ops = -3;
+    CHECK(neg.validate().message() ==
+          "control: target_ops must be a finite number >= 0 (write ops/s; 0 = no goal), got -3");
+}
+
+TEST_CASE("sample: rates, stress fraction and the stress and idle tests") {
+    IntervalSample s;
+    CHECK(s.ops_per_s() == 0);  // zero-length interval
+    CHECK(s.stress_fraction() == 0);
+    s.start_ns = 10 * kMs;
+    s.end_ns = 510 * kMs;
+    s.ops = 100;
+    s.bytes = 100 * 4096;
+    s.arrivals = 100;
+    s.stressed = 95;
+    s.last_arrival_ns = 500 * kMs;
+    CHECK(s.seconds() == Approx(0.5));
+    CHECK(s.ops_per_s() == Approx(200));
+    CHECK(s.bytes_per_s() == Approx(200 * 4096));
+    CHECK(s.stress_fraction() == Approx(0.95));
+
+    ControlConfig cfg;
+    CHECK(under_stress(s, cfg));
+    CHECK_FALSE(foreground_idle(s, cfg));
+    s.stressed = 89;
+    CHECK_FALSE(under_stress(s, cfg));  // below the 90 % ratio
+    s.stressed = 90;
+    CHECK(under_stress(s, cfg));  // the ratio is inclusive
+
+    // Recency: the last request must be at most recency_ms before the end.
+    s.end_ns = s.last_arrival_ns + 1000 * kMs;
+    CHECK(under_stress(s, cfg));
+    s.end_ns = s.last_arrival_ns + 1000 * kMs + 1;
+    CHECK_FALSE(under_stress(s, cfg));
+    CHECK(foreground_idle(s, cfg));
+    s.last_arrival_ns = 0;
+    CHECK(foreground_idle(s, cfg));
+
+    // Samples built without arrivals (e.g. by hand) use ops as the base.
+    IntervalSample h;
+    h.ops = 10;
+    h.stressed = 20;
+    CHECK(h.stress_fraction() == 1.0);
+
+    CHECK_FALSE(has_goal(cfg));
+    CHECK_FALSE(goal_missed(s, cfg));
+    cfg.target_ops = 1000;
+    s.start_ns = 0;
+    s.end_ns = 1000 * kMs;
+    s.ops = 999;
+    s.bytes = 10'000'000;
+    CHECK(goal_missed(s, cfg));
+    s.ops = 1000;
+    CHECK_FALSE(goal_missed(s, cfg));
+    cfg.target_bytes_per_s = 20e6;  // either goal missed is a miss
+    CHECK(goal_missed(s, cfg));
+    CHECK(std::string(to_string(WriteMode::kInline)) == "inline");
+    CHECK(std::string(to_string(WriteMode::kDeferred)) == "deferred");
+}
+
+TEST_CASE("monitor: a request is in stress when it arrives within the gap of the last completion") {
+    ManualClock clock(1000 * kMs);
+    ControlConfig cfg;  // 3 ms gap
+    LoadMonitor m(&clock, cfg);
+
+    request(clock, m, 1000 * kMs, 1 * kMs);  // first request ever: nothing before it
+    request(clock, m, 1003 * kMs, 1 * kMs);  // 2 ms after the completion at 1001: stress
+    request(clock, m, 1007 * kMs, 1 * kMs);  // exactly 3 ms after 1004: stress (inclusive)
+    request(clock, m, 1012 * kMs, 1 * kMs);  // 4 ms after 1008: calm
+    clock.set_ns(1100 * kMs);
+    IntervalSample s = m.take_sample();
+    CHECK(s.start_ns == 1000 * kMs);
+    CHECK(s.end_ns == 1100 * kMs);
+    CHECK(s.ops == 4);
+    CHECK(s.arrivals == 4);
+    CHECK(s.stressed == 2);
+    CHECK(s.bytes == 4 * 4096);
+    CHECK(s.busy_ns == 4 * kMs);
+    CHECK(s.last_arrival_ns == 1012 * kMs);
+
+    // Arriving while another request is in flight is stress whatever the gap.
+    clock.set_ns(1200 * kMs);
+    const std::uint64_t a1 = m.request_started();
+    clock.set_ns(1250 * kMs);
+    const std::uint64_t a2 = m.request_started();
+    CHECK(m.in_flight() == 2);
+    clock.set_ns(1300 * kMs);
+    m.request_finished(a1, 100);
+    clock.set_ns(1400 * kMs);
+    s = m.take_sample();  // a2 still in flight: counted as an arrival, not yet as an op
+    CHECK(s.start_ns == 1100 * kMs);
+    CHECK(s.arrivals == 2);
+    CHECK(s.stressed == 1);
+    CHECK(s.ops == 1);
+    CHECK(s.busy_ns == 100 * kMs);
+    clock.set_ns(1450 * kMs);
+    m.request_finished(a2, 100);
+    clock.set_ns(1500 * kMs);
+    s = m.take_sample();
+    CHECK(s.arrivals == 0);
+    CHECK(s.ops == 1);
+    CHECK(s.busy_ns == 200 * kMs);
+    CHECK(s.last_arrival_ns == 1250 * kMs);  // kept across intervals
+    CHECK(m.in_flight() == 0);
+
+    // An interval with nothing in it.
+    clock.set_ns(2500 * kMs);
+    s = m.take_sample();
+    CHECK(s.ops == 0);
+    CHECK(s.stress_fraction() == 0);
+    CHECK(foreground_idle(s, cfg));
+}
+
+TEST_CASE("monitor: concurrent writers lose no request") {
+    ControlConfig cfg;
+    LoadMonitor m(Clock::system(), cfg);
+    constexpr int kThreads = 4, kPerThread = 20000;
+    std::vector<std::thread> threads;
+    std::uint64_t total_ops = 0, total_bytes = 0, total_arrivals = 0;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&m] {
+            for (int i = 0; i < kPerThread; ++i) m.request_finished(m.request_started(), 10);
+        });
+    }
+    // Take samples while the writers run: every request lands in exactly one.
+    for (int i = 0; i < 50; ++i) {
+        const IntervalSample s = m.take_sample();
+        total_ops += s.ops;
+        total_bytes += s.bytes;
+        total_arrivals += s.arrivals;
+        std::this_thread::yield();
+    }
+    for (auto& t : threads) t.join();
+    const IntervalSample s = m.take_sample();
+    total_ops += s.ops;
+    total_bytes += s.bytes;
+    total_arrivals += s.arrivals;
+    CHECK(total_ops == kThreads * kPerThread);
+    CHECK(total_arrivals == kThreads * kPerThread);
+    CHECK(total_bytes == 10ull * kThreads * kPerThread);
+    CHECK(m.in_flight() == 0);
+}
