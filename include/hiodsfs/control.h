@@ -30,8 +30,9 @@ const char* to_string(WriteMode mode);
 
 // Controller settings. A plain value; validate() before use.
 struct ControlConfig {
-    double target_ops = 0;             // write ops/s goal; 0 = no goal (hybrid stays inline)
-    double target_bytes_per_s = 0;     // optional byte-rate goal (0 = none); goal missed if either is missed
+    double target_ops = 0;  // write ops/s goal; 0 = no goal (hybrid stays inline)
+    // Optional byte-rate goal (0 = none); the goal is missed if either is missed.
+    double target_bytes_per_s = 0;
     std::uint64_t interval_ms = 1000;  // sampling interval
     std::uint64_t stress_gap_us = 3000;
     double stress_ratio = 0.9;
@@ -52,10 +53,11 @@ struct ControlConfig {
     // one interval's step (5 % of full speed) costs at most ~5 % of the goal
     // at g = 1, which the PID sees and stops before it adds up.
     double ramp_per_s = 0.05;
-    // Addition: the capacity policy returns to inline only when the current
-    // load is at most (1 - capacity_margin) of the inline capacity it
-    // measured, and counts deferred as a gain only if it makes a request at
-    // least capacity_margin cheaper than inline.
+    // Addition, for the capacity policy: it counts an interval as saturated
+    // when the daemon was busy at least (1 - capacity_margin) of it, returns
+    // to inline only when the load is at most (1 - capacity_margin) of the
+    // inline capacity it measured, and counts deferred as a gain only if it
+    // makes a request at least capacity_margin cheaper than inline.
     double capacity_margin = 0.1;
 
     // EINVAL with a message naming the setting, its allowed range and the
@@ -75,7 +77,8 @@ struct IntervalSample {
     std::uint64_t last_arrival_ns = 0;  // arrival time of the most recent request (0 = none ever)
     std::uint64_t busy_ns = 0;          // sum of request service times (for a capacity estimate)
     std::uint64_t backlog_records = 0, backlog_bytes = 0;  // filled in by the engine
-    std::uint64_t background_bytes = 0;  // filled in by the engine: bytes the background pass processed
+    // Filled in by the engine: bytes the background pass processed.
+    std::uint64_t background_bytes = 0;
     // Addition: requests that arrived in the interval (the base of
     // stress_fraction; stress is known at arrival, completion may fall in
     // the next interval).

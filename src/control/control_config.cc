@@ -57,8 +57,7 @@ Status ControlConfig::validate() const {
                              "set at least one (defaults kp=0.1, ki=0.4)");
     }
     if (!(std::isfinite(ramp_per_s) && ramp_per_s > 0)) {
-        return bad("ramp_per_s", "a finite number > 0 (speed per second; 1 = no ramp)",
-                   ramp_per_s);
+        return bad("ramp_per_s", "a finite number > 0 (speed per second; 1 = no ramp)", ramp_per_s);
     }
     if (!(capacity_margin >= 0 && capacity_margin < 1)) {
         return bad("capacity_margin", "in [0, 1)", capacity_margin);
@@ -101,9 +100,7 @@ bool under_stress(const IntervalSample& s, const ControlConfig& cfg) {
     return base != 0 && s.stress_fraction() >= cfg.stress_ratio;
 }
 
-bool has_goal(const ControlConfig& cfg) {
-    return cfg.target_ops > 0 || cfg.target_bytes_per_s > 0;
-}
+bool has_goal(const ControlConfig& cfg) { return cfg.target_ops > 0 || cfg.target_bytes_per_s > 0; }
 
 bool goal_missed(const IntervalSample& s, const ControlConfig& cfg) {
     if (cfg.target_ops > 0 && s.ops_per_s() < cfg.target_ops) return true;
@@ -113,9 +110,12 @@ bool goal_missed(const IntervalSample& s, const ControlConfig& cfg) {
 
 const char* to_string(ModeController::Setting setting) {
     switch (setting) {
-        case ModeController::Setting::kInline: return "inline";
-        case ModeController::Setting::kDeferred: return "deferred";
-        case ModeController::Setting::kHybrid: return "hybrid";
+        case ModeController::Setting::kInline:
+            return "inline";
+        case ModeController::Setting::kDeferred:
+            return "deferred";
+        case ModeController::Setting::kHybrid:
+            return "hybrid";
     }
     return "hybrid";
 }

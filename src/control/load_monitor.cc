@@ -14,7 +14,9 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) {
 }  // namespace
 
 LoadMonitor::LoadMonitor(Clock* clock, const ControlConfig& cfg)
-    : clock_(clock), stress_gap_ns_(cfg.stress_gap_us * 1000), interval_start_ns_(clock->now_ns()) {}
+    : clock_(clock),
+      stress_gap_ns_(cfg.stress_gap_us * 1000),
+      interval_start_ns_(clock->now_ns()) {}
 
 std::uint64_t LoadMonitor::request_started() {
     const std::uint64_t now = clock_->now_ns();
@@ -23,8 +25,7 @@ std::uint64_t LoadMonitor::request_started() {
     // Arriving while another request is in flight means the daemon was never
     // idle in between: a gap of zero. A completion that raced past our clock
     // read (last_finish > now) is a negative gap, stressed as well.
-    const bool stressed =
-        busy > 0 || (last_finish != 0 && now <= last_finish + stress_gap_ns_);
+    const bool stressed = busy > 0 || (last_finish != 0 && now <= last_finish + stress_gap_ns_);
     arrivals_.fetch_add(1, std::memory_order_relaxed);
     if (stressed) stressed_.fetch_add(1, std::memory_order_relaxed);
     raise_to(last_arrival_ns_, now);

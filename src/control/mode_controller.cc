@@ -8,7 +8,8 @@ namespace hiodsfs {
 namespace {
 
 WriteMode initial_mode(ModeController::Setting setting) {
-    return setting == ModeController::Setting::kDeferred ? WriteMode::kDeferred : WriteMode::kInline;
+    return setting == ModeController::Setting::kDeferred ? WriteMode::kDeferred
+                                                         : WriteMode::kInline;
 }
 
 }  // namespace

@@ -51,10 +51,11 @@ public:
         if (current == WriteMode::kInline) {
             missed_ = (stress && goal_missed(s, cfg_)) ? missed_ + 1 : 0;
             if (missed_ < n) return current;
-            set_reason(reason, fmt("under stress (%.0f%% of requests) with the goal missed for %.0f "
-                                   "intervals: ",
-                                   100 * s.stress_fraction(), n) +
-                                   rate_vs_goal(s, cfg_));
+            set_reason(reason,
+                       fmt("under stress (%.0f%% of requests) with the goal missed for %.0f "
+                           "intervals: ",
+                           100 * s.stress_fraction(), n) +
+                           rate_vs_goal(s, cfg_));
             missed_ = 0;
             last_ = WriteMode::kDeferred;
             return last_;
@@ -156,12 +157,11 @@ private:
         const unsigned n = cfg_.switch_after;
         const bool undone = since_return_ < kUndoWindowTimesN * n;
         required_calm_ = undone ? std::min(2 * required_calm_, kMaxCalmTimesN * n) : n;
-        set_reason(reason,
-                   fmt("under stress (%.0f%% of requests) with the goal missed for %.0f "
-                       "intervals: ",
-                       100 * s.stress_fraction(), n) +
-                       rate_vs_goal(s, cfg_) +
-                       fmt("; inline capacity measured at %.0f ops/s", cap_ops_));
+        set_reason(reason, fmt("under stress (%.0f%% of requests) with the goal missed for %.0f "
+                               "intervals: ",
+                               100 * s.stress_fraction(), n) +
+                               rate_vs_goal(s, cfg_) +
+                               fmt("; inline capacity measured at %.0f ops/s", cap_ops_));
         reset_runs();
         last_ = WriteMode::kDeferred;
         return last_;

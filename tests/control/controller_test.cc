@@ -9,14 +9,13 @@
 // deferred mode add to the backlog; each interval the background pass drains
 // speed x drain_bytes_per_s of it.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "hiodsfs/clock.h"
 #include "hiodsfs/control.h"
@@ -70,7 +69,8 @@ struct Result {
     // Index of the first tick whose decision was `mode`, at or after `from`.
     int first_switch_to(WriteMode mode, std::size_t from = 0) const {
         for (std::size_t i = from; i < ticks.size(); ++i) {
-            if (ticks[i].mode_used != mode && ticks[i].mode_after == mode) return static_cast<int>(i);
+            if (ticks[i].mode_used != mode && ticks[i].mode_after == mode)
+                return static_cast<int>(i);
         }
         return -1;
     }
@@ -103,10 +103,9 @@ Result simulate(const Trace& trace, const ControlConfig& cfg, ModeController::Se
                 const std::string& policy, std::uint64_t seed = 1) {
     ManualClock clock(0);
     std::string error;
-    ModeController ctl(&clock, cfg, setting,
-                       setting == ModeController::Setting::kHybrid
-                           ? make_policy(policy, cfg, &error)
-                           : nullptr);
+    ModeController ctl(
+        &clock, cfg, setting,
+        setting == ModeController::Setting::kHybrid ? make_policy(policy, cfg, &error) : nullptr);
     const Plant& p = trace.plant;
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> u(-1, 1);
@@ -186,7 +185,9 @@ Trace sustained_burst() {
     return {"burst then idle", {}, {{10, 100}, {60, kSaturate}, {30, 0}}};
 }
 
-Trace burst_then_light() { return {"burst then light", {}, {{10, 100}, {60, kSaturate}, {60, 100}}}; }
+Trace burst_then_light() {
+    return {"burst then light", {}, {{10, 100}, {60, kSaturate}, {60, 100}}};
+}
 
 Trace short_burst() { return {"lone 2 s burst", {}, {{30, 100}, {2, kSaturate}, {30, 100}}}; }
 
@@ -267,7 +268,8 @@ TEST_CASE("policy: a steady light load stays inline") {
     }
 }
 
-TEST_CASE("policy: a sustained burst above inline capacity switches to deferred within N intervals") {
+TEST_CASE(
+    "policy: a sustained burst above inline capacity switches to deferred within N intervals") {
     for (const std::string& policy : policy_names()) {
         INFO(policy);
         const Result r = hybrid(sustained_burst(), policy);
@@ -414,8 +416,8 @@ TEST_CASE("controller: inline-only and deferred-only settings never switch") {
         INFO(to_string(setting));
         const Trace trace = sustained_burst();
         const Result r = simulate(trace, config_for(trace), setting, "");
-        const WriteMode fixed = setting == ModeController::Setting::kInline ? WriteMode::kInline
-                                                                             : WriteMode::kDeferred;
+        const WriteMode fixed =
+            setting == ModeController::Setting::kInline ? WriteMode::kInline : WriteMode::kDeferred;
         CHECK(r.switches == 0);
         for (const Tick& t : r.ticks) CHECK(t.mode_after == fixed);
         for (const ControlEvent& ev : r.events) CHECK(ev.kind == ControlEvent::Kind::kThrottle);
@@ -515,10 +517,17 @@ TEST_CASE("controller: throttle events only when the speed moves by more than 0.
 }
 
 TEST_CASE("comparison: hiods vs capacity on the same traces") {
-    const std::vector<Trace> traces = {steady_light(),   sustained_burst(), burst_then_light(),
-                                       short_burst(),    between_capacities(), hovering(),
-                                       wandering_wide(), no_gain(),         bursty(),
-                                       mixed(),          demand_below_goal()};
+    const std::vector<Trace> traces = {steady_light(),
+                                       sustained_burst(),
+                                       burst_then_light(),
+                                       short_burst(),
+                                       between_capacities(),
+                                       hovering(),
+                                       wandering_wide(),
+                                       no_gain(),
+                                       bursty(),
+                                       mixed(),
+                                       demand_below_goal()};
     std::printf("\n%-44s %-8s %8s %9s %6s %8s %11s %11s\n", "trace", "policy", "switches",
                 "held back", "missed", "deferred", "max backlog", "end backlog");
     unsigned totals[2][4] = {};

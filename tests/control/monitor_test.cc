@@ -1,10 +1,9 @@
 // Clock, ControlConfig validation, IntervalSample figures and LoadMonitor.
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <limits>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "hiodsfs/clock.h"
 #include "hiodsfs/control.h"
@@ -55,7 +54,8 @@ TEST_CASE("config: defaults are valid; bad values are rejected with the setting 
     };
     const Case cases[] = {
         {"target_ops", [](ControlConfig& c) { c.target_ops = -1; }},
-        {"target_ops", [](ControlConfig& c) { c.target_ops = std::numeric_limits<double>::quiet_NaN(); }},
+        {"target_ops",
+         [](ControlConfig& c) { c.target_ops = std::numeric_limits<double>::quiet_NaN(); }},
         {"target_bytes_per_s", [](ControlConfig& c) { c.target_bytes_per_s = -5; }},
         {"interval_ms", [](ControlConfig& c) { c.interval_ms = 0; }},
         {"interval_ms", [](ControlConfig& c) { c.interval_ms = 3'600'000; }},

@@ -2,11 +2,10 @@
 // capacity - loss * speed ops/s, where speed is the background speed set at
 // the previous tick (the one in force during the interval measured).
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "hiodsfs/control.h"
 
@@ -49,7 +48,9 @@ struct Plant {
     double s_star = 0.5;
     double capacity() const { return kGoal * (1 + g * s_star); }
     // A foreground never stops entirely: at least 1 % of the goal.
-    double ops(double speed) const { return std::max(0.01 * kGoal, capacity() - g * kGoal * speed); }
+    double ops(double speed) const {
+        return std::max(0.01 * kGoal, capacity() - g * kGoal * speed);
+    }
 };
 
 // Runs n intervals of the plant; returns the speeds set at each tick.
@@ -232,7 +233,8 @@ TEST_CASE("throttle: after a switch back to inline the speed restarts at 0 and r
         cfg.interval_ms = static_cast<std::uint64_t>(dt * 1000);
         BackgroundThrottle t(cfg);
         std::uint64_t k = 0;
-        for (int i = 0; i < 20; ++i) t.update(sample(k++, 300, Load::kCalm, dt), WriteMode::kDeferred, dt);
+        for (int i = 0; i < 20; ++i)
+            t.update(sample(k++, 300, Load::kCalm, dt), WriteMode::kDeferred, dt);
         REQUIRE(t.speed() == 1.0);
         double prev = t.update(sample(k++, 300, Load::kCalm, dt), WriteMode::kInline, dt);
         CHECK(prev <= cfg.ramp_per_s * dt + 1e-12);
@@ -273,7 +275,8 @@ TEST_CASE("throttle: without a goal the background is only ramp-limited") {
     BackgroundThrottle t(cfg);
     std::uint64_t k = 0;
     t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
-    double prev = t.update(sample(k++, 100), WriteMode::kInline, 1.0);  // a switch restarts the ramp
+    double prev =
+        t.update(sample(k++, 100), WriteMode::kInline, 1.0);  // a switch restarts the ramp
     CHECK(prev <= 0.05 + 1e-12);
     for (int i = 0; i < 30; ++i) prev = t.update(sample(k++, 100), WriteMode::kInline, 1.0);
     CHECK(prev == 1.0);
