@@ -374,6 +374,22 @@ void MountFixture::unmount() {
     REQUIRE(status == 0);
 }
 
+void MountFixture::crash() {
+    REQUIRE(mounted());
+    REQUIRE(::kill(pid_, SIGKILL) == 0);
+    int wstatus = 0;
+    ::waitpid(pid_, &wstatus, 0);
+    pid_ = -1;
+    // The connection is dead ("transport endpoint is not connected"); a
+    // plain unmount detaches it, a lazy one if something still holds it.
+    for (int attempt = 0; attempt < 20 && in_mountinfo(); ++attempt) {
+        if (run({"fusermount3", "-u", mnt_}).ok()) break;
+        std::this_thread::sleep_for(100ms);
+    }
+    if (in_mountinfo()) run({"fusermount3", "-uz", mnt_});
+    REQUIRE_FALSE(in_mountinfo());
+}
+
 void MountFixture::remount() {
     unmount();
     mount();

@@ -101,6 +101,9 @@ public:
     // unmount() + mount(): everything read afterwards comes from the store,
     // not from the kernel's caches.
     void remount();
+    // SIGKILLs the daemon (a crash at a random moment), reaps it, and
+    // detaches the dead mount; mount() may follow.
+    void crash();
     bool mounted() const { return pid_ > 0; }
     pid_t daemon_pid() const { return pid_; }
     // The daemon's stdout+stderr of the current (or last) mount.
