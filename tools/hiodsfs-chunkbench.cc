@@ -1,13 +1,15 @@
 // hiodsfs-chunkbench: per-core throughput of the chunkers and of SHA-256 on
 // random data, so performance claims in docs/chunking.md are reproducible.
 //
-//   hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N]
+//   hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]
 //                      [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]
 //
-// Every figure is the best of --repeat runs over the same in-memory data. Two
-// numbers are printed: by thread CPU time (what one core does when it is not
-// shared; the machine's other work does not count against it) and by wall
-// clock (what was actually delivered, including any time the CPU was away).
+// Defaults: 1024 MiB, 3 repeats, 2 threads, 64 MiB slices, the default CDC
+// parameters and fixed:4096. Two figures per line:
+//  - per core (CPU): bytes / thread CPU time, where each --slice of the data
+//    counts with its best time over the repeats. On a shared machine this is
+//    what one core does when nothing else runs on it.
+//  - wall: bytes / wall-clock time of the best whole pass, everything included.
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -34,13 +36,14 @@ struct Options {
     std::size_t size_mib = 1024;
     int repeat = 3;
     int threads = 2;
+    std::size_t slice_mib = 64;
     ChunkingParams cdc{};
     ChunkingParams fixed = ChunkingParams::fixed(4096);
 };
 
 void usage() {
     std::fprintf(stderr,
-                 "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N]\n"
+                 "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]\n"
                  "                          [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]\n");
 }
 
@@ -53,7 +56,7 @@ bool parse_args(int argc, char** argv, Options* o) {
             return false;
         }
         const std::string v = argv[++i];
-        if (a == "--size" || a == "--repeat" || a == "--threads") {
+        if (a == "--size" || a == "--repeat" || a == "--threads" || a == "--slice") {
             char* end = nullptr;
             const long n = std::strtol(v.c_str(), &end, 10);
             if (end == v.c_str() || *end != '\0' || n <= 0 || n > (1 << 20)) {
@@ -64,6 +67,7 @@ bool parse_args(int argc, char** argv, Options* o) {
             if (a == "--size") o->size_mib = static_cast<std::size_t>(n);
             if (a == "--repeat") o->repeat = static_cast<int>(n);
             if (a == "--threads") o->threads = static_cast<int>(n);
+            if (a == "--slice") o->slice_mib = static_cast<std::size_t>(n);
         } else if (a == "--cdc" || a == "--fixed") {
             ChunkingParams p;
             const auto st = ChunkingParams::parse(v, &p);
@@ -152,41 +156,79 @@ PassResult raw_sha_pass(const std::uint8_t* data, std::size_t len) {
     return r;
 }
 
+using Pass = std::function<PassResult(const std::uint8_t*, std::size_t)>;
+
+// Runs `pass` over [data, data+len) one slice at a time and keeps, per
+// slice, the least CPU time seen over all repeats: a slice that shared its
+// core with a compiler once is measured again on the next repeat.
+PassResult run_slices(const Pass& pass, const std::uint8_t* data, std::size_t len,
+                      std::size_t slice, std::vector<double>* best) {
+    PassResult total;
+    std::size_t i = 0;
+    for (std::size_t pos = 0; pos < len; pos += slice, ++i) {
+        const double c0 = thread_cpu_seconds();
+        const PassResult r = pass(data + pos, std::min(slice, len - pos));
+        const double c = thread_cpu_seconds() - c0;
+        if (best->size() <= i) best->push_back(c);
+        (*best)[i] = std::min((*best)[i], c);
+        total.chunks += r.chunks;
+        total.check ^= r.check;
+    }
+    return total;
+}
+
 struct Measure {
-    double wall = 1e300;  // best wall-clock seconds
-    double cpu = 1e300;   // best CPU seconds of the busiest thread
+    double wall = 1e300;  // best wall-clock seconds of a whole pass
+    double cpu = 0;       // sum of per-slice best CPU seconds, busiest thread
     PassResult result;
 };
 
-// Runs a single-threaded pass on this thread, timing its CPU use here.
-PassResult timed_here(const std::function<PassResult()>& pass) {
-    const double c0 = thread_cpu_seconds();
-    PassResult r = pass();
-    r.cpu_seconds = thread_cpu_seconds() - c0;
-    return r;
-}
-
-Measure best_of(int repeat, const std::function<PassResult()>& pass) {
+// Each of `threads` threads takes its own contiguous share of the data, with
+// its own chunker and SHA-256 context, as the background workers do.
+Measure measure(const Options& o, int threads, const std::uint8_t* data, std::size_t bytes,
+                const Pass& pass) {
+    const std::size_t slice = o.slice_mib << 20;
+    const auto n = static_cast<std::size_t>(threads);
+    std::vector<std::vector<double>> best(n);
     Measure m;
-    for (int i = 0; i < repeat; ++i) {
+    for (int rep = 0; rep < o.repeat; ++rep) {
+        std::vector<PassResult> results(n);
         const auto t0 = Clock::now();
-        const PassResult r = pass();
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        m.wall = std::min(m.wall, s);
-        m.cpu = std::min(m.cpu, r.cpu_seconds);
-        m.result = r;
+        if (threads == 1) {
+            results[0] = run_slices(pass, data, bytes, slice, &best[0]);
+        } else {
+            std::vector<std::thread> workers;
+            const std::size_t share = bytes / n;
+            for (std::size_t k = 0; k < n; ++k) {
+                workers.emplace_back([&, k] {
+                    const std::size_t len = k == n - 1 ? bytes - share * k : share;
+                    results[k] = run_slices(pass, data + share * k, len, slice, &best[k]);
+                });
+            }
+            for (auto& w : workers) w.join();
+        }
+        m.wall = std::min(m.wall, std::chrono::duration<double>(Clock::now() - t0).count());
+        m.result = PassResult{};
+        for (const auto& r : results) {
+            m.result.chunks += r.chunks;
+            m.result.check ^= r.check;
+        }
+    }
+    for (const auto& b : best) {
+        double sum = 0;
+        for (double c : b) sum += c;
+        m.cpu = std::max(m.cpu, sum);
     }
     return m;
 }
 
-void report(const char* name, std::size_t bytes, const Measure& m, int threads = 1) {
+void report(const char* name, std::size_t bytes, const Measure& m, int threads) {
     const double b = static_cast<double>(bytes);
-    const double per_core = b / m.cpu / 1e9 / (threads > 1 ? threads : 1);
-    std::printf("%-36s %7.3f GB/s per core (CPU time) %7.3f GB/s wall", name, per_core,
-                b / m.wall / 1e9);
-    if (threads > 1) std::printf(" [%d threads, %.3f GB/s by CPU time]", threads, b / m.cpu / 1e9);
+    std::printf("%-34s %6.3f GB/s per core (CPU)  %6.3f GB/s wall", name,
+                b / m.cpu / 1e9 / threads, b / m.wall / 1e9);
+    if (threads > 1) std::printf("  [%d threads together: %.3f GB/s by CPU]", threads, b / m.cpu / 1e9);
     const double mean = m.result.chunks ? b / static_cast<double>(m.result.chunks) : 0;
-    std::printf("  chunks %llu mean %.0f B\n", static_cast<unsigned long long>(m.result.chunks),
+    std::printf("  (%llu chunks, mean %.0f B)\n", static_cast<unsigned long long>(m.result.chunks),
                 mean);
 }
 
@@ -199,50 +241,33 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::size_t bytes = o.size_mib << 20;
-    std::printf("hiodsfs-chunkbench: %zu MiB random data, best of %d, fixed %s, cdc %s\n",
-                o.size_mib, o.repeat, o.fixed.describe().c_str(), o.cdc.describe().c_str());
+    std::printf("hiodsfs-chunkbench: %zu MiB random data, %d repeats, %zu MiB slices, %s, %s\n",
+                o.size_mib, o.repeat, o.slice_mib, o.fixed.describe().c_str(),
+                o.cdc.describe().c_str());
     const auto data = make_random_data(bytes);
     const std::uint8_t* d = data.data();
-    hiodsfs::Sha256 sha;
 
-    report("fixed chunking", bytes,
-           best_of(o.repeat, [&] { return timed_here([&] { return chunk_pass(o.fixed, d, bytes, nullptr); }); }));
-    report("CDC chunking", bytes,
-           best_of(o.repeat, [&] { return timed_here([&] { return chunk_pass(o.cdc, d, bytes, nullptr); }); }));
-    report("raw OpenSSL SHA-256 (1 MiB blocks)", bytes,
-           best_of(o.repeat, [&] { return timed_here([&] { return raw_sha_pass(d, bytes); }); }));
-    report("fixed chunking + SHA-256", bytes,
-           best_of(o.repeat, [&] { return timed_here([&] { return chunk_pass(o.fixed, d, bytes, &sha); }); }));
-    report("CDC chunking + SHA-256", bytes,
-           best_of(o.repeat, [&] { return timed_here([&] { return chunk_pass(o.cdc, d, bytes, &sha); }); }));
-
-    // Each thread chunks and hashes its own contiguous share with its own
-    // chunker and SHA-256 context, as the background workers do.
-    const int t = o.threads;
-    const auto parallel = best_of(o.repeat, [&] {
-        std::vector<PassResult> results(static_cast<std::size_t>(t));
-        std::vector<std::thread> workers;
-        const std::size_t share = bytes / static_cast<std::size_t>(t);
-        for (int k = 0; k < t; ++k) {
-            workers.emplace_back([&, k] {
-                const std::size_t from = share * static_cast<std::size_t>(k);
-                const std::size_t len = k == t - 1 ? bytes - from : share;
-                results[static_cast<std::size_t>(k)] = timed_here(
-                    [&] { return chunk_pass(o.cdc, d + from, len, &hiodsfs::thread_sha256()); });
-            });
-        }
-        for (auto& w : workers) w.join();
-        PassResult sum;
-        for (const auto& r : results) {
-            sum.chunks += r.chunks;
-            sum.check ^= r.check;
-            sum.cpu_seconds = std::max(sum.cpu_seconds, r.cpu_seconds);
-        }
-        return sum;
-    });
-    const std::string name = "CDC + SHA-256, " + std::to_string(t) + " threads";
-    report(name.c_str(), bytes, parallel, t);
+    const auto fixed = [&](const std::uint8_t* p, std::size_t n) {
+        return chunk_pass(o.fixed, p, n, nullptr);
+    };
+    const auto cdc = [&](const std::uint8_t* p, std::size_t n) {
+        return chunk_pass(o.cdc, p, n, nullptr);
+    };
+    const auto fixed_sha = [&](const std::uint8_t* p, std::size_t n) {
+        return chunk_pass(o.fixed, p, n, &hiodsfs::thread_sha256());
+    };
+    const auto cdc_sha = [&](const std::uint8_t* p, std::size_t n) {
+        return chunk_pass(o.cdc, p, n, &hiodsfs::thread_sha256());
+    };
+    report("fixed chunking", bytes, measure(o, 1, d, bytes, fixed), 1);
+    report("CDC chunking", bytes, measure(o, 1, d, bytes, cdc), 1);
+    report("raw OpenSSL SHA-256, 1 MiB blocks", bytes, measure(o, 1, d, bytes, raw_sha_pass), 1);
+    report("fixed chunking + SHA-256", bytes, measure(o, 1, d, bytes, fixed_sha), 1);
+    report("CDC chunking + SHA-256", bytes, measure(o, 1, d, bytes, cdc_sha), 1);
+    const Measure both = measure(o, o.threads, d, bytes, cdc_sha);
+    const std::string name = "CDC + SHA-256, " + std::to_string(o.threads) + " threads";
+    report(name.c_str(), bytes, both, o.threads);
     // Printed so the compiler cannot drop the digests as unused.
-    std::printf("(check %llx)\n", static_cast<unsigned long long>(parallel.result.check & 0xff));
+    std::printf("(check %llx)\n", static_cast<unsigned long long>(both.result.check & 0xff));
     return 0;
 }

@@ -63,10 +63,11 @@ inline std::size_t scan_scalar(const std::uint8_t* p, std::size_t n, std::uint64
 
 // Same contract as scan_scalar, but faster: one hash chain is latency-bound
 // (shift + add per byte), so the span is cut into rounds of kLanes blocks of
-// kLaneLen bytes hashed in lock step (3 x 256 measured best here: longer
-// blocks cost more to resolve a cut, shorter ones more warm-up). A Gear hash depends only on the last 64 bytes,
-// so lane k>0 starts exact after rolling the 64 bytes before its block from 0
-// (all of them are at or past the min_size position, so the skip rule holds).
+// kLaneLen bytes hashed in lock step. A Gear hash depends only on the last
+// 64 bytes, so lane k>0 is exact after rolling the 64 bytes before its block
+// from 0 (all of them lie at or past the min_size position, so the skip rule
+// holds). 3 x 256 measured best here; longer blocks with fewer warm-ups lost
+// more when a cut in a later lane left lane 0 to finish alone.
 constexpr int kLanes = 3;
 constexpr std::size_t kLaneLen = 256;
 constexpr std::size_t kWarmup = 64;
