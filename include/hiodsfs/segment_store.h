@@ -28,6 +28,10 @@ struct SegmentStoreOptions {
     std::size_t write_buffer_bytes = 1u << 20;
     // Segment files kept open for reads (least recently used are closed).
     std::size_t max_open_segments = 256;
+    // Opens without changing anything: no directory or segment is created,
+    // a torn tail is left in place (reads and scans still check every
+    // record), and append/flush/remove fail with EROFS.
+    bool read_only = false;
 };
 
 struct SegmentRecord {

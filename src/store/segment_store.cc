@@ -1,0 +1,690 @@
+// SegmentStore: append-only segment files of self-describing records.
+//
+// Writer state (the active segment, its write buffer, which files need a
+// sync) is guarded by mu_. Reads of bytes already in a file take no writer
+// lock: the active segment's id and written length are published through
+// atomics, and only a read that may reach into the write buffer locks.
+
+#include "hiodsfs/segment_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "hiodsfs/fingerprint.h"
+
+namespace hiodsfs {
+namespace {
+
+constexpr std::size_t kScanBlock = 1u << 20;
+// Reads of records up to this size reuse a per-thread buffer.
+constexpr std::size_t kScratchLimit = 4u << 20;
+
+void put_u32(char* p, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void put_u64(char* p, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+std::uint32_t get_u32(const char* p) {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
+    return v;
+}
+std::uint64_t get_u64(const char* p) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
+    return v;
+}
+
+struct Header {
+    std::uint32_t magic = 0;
+    std::uint32_t length = 0;
+    ChunkId chunk = 0;
+    std::uint32_t payload_crc = 0;
+    std::uint32_t header_crc = 0;
+
+    static Header decode(const char* p) {
+        return Header{get_u32(p), get_u32(p + 4), get_u64(p + 8), get_u32(p + 16),
+                      get_u32(p + 20)};
+    }
+    // The magic and the header's own checksum are right, so its fields can be trusted.
+    static bool intact(const char* p) {
+        return get_u32(p) == SegmentStore::kRecordMagic && get_u32(p + 20) == crc32c(p, 20);
+    }
+};
+
+void encode_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc) {
+    put_u32(p, SegmentStore::kRecordMagic);
+    put_u32(p + 4, len);
+    put_u64(p + 8, chunk);
+    put_u32(p + 16, payload_crc);
+    put_u32(p + 20, crc32c(p, 20));
+}
+
+std::string hex8(SegmentId id) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%08" PRIx32, id);
+    return name;
+}
+
+// "00000001.seg" -> 1; anything else is not a segment. Ids start at 1, so
+// 0 can mean "no active segment" (read-only stores).
+bool parse_segment_name(const std::string& name, SegmentId* id) {
+    if (name.size() != 12 || name.compare(8, 4, ".seg") != 0) return false;
+    SegmentId v = 0;
+    for (int i = 0; i < 8; ++i) {
+        const char c = name[i];
+        int d;
+        if (c >= '0' && c <= '9') {
+            d = c - '0';
+        } else if (c >= 'a' && c <= 'f') {
+            d = c - 'a' + 10;
+        } else {
+            return false;
+        }
+        v = (v << 4) | static_cast<SegmentId>(d);
+    }
+    *id = v;
+    return v != 0;
+}
+
+// Checks a record read back against what the caller expects. Never lets a
+// mismatch through: EIO with the file, offset and the check that failed.
+Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc,
+                    ChunkId chunk, const std::string& where) {
+    const Header h = Header::decode(hdr);
+    auto fail = [&](const std::string& what) {
+        return Status::error(EIO, where + ": " + what);
+    };
+    if (h.magic != SegmentStore::kRecordMagic) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
+        return fail(buf);
+    }
+    if (h.header_crc != crc32c(hdr, 20)) return fail("record header checksum mismatch");
+    if (h.length != loc.length) {
+        return fail("record length is " + std::to_string(h.length) + ", location says " +
+                    std::to_string(loc.length));
+    }
+    if (h.chunk != chunk) {
+        return fail("record holds chunk " + std::to_string(h.chunk) + ", expected chunk " +
+                    std::to_string(chunk));
+    }
+    if (h.payload_crc != crc32c(payload, loc.length)) {
+        return fail("payload checksum mismatch (chunk " + std::to_string(chunk) + ", " +
+                    std::to_string(loc.length) + " bytes)");
+    }
+    return Status::ok();
+}
+
+// Sequential reads of one segment in large blocks: the bytes [0, file_end)
+// come from the file, and [file_end, file_end + tail.size()) from `tail`
+// (a copy of the write buffer, when scanning the active segment).
+class SegmentReader {
+public:
+    SegmentReader(File* file, std::uint64_t file_end, std::vector<char> tail = {})
+        : file_(file), file_end_(file_end), tail_(std::move(tail)) {}
+
+    std::uint64_t end() const { return file_end_ + tail_.size(); }
+
+    // Reads exactly n bytes at pos; the caller keeps pos + n <= end().
+    Status read(std::uint64_t pos, std::size_t n, char* dst) {
+        while (n > 0) {
+            if (pos >= file_end_) {
+                std::memcpy(dst, tail_.data() + (pos - file_end_), n);
+                return Status::ok();
+            }
+            const std::size_t part =
+                static_cast<std::size_t>(std::min<std::uint64_t>(n, file_end_ - pos));
+            if (pos < block_off_ || pos + part > block_off_ + block_.size()) {
+                if (part >= kScanBlock) {
+                    // Larger than a block: straight into the caller's memory.
+                    HIODSFS_TRY(pread_exact(dst, part, pos));
+                    pos += part;
+                    dst += part;
+                    n -= part;
+                    continue;
+                }
+                const std::size_t len = static_cast<std::size_t>(
+                    std::min<std::uint64_t>(kScanBlock, file_end_ - pos));
+                block_.resize(len);
+                block_off_ = pos;
+                Status st = pread_exact(block_.data(), len, pos);
+                if (!st) {
+                    block_.clear();
+                    return st;
+                }
+            }
+            std::memcpy(dst, block_.data() + (pos - block_off_), part);
+            pos += part;
+            dst += part;
+            n -= part;
+        }
+        return Status::ok();
+    }
+
+private:
+    Status pread_exact(char* dst, std::size_t n, std::uint64_t pos) {
+        std::size_t got = 0;
+        HIODSFS_TRY(file_->pread(dst, n, pos, &got));
+        if (got != n) {
+            return Status::error(EIO, "segment shrank while being read: wanted " +
+                                          std::to_string(n) + " bytes at offset " +
+                                          std::to_string(pos) + ", got " + std::to_string(got));
+        }
+        return Status::ok();
+    }
+
+    File* file_;
+    std::uint64_t file_end_;
+    std::vector<char> tail_;
+    std::vector<char> block_;
+    std::uint64_t block_off_ = 0;
+};
+
+// Where a segment's valid data ends, found by walking its chain of records.
+struct TailScan {
+    std::uint64_t chain_end = 0;  // first byte not covered by an intact header chain
+    std::uint64_t last_good = 0;  // end of the last record whose payload checks too
+    bool intact_after_break = false;  // an intact header lies beyond chain_end
+};
+
+Status scan_tail(SegmentReader& r, TailScan* out) {
+    const std::uint64_t end = r.end();
+    std::uint64_t pos = 0;
+    char hdr[SegmentStore::kHeaderBytes];
+    std::vector<char> payload;
+    while (pos + SegmentStore::kHeaderBytes <= end) {
+        HIODSFS_TRY(r.read(pos, sizeof hdr, hdr));
+        if (!Header::intact(hdr)) break;
+        const Header h = Header::decode(hdr);
+        if (h.length > end - pos - SegmentStore::kHeaderBytes) break;  // torn record
+        payload.resize(h.length);
+        HIODSFS_TRY(r.read(pos + SegmentStore::kHeaderBytes, h.length, payload.data()));
+        pos += SegmentStore::kHeaderBytes + h.length;
+        if (crc32c(payload.data(), h.length) == h.payload_crc) out->last_good = pos;
+    }
+    out->chain_end = pos;
+
+    // A crash leaves garbage only at the end. An intact header after the
+    // break means damage in the middle, and the bytes after it must be kept.
+    constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
+    char magic[4];
+    put_u32(magic, SegmentStore::kRecordMagic);
+    std::vector<char> block;
+    for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
+        const std::size_t len =
+            static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, end - start));
+        block.resize(len);
+        HIODSFS_TRY(r.read(start, len, block.data()));
+        const char* p = block.data();
+        const char* stop = block.data() + len;
+        while (stop - p >= static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) {
+            const void* hit = memmem(p, static_cast<std::size_t>(stop - p), magic, sizeof magic);
+            if (hit == nullptr) break;
+            p = static_cast<const char*>(hit);
+            if (stop - p < static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) break;
+            if (Header::intact(p)) {
+                out->intact_after_break = true;
+                return Status::ok();
+            }
+            ++p;
+        }
+        if (start + len >= end) break;
+        start += len - kOverlap;  // a header may straddle two blocks
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+struct SegmentStore::Impl {
+    Env* env = nullptr;
+    std::string dir;
+    SegmentStoreOptions options;
+
+    // ---- writer state, guarded by mu
+    std::mutex mu;
+    SegmentId active = 0;
+    std::shared_ptr<File> active_file;
+    std::uint64_t written = 0;  // bytes of the active segment in its file; the buffer follows
+    std::vector<char> buffer;
+    // Set by a failed fdatasync: after one, the kernel may have dropped the
+    // dirty pages, so a later "successful" sync would promise too much.
+    Status failed;
+    // Segments written since their last sync, with a write generation so a
+    // sync running without the lock knows whether a file was written again.
+    struct Dirty {
+        std::shared_ptr<File> file;
+        std::uint64_t gen = 0;
+    };
+    std::map<SegmentId, Dirty> dirty;
+    std::uint64_t write_gen = 0;
+    std::uint64_t dir_gen = 0;  // bumped when a segment is created or removed
+    std::uint64_t dir_synced_gen = 0;
+    std::map<SegmentId, std::uint64_t> sealed;  // sealed segment -> file size
+    std::uint64_t sealed_bytes = 0;
+
+    // Published for the lock-free read path (see read()).
+    std::atomic<SegmentId> active_id{0};
+    std::atomic<std::uint64_t> active_written{0};
+
+    std::mutex sync_mu;  // one sync() at a time; taken before mu
+
+    // ---- open handles for reads, LRU, guarded by files_mu
+    std::mutex files_mu;
+    std::list<SegmentId> lru;  // most recent first
+    struct Cached {
+        std::shared_ptr<File> file;
+        std::list<SegmentId>::iterator pos;
+    };
+    std::unordered_map<SegmentId, Cached> files;
+
+    std::string path(SegmentId id) const { return dir + "/" + hex8(id) + ".seg"; }
+
+    Status read_only_error(const char* op) const {
+        return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
+    }
+
+    void cache_put(SegmentId id, std::shared_ptr<File> file) {
+        std::lock_guard lock(files_mu);
+        cache_put_locked(id, std::move(file));
+    }
+
+    void cache_put_locked(SegmentId id, std::shared_ptr<File> file) {
+        auto it = files.find(id);
+        if (it != files.end()) {
+            lru.erase(it->second.pos);
+            files.erase(it);
+        }
+        lru.push_front(id);
+        files.emplace(id, Cached{std::move(file), lru.begin()});
+        while (files.size() > std::max<std::size_t>(options.max_open_segments, 1)) {
+            files.erase(lru.back());
+            lru.pop_back();
+        }
+    }
+
+    void cache_drop(SegmentId id) {
+        std::lock_guard lock(files_mu);
+        auto it = files.find(id);
+        if (it == files.end()) return;
+        lru.erase(it->second.pos);
+        files.erase(it);
+    }
+
+    Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
+        std::lock_guard lock(files_mu);
+        auto it = files.find(id);
+        if (it != files.end()) {
+            lru.splice(lru.begin(), lru, it->second.pos);
+            *out = it->second.file;
+            return Status::ok();
+        }
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
+        *out = std::shared_ptr<File>(std::move(f));
+        cache_put_locked(id, *out);
+        return Status::ok();
+    }
+
+    void set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_t size) {
+        // written before id: a reader that sees the new id also sees its length.
+        active_written.store(size);
+        active_id.store(id);
+        active = id;
+        active_file = file;
+        written = size;
+        cache_put(id, std::move(file));
+    }
+
+    // ---- the following require mu
+
+    Status flush_locked() {
+        if (buffer.empty()) return Status::ok();
+        // On failure the buffer is kept: its locations stay readable from
+        // memory and the next attempt rewrites the same offsets.
+        HIODSFS_TRY(active_file->pwrite(buffer.data(), buffer.size(), written));
+        dirty[active] = Dirty{active_file, ++write_gen};
+        written += buffer.size();
+        active_written.store(written);
+        buffer.clear();
+        return Status::ok();
+    }
+
+    Status roll_over_locked() {
+        HIODSFS_TRY(flush_locked());
+        if (active == UINT32_MAX) {
+            return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
+        }
+        const SegmentId next = active + 1;
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(path(next), OpenMode::kCreateNew, &f));
+        sealed[active] = written;
+        sealed_bytes += written;
+        ++dir_gen;
+        set_active(next, std::shared_ptr<File>(std::move(f)), 0);
+        return Status::ok();
+    }
+};
+
+SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SegmentStore::~SegmentStore() {
+    // Hand buffered appends to the OS like closing a file would; durability
+    // was only ever promised by sync(), so an error here loses nothing promised.
+    std::lock_guard lock(impl_->mu);
+    if (impl_->failed.is_ok()) (void)impl_->flush_locked();
+}
+
+Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
+                          std::unique_ptr<SegmentStore>* out) {
+    if (options.max_segment_bytes == 0 || options.write_buffer_bytes == 0) {
+        return Status::error(EINVAL, "segment store " + dir +
+                                         ": max_segment_bytes and write_buffer_bytes must be > 0");
+    }
+    auto impl = std::make_unique<Impl>();
+    impl->env = env;
+    impl->dir = dir;
+    impl->options = options;
+    if (!options.read_only) {
+        impl->buffer.reserve(options.write_buffer_bytes);
+        HIODSFS_TRY(env->mkdir(dir));
+    }
+
+    std::vector<std::string> names;
+    HIODSFS_TRY(env->list_dir(dir, &names));
+    std::vector<SegmentId> ids;
+    for (const std::string& name : names) {
+        SegmentId id;
+        if (parse_segment_name(name, &id)) ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+
+    if (options.read_only) {
+        // Every segment counts as sealed; there is no active one (id 0).
+        for (SegmentId id : ids) {
+            std::shared_ptr<File> f;
+            HIODSFS_TRY(impl->file_for_read(id, &f));
+            std::uint64_t size = 0;
+            HIODSFS_TRY(f->size(&size));
+            impl->sealed[id] = size;
+            impl->sealed_bytes += size;
+        }
+        *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
+        return Status::ok();
+    }
+
+    if (ids.empty()) {
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(impl->path(1), OpenMode::kCreateNew, &f));
+        impl->dir_gen = 1;  // the first sync() makes the new file's entry durable
+        impl->set_active(1, std::shared_ptr<File>(std::move(f)), 0);
+        *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
+        return Status::ok();
+    }
+
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+        std::shared_ptr<File> f;
+        HIODSFS_TRY(impl->file_for_read(ids[i], &f));
+        std::uint64_t size = 0;
+        HIODSFS_TRY(f->size(&size));
+        impl->sealed[ids[i]] = size;
+        impl->sealed_bytes += size;
+    }
+
+    // The newest segment may end in a record torn by a crash.
+    const SegmentId newest = ids.back();
+    std::unique_ptr<File> f;
+    HIODSFS_TRY(env->open(impl->path(newest), OpenMode::kReadWrite, &f));
+    std::shared_ptr<File> file(std::move(f));
+    std::uint64_t size = 0;
+    HIODSFS_TRY(file->size(&size));
+    SegmentReader reader(file.get(), size);
+    TailScan tail;
+    Status st = scan_tail(reader, &tail);
+    if (!st) {
+        return Status::error(st.err(), "segment store: scanning " + impl->path(newest) + ": " +
+                                           st.message());
+    }
+    if (tail.intact_after_break) {
+        // Damage in the middle, not a torn tail: keep every byte (records
+        // after the damage still read back) and append to a fresh segment.
+        impl->active = newest;
+        impl->active_file = file;
+        impl->written = size;
+        HIODSFS_TRY(impl->roll_over_locked());
+    } else {
+        if (tail.last_good < size) {
+            HIODSFS_TRY(file->truncate(tail.last_good));
+            // The shorter length must be durable before anything is appended
+            // after it counts as durable; the next sync() covers it.
+            impl->dirty[newest] = Impl::Dirty{file, ++impl->write_gen};
+        }
+        impl->set_active(newest, file, tail.last_good);
+    }
+    *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
+    return Status::ok();
+}
+
+Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
+                            ChunkLocation* out) {
+    if (chunk == 0) return Status::error(EINVAL, "segment store: chunk id 0 is not valid");
+    // The whole header depends only on the record, so it is built unlocked.
+    char hdr[kHeaderBytes];
+    encode_header(hdr, chunk, len, crc32c(data, len));
+    const std::uint64_t record = kHeaderBytes + std::uint64_t{len};
+
+    Impl& m = *impl_;
+    if (m.options.read_only) return m.read_only_error("append");
+    std::lock_guard lock(m.mu);
+    if (!m.failed.is_ok()) return m.failed;
+    const std::uint64_t used = m.written + m.buffer.size();
+    if (used > 0 && used + record > m.options.max_segment_bytes) {
+        HIODSFS_TRY(m.roll_over_locked());
+    } else if (!m.buffer.empty() && m.buffer.size() + record > m.options.write_buffer_bytes) {
+        HIODSFS_TRY(m.flush_locked());
+    }
+    const std::size_t at = m.buffer.size();
+    m.buffer.resize(at + record);
+    std::memcpy(m.buffer.data() + at, hdr, kHeaderBytes);
+    if (len > 0) std::memcpy(m.buffer.data() + at + kHeaderBytes, data, len);
+    *out = ChunkLocation{m.active, m.written + at + kHeaderBytes, len};
+    return Status::ok();
+}
+
+Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
+    Impl& m = *impl_;
+    const std::string where = m.path(loc.segment) + " at offset " + std::to_string(loc.offset);
+    if (loc.offset < kHeaderBytes) {
+        return Status::error(EIO, where + ": not a record location (offset before header)");
+    }
+    const std::uint64_t header_off = loc.offset - kHeaderBytes;
+    const std::size_t total = kHeaderBytes + std::size_t{loc.length};
+
+    // Only the active segment has bytes in memory; the atomics are published
+    // length-then-id, so a stale view can only send us to the locked path.
+    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
+        std::unique_lock lock(m.mu);
+        if (loc.segment == m.active && loc.offset + loc.length > m.written) {
+            if (header_off < m.written || header_off + total > m.written + m.buffer.size()) {
+                return Status::error(EIO, where + ": location is past the end of the segment");
+            }
+            char hdr[kHeaderBytes];
+            const char* rec = m.buffer.data() + (header_off - m.written);
+            std::memcpy(hdr, rec, kHeaderBytes);
+            if (loc.length > 0) std::memcpy(out, rec + kHeaderBytes, loc.length);
+            lock.unlock();
+            return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+        }
+    }
+
+    std::shared_ptr<File> file;
+    Status st = m.file_for_read(loc.segment, &file);
+    if (!st) return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
+    auto short_read = [&](std::size_t want, std::size_t got) {
+        return Status::error(EIO, where + ": record of " + std::to_string(total) +
+                                      " bytes runs past the end of the file (read " +
+                                      std::to_string(got) + " of " + std::to_string(want) +
+                                      ")");
+    };
+    std::size_t got = 0;
+    if (total <= kScratchLimit) {
+        // Header and payload in one pread, into a buffer each thread reuses.
+        thread_local std::vector<char> scratch;
+        scratch.resize(total);
+        st = file->pread(scratch.data(), total, header_off, &got);
+        if (!st) return Status::error(EIO, where + ": " + st.message());
+        if (got != total) return short_read(total, got);
+        HIODSFS_TRY(check_record(scratch.data(), scratch.data() + kHeaderBytes, loc, chunk, where));
+        if (loc.length > 0) std::memcpy(out, scratch.data() + kHeaderBytes, loc.length);
+        return Status::ok();
+    }
+    // A large record: the payload goes straight into `out`, so a bogus
+    // length from damaged metadata never makes us allocate gigabytes.
+    char hdr[kHeaderBytes];
+    st = file->pread(hdr, kHeaderBytes, header_off, &got);
+    if (!st) return Status::error(EIO, where + ": " + st.message());
+    if (got != kHeaderBytes) return short_read(kHeaderBytes, got);
+    st = file->pread(out, loc.length, loc.offset, &got);
+    if (!st) return Status::error(EIO, where + ": " + st.message());
+    if (got != loc.length) return short_read(loc.length, got);
+    return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+}
+
+Status SegmentStore::flush() {
+    if (impl_->options.read_only) return impl_->read_only_error("flush");
+    std::lock_guard lock(impl_->mu);
+    if (!impl_->failed.is_ok()) return impl_->failed;
+    return impl_->flush_locked();
+}
+
+Status SegmentStore::sync() {
+    Impl& m = *impl_;
+    std::lock_guard sync_lock(m.sync_mu);
+    std::vector<std::pair<SegmentId, Impl::Dirty>> files;
+    std::uint64_t dir_gen = 0;
+    bool need_dir = false;
+    {
+        std::lock_guard lock(m.mu);
+        if (!m.failed.is_ok()) return m.failed;
+        HIODSFS_TRY(m.flush_locked());
+        files.assign(m.dirty.begin(), m.dirty.end());
+        dir_gen = m.dir_gen;
+        need_dir = m.dir_gen != m.dir_synced_gen;
+    }
+    if (files.empty() && !need_dir) return Status::ok();
+
+    // fdatasync without the writer lock, so appends go on meanwhile; the
+    // generations tell afterwards which files were not written again.
+    for (const auto& [id, d] : files) {
+        Status st = d.file->sync();
+        if (!st) {
+            std::lock_guard lock(m.mu);
+            m.failed = Status::error(st.err(), "segment store " + m.dir +
+                                                   " stopped after a failed sync (" +
+                                                   st.message() + "); reopen it");
+            return st;
+        }
+    }
+    // A failed directory sync is not sticky: entries live in the journal,
+    // not in pages the kernel could drop, so retrying it is sound.
+    if (need_dir) HIODSFS_TRY(m.env->sync_dir(m.dir));
+
+    std::lock_guard lock(m.mu);
+    for (const auto& [id, d] : files) {
+        auto it = m.dirty.find(id);
+        if (it != m.dirty.end() && it->second.gen == d.gen) m.dirty.erase(it);
+    }
+    m.dir_synced_gen = std::max(m.dir_synced_gen, dir_gen);
+    return Status::ok();
+}
+
+Status SegmentStore::list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
+    std::lock_guard lock(impl_->mu);
+    out->assign(impl_->sealed.begin(), impl_->sealed.end());
+    if (impl_->active != 0) out->emplace_back(impl_->active, impl_->written + impl_->buffer.size());
+    return Status::ok();
+}
+
+Status SegmentStore::scan(SegmentId segment, bool verify_payload,
+                          const std::function<bool(const SegmentRecord&)>& fn) {
+    Impl& m = *impl_;
+    std::shared_ptr<File> file;
+    std::uint64_t file_end = 0;
+    std::vector<char> tail;
+    {
+        std::lock_guard lock(m.mu);
+        if (segment == m.active) {
+            // A snapshot: what is in the file now, then a copy of the buffer.
+            file = m.active_file;
+            file_end = m.written;
+            tail = m.buffer;
+        }
+    }
+    if (!file) {
+        HIODSFS_TRY(m.file_for_read(segment, &file));
+        HIODSFS_TRY(file->size(&file_end));
+    }
+    SegmentReader r(file.get(), file_end, std::move(tail));
+    const std::uint64_t end = r.end();
+    std::uint64_t pos = 0;
+    char hdr[kHeaderBytes];
+    std::vector<char> payload;
+    while (pos + kHeaderBytes <= end) {
+        HIODSFS_TRY(r.read(pos, kHeaderBytes, hdr));
+        if (!Header::intact(hdr)) break;
+        const Header h = Header::decode(hdr);
+        if (h.length > end - pos - kHeaderBytes) break;
+        SegmentRecord rec;
+        rec.segment = segment;
+        rec.header_offset = pos;
+        rec.location = ChunkLocation{segment, pos + kHeaderBytes, h.length};
+        rec.chunk = h.chunk;
+        if (verify_payload) {
+            payload.resize(h.length);
+            HIODSFS_TRY(r.read(pos + kHeaderBytes, h.length, payload.data()));
+            rec.payload_ok = crc32c(payload.data(), h.length) == h.payload_crc;
+        }
+        if (!fn(rec)) break;
+        pos += kHeaderBytes + h.length;
+    }
+    return Status::ok();
+}
+
+Status SegmentStore::remove(SegmentId segment) {
+    Impl& m = *impl_;
+    if (m.options.read_only) return m.read_only_error("remove");
+    std::lock_guard lock(m.mu);
+    if (segment == m.active) {
+        return Status::error(EBUSY, "segment store: " + m.path(segment) +
+                                        " is the active segment and cannot be removed");
+    }
+    auto it = m.sealed.find(segment);
+    if (it == m.sealed.end()) {
+        return Status::error(ENOENT, "segment store: no segment " + m.path(segment));
+    }
+    HIODSFS_TRY(m.env->unlink(m.path(segment)));
+    m.sealed_bytes -= it->second;
+    m.sealed.erase(it);
+    m.dirty.erase(segment);
+    ++m.dir_gen;  // the next sync() makes the removal durable
+    m.cache_drop(segment);
+    return Status::ok();
+}
+
+std::uint64_t SegmentStore::disk_bytes() {
+    std::lock_guard lock(impl_->mu);
+    return impl_->sealed_bytes + impl_->written + impl_->buffer.size();
+}
+
+SegmentId SegmentStore::active_segment() { return impl_->active_id.load(); }
+
+}  // namespace hiodsfs

@@ -1,0 +1,906 @@
+// SegmentStore: round trips, torn tails, corruption, injected faults and
+// simulated power loss.
+
+#include "hiodsfs/segment_store.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "hiodsfs/fault_env.h"
+#include "hiodsfs/fingerprint.h"
+#include "store_test_util.h"
+
+namespace hiodsfs {
+namespace {
+
+using test::TempDir;
+
+struct Rec {
+    ChunkId id = 0;
+    ChunkLocation loc;
+    std::vector<char> data;
+};
+
+SegmentStoreOptions small_options(std::uint64_t max_segment, std::size_t buffer) {
+    SegmentStoreOptions o;
+    o.max_segment_bytes = max_segment;
+    o.write_buffer_bytes = buffer;
+    return o;
+}
+
+std::string segment_path(const std::string& dir, SegmentId id) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%08x.seg", id);
+    return dir + "/" + name;
+}
+
+Status append(SegmentStore& s, ChunkId id, const std::vector<char>& data, Rec* out) {
+    out->id = id;
+    out->data = data;
+    return s.append(id, data.data(), static_cast<std::uint32_t>(data.size()), &out->loc);
+}
+
+// Reads a record back; any success must return exactly the bytes appended.
+Status read_back(SegmentStore& s, const Rec& r) {
+    std::vector<char> got(r.loc.length, '\x5a');
+    Status st = s.read(r.loc, r.id, got.data());
+    if (st) {
+        INFO("chunk " << r.id);
+        REQUIRE(got == r.data);
+    }
+    return st;
+}
+
+void require_all(SegmentStore& s, const std::vector<Rec>& recs) {
+    for (const Rec& r : recs) {
+        INFO("chunk " << r.id << " segment " << r.loc.segment << " offset " << r.loc.offset);
+        REQUIRE_OK(read_back(s, r));
+    }
+}
+
+// Either the exact bytes or EIO; never anything else.
+void require_intact_or_absent(SegmentStore& s, const Rec& r) {
+    Status st = read_back(s, r);
+    INFO("chunk " << r.id << ": " << st.to_string());
+    REQUIRE((st.is_ok() || st.err() == EIO));
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset) {
+    auto bytes = test::slurp(path);
+    REQUIRE(offset < bytes.size());
+    bytes[offset] = static_cast<char>(bytes[offset] ^ 0x40);
+    test::spit(path, bytes);
+}
+
+std::uint64_t header_offset(const Rec& r) { return r.loc.offset - SegmentStore::kHeaderBytes; }
+
+// ------------------------------------------------------------ basics
+
+TEST_CASE("crc32c check value", "[segment]") {
+    // The record format depends on it; the vector from the CRC-32C spec.
+    REQUIRE(crc32c("123456789", 9) == 0xE3069283u);
+}
+
+TEST_CASE("segment store: round trip across segments, buffer and reopen", "[segment]") {
+    TempDir tmp;
+    const std::string dir = tmp / "segments";
+    const auto opts = small_options(64 << 10, 16 << 10);
+    std::mt19937_64 rng(42);
+    std::vector<Rec> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir, opts, &s));
+        REQUIRE(s->active_segment() == 1);
+        for (ChunkId id = 1; id <= 400; ++id) {
+            const std::size_t len = rng() % 3 == 0 ? rng() % 20000 : rng() % 2000;
+            Rec r;
+            REQUIRE_OK(append(*s, id, test::random_bytes(rng, len), &r));
+            // Readable at once, while it is still in the write buffer.
+            REQUIRE_OK(read_back(*s, r));
+            if (!recs.empty()) {
+                // Records go in order; a new segment starts at offset 0.
+                const Rec& prev = recs.back();
+                if (r.loc.segment == prev.loc.segment) {
+                    REQUIRE(header_offset(r) == prev.loc.offset + prev.loc.length);
+                } else {
+                    REQUIRE(r.loc.segment == prev.loc.segment + 1);
+                    REQUIRE(header_offset(r) == 0);
+                }
+            }
+            REQUIRE(r.loc.offset + r.loc.length <= opts.max_segment_bytes);
+            recs.push_back(std::move(r));
+            if (id % 97 == 0) REQUIRE_OK(s->sync());
+        }
+        require_all(*s, recs);
+        REQUIRE_OK(s->sync());
+        require_all(*s, recs);
+        REQUIRE(recs.back().loc.segment >= 5);
+    }
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir, opts, &s));
+    REQUIRE(s->active_segment() == recs.back().loc.segment);
+    require_all(*s, recs);
+    // Appends continue right after the last record.
+    Rec r;
+    REQUIRE_OK(append(*s, 1000, test::random_bytes(rng, 10), &r));
+    const Rec& last = recs.back();
+    if (r.loc.segment == last.loc.segment) {
+        REQUIRE(header_offset(r) == last.loc.offset + last.loc.length);
+    }
+    REQUIRE_OK(read_back(*s, r));
+}
+
+TEST_CASE("segment store: oversized and empty records, invalid chunk id", "[segment]") {
+    TempDir tmp;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(4096, 1024), &s));
+    std::mt19937_64 rng(1);
+    std::vector<Rec> recs(4);
+    REQUIRE_OK(append(*s, 1, test::random_bytes(rng, 100), &recs[0]));
+    REQUIRE_OK(append(*s, 2, test::random_bytes(rng, 10000), &recs[1]));  // > max segment
+    REQUIRE_OK(append(*s, 3, {}, &recs[2]));
+    REQUIRE_OK(append(*s, 4, test::random_bytes(rng, 100), &recs[3]));
+    // The big record has a segment to itself; the next one starts another.
+    REQUIRE(recs[0].loc.segment == 1);
+    REQUIRE(recs[1].loc.segment == 2);
+    REQUIRE(header_offset(recs[1]) == 0);
+    REQUIRE(recs[2].loc.segment == 3);
+    REQUIRE(recs[3].loc.segment == 3);
+    require_all(*s, recs);
+    REQUIRE_OK(s->sync());
+    s.reset();
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(4096, 1024), &s));
+    require_all(*s, recs);
+
+    ChunkLocation loc;
+    REQUIRE(s->append(0, "x", 1, &loc).err() == EINVAL);
+}
+
+TEST_CASE("segment store: records of several MiB", "[segment]") {
+    TempDir tmp;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(8 << 20, 1 << 20), &s));
+    std::mt19937_64 rng(12);
+    Rec small, big;
+    REQUIRE_OK(append(*s, 1, test::random_bytes(rng, 100), &small));
+    REQUIRE_OK(append(*s, 2, test::random_bytes(rng, 5 << 20), &big));
+    REQUIRE_OK(read_back(*s, big));  // from the buffer
+    REQUIRE_OK(s->sync());
+    REQUIRE_OK(read_back(*s, big));  // from the file, past the per-thread buffer size
+    REQUIRE_OK(read_back(*s, small));
+    std::vector<char> out(big.loc.length);
+    REQUIRE(s->read(big.loc, 3, out.data()).err() == EIO);
+    flip_byte(segment_path(tmp.path(), 1), big.loc.offset + (3 << 20));
+    Status st = read_back(*s, big);
+    REQUIRE(st.err() == EIO);
+    REQUIRE(st.message().find("payload checksum") != std::string::npos);
+}
+
+// ------------------------------------------------------------ torn tails
+
+TEST_CASE("segment store: a torn tail is cut and appending resumes there", "[segment]") {
+    TempDir tmp;
+    const auto opts = small_options(1 << 20, 4096);
+    std::mt19937_64 rng(3);
+    std::vector<Rec> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+        for (ChunkId id = 1; id <= 30; ++id) {
+            Rec r;
+            REQUIRE_OK(append(*s, id, test::random_bytes(rng, 500 + rng() % 3000), &r));
+            recs.push_back(std::move(r));
+        }
+        REQUIRE_OK(s->sync());
+    }
+    const Rec torn = recs.back();
+    const std::string seg = segment_path(tmp.path(), torn.loc.segment);
+
+    std::uint64_t cut = 0;
+    SECTION("cut in the middle of the payload") { cut = torn.loc.offset + torn.loc.length / 2; }
+    SECTION("cut in the middle of the header") { cut = header_offset(torn) + 10; }
+    SECTION("cut one byte short") { cut = torn.loc.offset + torn.loc.length - 1; }
+    std::filesystem::resize_file(seg, cut);
+
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    recs.pop_back();
+    require_all(*s, recs);
+    REQUIRE(read_back(*s, torn).err() == EIO);
+    REQUIRE(std::filesystem::file_size(seg) == header_offset(torn));
+
+    Rec r;
+    REQUIRE_OK(append(*s, 100, test::random_bytes(rng, 777), &r));
+    REQUIRE(r.loc.segment == torn.loc.segment);
+    REQUIRE(header_offset(r) == header_offset(torn));
+    REQUIRE_OK(s->sync());
+    recs.push_back(r);
+    s.reset();
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    require_all(*s, recs);
+}
+
+TEST_CASE("segment store: garbage after the last record is dropped", "[segment]") {
+    TempDir tmp;
+    const auto opts = small_options(1 << 20, 4096);
+    std::mt19937_64 rng(4);
+    std::vector<Rec> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+        for (ChunkId id = 1; id <= 20; ++id) {
+            Rec r;
+            REQUIRE_OK(append(*s, id, test::random_bytes(rng, 1 + rng() % 4000), &r));
+            recs.push_back(std::move(r));
+        }
+        REQUIRE_OK(s->sync());
+    }
+    const std::string seg = segment_path(tmp.path(), 1);
+    const std::uint64_t end = std::filesystem::file_size(seg);
+    auto bytes = test::slurp(seg);
+    SECTION("random bytes") {
+        auto junk = test::random_bytes(rng, 5000);
+        bytes.insert(bytes.end(), junk.begin(), junk.end());
+    }
+    SECTION("zeros") { bytes.resize(bytes.size() + 8192, 0); }
+    SECTION("a header whose payload never arrived") {
+        std::vector<char> hdr(recs[0].data.size() + SegmentStore::kHeaderBytes);
+        std::copy_n(test::slurp(seg).begin(), hdr.size(), hdr.begin());
+        bytes.insert(bytes.end(), hdr.begin(), hdr.begin() + SegmentStore::kHeaderBytes + 3);
+    }
+    test::spit(seg, bytes);
+
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    require_all(*s, recs);
+    Rec r;
+    REQUIRE_OK(append(*s, 99, test::random_bytes(rng, 50), &r));
+    REQUIRE(r.loc.segment == 1);
+    REQUIRE(r.loc.offset == end + SegmentStore::kHeaderBytes);
+    REQUIRE_OK(s->sync());
+    REQUIRE(std::filesystem::file_size(seg) == end + SegmentStore::kHeaderBytes + 50);
+    require_all(*s, recs);
+    REQUIRE_OK(read_back(*s, r));
+}
+
+TEST_CASE("segment store: read-only open changes nothing", "[segment]") {
+    TempDir tmp;
+    SegmentStoreOptions ro = small_options(4096, 1024);
+    ro.read_only = true;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE(SegmentStore::open(Env::posix(), tmp / "missing", ro, &s).err() == ENOENT);
+    REQUIRE(!std::filesystem::exists(tmp / "missing"));
+
+    std::mt19937_64 rng(2);
+    std::vector<Rec> recs;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(4096, 1024), &s));
+    for (ChunkId id = 1; id <= 10; ++id) {
+        Rec r;
+        REQUIRE_OK(append(*s, id, test::random_bytes(rng, 1000), &r));
+        recs.push_back(std::move(r));
+    }
+    REQUIRE_OK(s->sync());
+    s.reset();
+    // A torn tail stays where it is.
+    const std::string last = segment_path(tmp.path(), recs.back().loc.segment);
+    const auto torn_size = std::filesystem::file_size(last) - 7;
+    std::filesystem::resize_file(last, torn_size);
+
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), ro, &s));
+    REQUIRE(std::filesystem::file_size(last) == torn_size);
+    recs.pop_back();
+    require_all(*s, recs);
+    std::vector<std::pair<SegmentId, std::uint64_t>> list;
+    REQUIRE_OK(s->list_segments(&list));
+    REQUIRE(list.size() == 3);  // four 1 KiB records fill a 4 KiB segment
+    ChunkLocation loc;
+    REQUIRE(s->append(99, "x", 1, &loc).err() == EROFS);
+    REQUIRE(s->flush().err() == EROFS);
+    REQUIRE(s->remove(1).err() == EROFS);
+    REQUIRE_OK(s->sync());
+    // The last segment holds one intact record, then the torn one.
+    REQUIRE(recs.back().loc.segment == 3);
+    int n = 0;
+    REQUIRE_OK(s->scan(3, true, [&](const SegmentRecord& rec) {
+        REQUIRE(rec.payload_ok);
+        REQUIRE(rec.chunk == recs.back().id);
+        ++n;
+        return true;
+    }));
+    REQUIRE(n == 1);
+}
+
+// ------------------------------------------------------------ corruption
+
+TEST_CASE("segment store: corrupt records read as EIO, never as wrong bytes", "[segment]") {
+    TempDir tmp;
+    const auto opts = small_options(16 << 10, 4096);
+    std::mt19937_64 rng(5);
+    std::vector<Rec> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+        for (ChunkId id = 1; id <= 40; ++id) {
+            Rec r;
+            REQUIRE_OK(append(*s, id, test::random_bytes(rng, 200 + rng() % 2000), &r));
+            recs.push_back(std::move(r));
+        }
+        REQUIRE_OK(s->sync());
+    }
+    REQUIRE(recs[5].loc.segment < recs.back().loc.segment);  // a sealed segment
+    const Rec victim = recs[5];
+    const std::string seg = segment_path(tmp.path(), victim.loc.segment);
+    std::unique_ptr<SegmentStore> s;
+    std::string want;
+
+    SECTION("payload byte") {
+        flip_byte(seg, victim.loc.offset + victim.loc.length / 2);
+        want = "payload checksum";
+    }
+    SECTION("chunk id byte in the header") {
+        flip_byte(seg, header_offset(victim) + 9);
+        want = "header checksum";
+    }
+    SECTION("magic") {
+        flip_byte(seg, header_offset(victim));
+        want = "magic";
+    }
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    Status st = read_back(*s, victim);
+    REQUIRE(st.err() == EIO);
+    INFO(st.message());
+    REQUIRE(st.message().find(want) != std::string::npos);
+    REQUIRE(st.message().find(seg) != std::string::npos);  // names the segment
+    REQUIRE(st.message().find(std::to_string(victim.loc.offset)) != std::string::npos);
+    for (const Rec& r : recs) {
+        if (r.id != victim.id) REQUIRE_OK(read_back(*s, r));
+    }
+}
+
+TEST_CASE("segment store: a location that does not match the record is EIO", "[segment]") {
+    TempDir tmp;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(1 << 20, 1 << 16), &s));
+    std::mt19937_64 rng(6);
+    Rec a, b;
+    REQUIRE_OK(append(*s, 7, test::random_bytes(rng, 1000), &a));
+    REQUIRE_OK(append(*s, 8, test::random_bytes(rng, 1000), &b));
+    std::vector<char> out(4000);
+    auto check = [&](const char* what) {
+        INFO(what);
+        // Wrong chunk id, wrong length, offset inside a record, another segment.
+        Status st = s->read(a.loc, 8, out.data());
+        REQUIRE(st.err() == EIO);
+        REQUIRE(st.message().find("expected chunk 8") != std::string::npos);
+        ChunkLocation l = a.loc;
+        l.length = 999;
+        REQUIRE(s->read(l, 7, out.data()).err() == EIO);
+        l = a.loc;
+        l.offset += 100;
+        REQUIRE(s->read(l, 7, out.data()).err() == EIO);
+        l = a.loc;
+        l.offset = 3;
+        REQUIRE(s->read(l, 7, out.data()).err() == EIO);
+        l = b.loc;
+        l.offset += 5000;  // past the end
+        REQUIRE(s->read(l, 8, out.data()).err() == EIO);
+        l = a.loc;
+        l.segment = 9;
+        REQUIRE(s->read(l, 7, out.data()).err() == EIO);
+        REQUIRE_OK(read_back(*s, a));
+        REQUIRE_OK(read_back(*s, b));
+    };
+    check("in the write buffer");
+    REQUIRE_OK(s->flush());
+    check("in the file");
+}
+
+TEST_CASE("segment store: damage in the middle of the newest segment is kept", "[segment]") {
+    TempDir tmp;
+    const auto opts = small_options(1 << 20, 4096);
+    std::mt19937_64 rng(8);
+    std::vector<Rec> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+        for (ChunkId id = 1; id <= 20; ++id) {
+            Rec r;
+            REQUIRE_OK(append(*s, id, test::random_bytes(rng, 100 + rng() % 1000), &r));
+            recs.push_back(std::move(r));
+        }
+        REQUIRE_OK(s->sync());
+    }
+    const std::string seg = segment_path(tmp.path(), 1);
+    const auto size_before = std::filesystem::file_size(seg);
+    const Rec victim = recs[10];
+    SegmentId expect_active = 1;
+    SECTION("a bad header breaks the chain: start a new segment") {
+        flip_byte(seg, header_offset(victim) + 5);
+        expect_active = 2;
+    }
+    SECTION("a bad payload keeps the chain: append after the last record") {
+        flip_byte(seg, victim.loc.offset);
+        expect_active = 1;
+    }
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    REQUIRE(std::filesystem::file_size(seg) == size_before);  // nothing was cut
+    REQUIRE(s->active_segment() == expect_active);
+    REQUIRE(read_back(*s, victim).err() == EIO);
+    for (const Rec& r : recs) {
+        if (r.id != victim.id) REQUIRE_OK(read_back(*s, r));
+    }
+    Rec r;
+    REQUIRE_OK(append(*s, 50, test::random_bytes(rng, 100), &r));
+    REQUIRE(r.loc.segment == expect_active);
+    REQUIRE_OK(s->sync());
+    s.reset();
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    REQUIRE_OK(read_back(*s, r));
+    REQUIRE_OK(read_back(*s, recs.back()));
+}
+
+// ------------------------------------------------------------ scan, list, remove
+
+TEST_CASE("segment store: scan walks records, including buffered ones", "[segment]") {
+    TempDir tmp;
+    const auto opts = small_options(8 << 10, 2048);
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    std::mt19937_64 rng(9);
+    std::vector<Rec> recs;
+    for (ChunkId id = 1; id <= 30; ++id) {
+        Rec r;
+        REQUIRE_OK(append(*s, id, test::random_bytes(rng, 100 + rng() % 900), &r));
+        recs.push_back(std::move(r));
+    }
+    auto scan_all = [&](SegmentId seg, bool verify) {
+        std::vector<SegmentRecord> out;
+        REQUIRE_OK(s->scan(seg, verify, [&](const SegmentRecord& rec) {
+            out.push_back(rec);
+            return true;
+        }));
+        return out;
+    };
+    std::size_t seen = 0;
+    for (SegmentId seg = 1; seg <= s->active_segment(); ++seg) {
+        for (const SegmentRecord& rec : scan_all(seg, true)) {
+            REQUIRE(seen < recs.size());
+            REQUIRE(rec.chunk == recs[seen].id);
+            REQUIRE(rec.location == recs[seen].loc);
+            REQUIRE(rec.header_offset == header_offset(recs[seen]));
+            REQUIRE(rec.payload_ok);
+            ++seen;
+        }
+    }
+    REQUIRE(seen == recs.size());  // the last ones were still in the buffer
+
+    // A stop request is honoured.
+    int calls = 0;
+    REQUIRE_OK(s->scan(1, false, [&](const SegmentRecord&) { return ++calls < 2; }));
+    REQUIRE(calls == 2);
+
+    // A bad payload is reported and the scan goes on; a bad header ends it.
+    REQUIRE_OK(s->sync());
+    const std::string seg1 = segment_path(tmp.path(), 1);
+    std::vector<Rec> in1;
+    for (const Rec& r : recs) {
+        if (r.loc.segment == 1) in1.push_back(r);
+    }
+    REQUIRE(in1.size() >= 4);
+    flip_byte(seg1, in1[1].loc.offset + 3);
+    auto got = scan_all(1, true);
+    REQUIRE(got.size() == in1.size());
+    for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i].payload_ok == (i != 1));
+    flip_byte(seg1, header_offset(in1[2]) + 1);
+    REQUIRE(scan_all(1, false).size() == 2);
+}
+
+TEST_CASE("segment store: list_segments, disk_bytes and remove", "[segment]") {
+    TempDir tmp;
+    FaultInjectionEnv env(Env::posix());
+    env.set_forward_syncs(false);
+    const auto opts = small_options(16 << 10, 4096);
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+    std::mt19937_64 rng(10);
+    std::vector<Rec> recs;
+    for (ChunkId id = 1; s->active_segment() < 5; ++id) {
+        Rec r;
+        REQUIRE_OK(append(*s, id, test::random_bytes(rng, 500 + rng() % 3000), &r));
+        recs.push_back(std::move(r));
+    }
+    auto on_disk = [&] {
+        std::uint64_t total = 0;
+        for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+            total += e.file_size();
+        }
+        return total;
+    };
+    std::vector<std::pair<SegmentId, std::uint64_t>> list;
+    REQUIRE_OK(s->list_segments(&list));
+    REQUIRE(list.size() == 5);
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        REQUIRE(list[i].first == i + 1);
+        if (list[i].first != s->active_segment()) {
+            REQUIRE(list[i].second ==
+                    std::filesystem::file_size(segment_path(tmp.path(), list[i].first)));
+        }
+        sum += list[i].second;
+    }
+    REQUIRE(s->disk_bytes() == sum);
+    REQUIRE_OK(s->flush());
+    REQUIRE(s->disk_bytes() == on_disk());
+    REQUIRE_OK(s->sync());
+
+    Status st = s->remove(s->active_segment());
+    REQUIRE(st.err() == EBUSY);
+    REQUIRE(std::filesystem::exists(segment_path(tmp.path(), 5)));
+
+    const std::uint64_t seg2 = std::filesystem::file_size(segment_path(tmp.path(), 2));
+    REQUIRE_OK(s->remove(2));
+    REQUIRE(!std::filesystem::exists(segment_path(tmp.path(), 2)));
+    REQUIRE(s->disk_bytes() == sum - seg2);
+    REQUIRE(s->remove(2).err() == ENOENT);
+    REQUIRE_OK(s->list_segments(&list));
+    REQUIRE(list.size() == 4);
+    for (const auto& [id, size] : list) REQUIRE(id != 2);
+    for (const Rec& r : recs) {
+        if (r.loc.segment == 2) {
+            REQUIRE(read_back(*s, r).err() == EIO);
+        } else {
+            REQUIRE_OK(read_back(*s, r));
+        }
+    }
+
+    // sync() makes the removal durable: it does not come back after a crash.
+    REQUIRE_OK(s->sync());
+    s.reset();
+    REQUIRE_OK(env.drop_all_unsynced());
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+    REQUIRE_OK(s->list_segments(&list));
+    REQUIRE(list.size() == 4);
+    REQUIRE(s->disk_bytes() == sum - seg2);
+    for (const Rec& r : recs) {
+        if (r.loc.segment != 2) REQUIRE_OK(read_back(*s, r));
+    }
+}
+
+TEST_CASE("segment store: sync does only what is needed", "[segment]") {
+    TempDir tmp;
+    FaultInjectionEnv env(Env::posix());
+    env.set_forward_syncs(false);
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), small_options(8192, 4096), &s));
+    REQUIRE_OK(s->sync());  // the new segment's directory entry
+    REQUIRE(env.sync_count() == 1);
+    REQUIRE_OK(s->sync());  // nothing changed: no system call at all
+    REQUIRE(env.sync_count() == 1);
+    REQUIRE(env.write_count() == 0);
+
+    Rec r;
+    REQUIRE_OK(append(*s, 1, std::vector<char>(1000, 'a'), &r));
+    REQUIRE_OK(s->sync());  // one write, one fdatasync, no directory sync
+    REQUIRE(env.write_count() == 1);
+    REQUIRE(env.sync_count() == 2);
+    REQUIRE(env.unsynced_bytes() == 0);
+
+    // Two segments written plus a new entry: two fdatasyncs and a sync_dir.
+    REQUIRE_OK(append(*s, 2, std::vector<char>(3000, 'b'), &r));
+    REQUIRE_OK(s->flush());
+    REQUIRE_OK(append(*s, 3, std::vector<char>(5000, 'c'), &r));
+    REQUIRE(r.loc.segment == 2);
+    REQUIRE_OK(s->sync());
+    REQUIRE(env.sync_count() == 5);
+    REQUIRE(env.unsynced_bytes() == 0);
+    REQUIRE_OK(s->sync());
+    REQUIRE(env.sync_count() == 5);
+}
+
+// ------------------------------------------------------------ injected faults
+
+// A fixed workload: appends of varied sizes with a sync every few records.
+// Tracks which records were appended before a successful sync.
+struct Workload {
+    std::vector<Rec> appended;  // append returned ok
+    std::size_t durable = 0;    // appended[0, durable) are promised durable
+    std::vector<Status> errors;
+
+    void run(SegmentStore& s, ChunkId first_id, int count, std::uint64_t seed) {
+        std::mt19937_64 rng(seed);
+        for (int i = 0; i < count; ++i) {
+            Rec r;
+            const std::size_t len = 100 + rng() % 3000;
+            Status st = append(s, first_id + static_cast<ChunkId>(i), test::random_bytes(rng, len), &r);
+            if (st) {
+                appended.push_back(std::move(r));
+            } else {
+                errors.push_back(st);
+            }
+            if (i % 5 == 4 || i == count - 1) sync(s);
+        }
+    }
+    void sync(SegmentStore& s) {
+        Status st = s.sync();
+        if (st) {
+            durable = appended.size();
+        } else {
+            errors.push_back(st);
+        }
+    }
+};
+
+constexpr int kWorkloadRecords = 60;
+
+SegmentStoreOptions fault_options() { return small_options(32 << 10, 8192); }
+
+// Reopens after a power loss and checks the promise: durable records read
+// back exactly, the others exactly or not at all. Then the store must work.
+void check_after_crash(FaultInjectionEnv& env, const std::string& dir, const Workload& w) {
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, dir, fault_options(), &s));
+    for (std::size_t i = 0; i < w.appended.size(); ++i) {
+        if (i < w.durable) {
+            INFO("durable record " << i);
+            REQUIRE_OK(read_back(*s, w.appended[i]));
+        } else {
+            require_intact_or_absent(*s, w.appended[i]);
+        }
+    }
+    Rec r;
+    REQUIRE_OK(append(*s, 9999, std::vector<char>(100, 'z'), &r));
+    REQUIRE_OK(s->sync());
+    REQUIRE_OK(read_back(*s, r));
+    for (std::size_t i = 0; i < w.durable; ++i) REQUIRE_OK(read_back(*s, w.appended[i]));
+}
+
+TEST_CASE("segment store: write faults at every write of a workload", "[segment][fault]") {
+    // How many pwrites the workload makes without faults.
+    std::uint64_t writes = 0;
+    {
+        TempDir tmp;
+        FaultInjectionEnv env(Env::posix());
+        env.set_forward_syncs(false);
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+        Workload w;
+        w.run(*s, 1, kWorkloadRecords, 11);
+        REQUIRE(w.errors.empty());
+        writes = env.write_count();
+        REQUIRE(writes >= 15);
+    }
+    for (WriteFault kind : {WriteFault::kNoSpace, WriteFault::kIoError, WriteFault::kShortWrite}) {
+        for (bool permanent : {false, true}) {
+            for (std::uint64_t n = 0; n < writes; ++n) {
+                INFO("fault kind " << static_cast<int>(kind) << " permanent " << permanent
+                                   << " at write " << n);
+                TempDir tmp;
+                FaultInjectionEnv env(Env::posix());
+                env.set_forward_syncs(false);
+                Workload w;
+                {
+                    std::unique_ptr<SegmentStore> s;
+                    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+                    env.fail_write_at(n, kind, permanent);
+                    w.run(*s, 1, kWorkloadRecords, 11);
+                    REQUIRE(env.injected_faults() >= 1);
+                    REQUIRE(!w.errors.empty());
+                    const int want = kind == WriteFault::kNoSpace ? ENOSPC : EIO;
+                    for (const Status& st : w.errors) REQUIRE(st.err() == want);
+                    if (!permanent) {
+                        // A passing fault loses nothing: the buffer was kept
+                        // and is written again, so one more sync covers it all.
+                        w.sync(*s);
+                        REQUIRE(w.durable == w.appended.size());
+                    }
+                    // Everything accepted is readable while the store is open.
+                    for (const Rec& r : w.appended) REQUIRE_OK(read_back(*s, r));
+                }
+                REQUIRE_OK(env.drop_all_unsynced());
+                check_after_crash(env, tmp.path(), w);
+            }
+        }
+    }
+}
+
+TEST_CASE("segment store: sync faults at every sync of a workload", "[segment][fault]") {
+    std::uint64_t syncs = 0;
+    {
+        TempDir tmp;
+        FaultInjectionEnv env(Env::posix());
+        env.set_forward_syncs(false);
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+        Workload w;
+        w.run(*s, 1, kWorkloadRecords, 12);
+        syncs = env.sync_count();
+        REQUIRE(syncs >= 12);
+    }
+    for (std::uint64_t n = 0; n < syncs; ++n) {
+        INFO("sync fault at sync " << n);
+        TempDir tmp;
+        FaultInjectionEnv env(Env::posix());
+        env.set_forward_syncs(false);
+        Workload w;
+        {
+            std::unique_ptr<SegmentStore> s;
+            REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+            env.fail_sync_at(n, EIO);
+            w.run(*s, 1, kWorkloadRecords, 12);
+            REQUIRE(env.injected_faults() == 1);
+            REQUIRE(!w.errors.empty());
+            for (const Status& st : w.errors) REQUIRE(st.err() == EIO);
+            // Records appended after a failed sync are never promised.
+            REQUIRE(w.durable <= w.appended.size());
+        }
+        REQUIRE_OK(env.drop_all_unsynced());
+        check_after_crash(env, tmp.path(), w);
+    }
+}
+
+TEST_CASE("segment store: after a failed fdatasync the store refuses to go on", "[segment][fault]") {
+    TempDir tmp;
+    FaultInjectionEnv env(Env::posix());
+    env.set_forward_syncs(false);
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+    REQUIRE_OK(s->sync());
+    Rec a, b;
+    REQUIRE_OK(append(*s, 1, std::vector<char>(100, 'a'), &a));
+    env.fail_sync_at(0, EIO);
+    REQUIRE(s->sync().err() == EIO);
+    // A later sync would succeed at the Env level, but must not be trusted.
+    Status st = append(*s, 2, std::vector<char>(100, 'b'), &b);
+    REQUIRE(st.err() == EIO);
+    REQUIRE(st.message().find("reopen") != std::string::npos);
+    REQUIRE(s->sync().err() == EIO);
+    REQUIRE(s->flush().err() == EIO);
+    REQUIRE_OK(read_back(*s, a));  // reads still work
+    s.reset();
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), fault_options(), &s));
+    REQUIRE_OK(append(*s, 3, std::vector<char>(100, 'c'), &b));
+    REQUIRE_OK(s->sync());
+}
+
+// ------------------------------------------------------------ power loss
+
+TEST_CASE("segment store: power loss at random points keeps every synced record",
+          "[segment][crash]") {
+    int lost = 0, survived = 0;
+    for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        TempDir tmp;
+        FaultInjectionEnv env(Env::posix());
+        env.set_forward_syncs(false);
+        SegmentStoreOptions opts;
+        opts.max_segment_bytes = std::uint64_t{8192} << (rng() % 4);
+        opts.write_buffer_bytes = std::size_t{1024} << (rng() % 4);
+        opts.max_open_segments = 4;  // exercise closing and reopening files
+
+        std::vector<Rec> durable;  // promised: must always read back
+        std::vector<Rec> maybe;    // not promised: exact bytes or EIO
+        ChunkId next_id = 1;
+        for (int round = 0; round < 3; ++round) {
+            std::unique_ptr<SegmentStore> s;
+            REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+            // What survived the last crash is on disk now; it must stay readable.
+            for (const Rec& r : durable) REQUIRE_OK(read_back(*s, r));
+            std::vector<Rec> pending;
+            std::vector<Rec> still_maybe;
+            for (const Rec& r : maybe) {
+                Status st = read_back(*s, r);
+                REQUIRE((st.is_ok() || st.err() == EIO));
+                if (st) {
+                    ++survived;
+                    pending.push_back(r);  // present now, but durable only after a sync
+                } else {
+                    ++lost;
+                }
+            }
+            maybe.clear();
+
+            const int ops = 10 + static_cast<int>(rng() % 60);
+            for (int i = 0; i < ops; ++i) {
+                const auto dice = rng() % 100;
+                if (dice < 80) {
+                    Rec r;
+                    std::size_t len = rng() % 3000;
+                    if (rng() % 20 == 0) len = static_cast<std::size_t>(opts.max_segment_bytes) + 100;
+                    REQUIRE_OK(append(*s, next_id++, test::random_bytes(rng, len), &r));
+                    pending.push_back(std::move(r));
+                } else if (dice < 92) {
+                    REQUIRE_OK(s->sync());
+                    durable.insert(durable.end(), pending.begin(), pending.end());
+                    pending.clear();
+                } else if (dice < 96) {
+                    REQUIRE_OK(s->flush());
+                } else if (!pending.empty()) {
+                    REQUIRE_OK(read_back(*s, pending[rng() % pending.size()]));
+                }
+            }
+            // Crash with the store open or after closing it (which flushes).
+            const std::uint64_t crash_seed = seed * 31 + static_cast<std::uint64_t>(round);
+            if (rng() % 2 == 0) {
+                REQUIRE_OK(env.drop_unsynced(crash_seed));
+                s.reset();
+            } else {
+                s.reset();
+                REQUIRE_OK(env.drop_unsynced(crash_seed));
+            }
+            maybe = std::move(pending);
+        }
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+        for (const Rec& r : durable) REQUIRE_OK(read_back(*s, r));
+        for (const Rec& r : maybe) require_intact_or_absent(*s, r);
+    }
+    // The crashes really lost unsynced records, and really kept some.
+    REQUIRE(lost > 0);
+    REQUIRE(survived > 0);
+}
+
+// ------------------------------------------------------------ concurrency
+
+TEST_CASE("segment store: reads run alongside appends and syncs", "[segment][threads]") {
+    TempDir tmp;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), small_options(64 << 10, 8192), &s));
+    // A record's bytes follow from its id, so readers can check them.
+    auto content = [](ChunkId id) {
+        std::mt19937_64 rng(id);
+        return test::random_bytes(rng, 1 + rng() % 4000);
+    };
+    std::mutex mu;
+    std::vector<Rec> published;
+    std::atomic<bool> done{false};
+    std::atomic<int> bad{0};
+    std::atomic<long> reads{0};
+
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 3; ++t) {
+        readers.emplace_back([&, t] {
+            std::mt19937_64 rng(static_cast<std::uint64_t>(t));
+            std::vector<char> out;
+            while (!done.load()) {
+                Rec r;
+                {
+                    std::lock_guard lock(mu);
+                    if (published.empty()) continue;
+                    // Mostly the newest records: those are still in the buffer.
+                    const std::size_t n = published.size();
+                    const std::size_t i = rng() % 2 ? n - 1 - rng() % std::min<std::size_t>(n, 8)
+                                                    : rng() % n;
+                    r = published[i];
+                }
+                out.assign(r.loc.length, 0);
+                Status st = s->read(r.loc, r.id, out.data());
+                if (!st || out != r.data) bad.fetch_add(1);
+                reads.fetch_add(1);
+            }
+        });
+    }
+    Status writer_status;
+    for (ChunkId id = 1; id <= 3000 && writer_status; ++id) {
+        Rec r;
+        writer_status = append(*s, id, content(id), &r);
+        if (!writer_status) break;
+        {
+            std::lock_guard lock(mu);
+            published.push_back(std::move(r));
+        }
+        if (id % 200 == 0) writer_status = s->sync();
+    }
+    done.store(true);
+    for (auto& th : readers) th.join();
+    REQUIRE_OK(writer_status);
+    REQUIRE(bad.load() == 0);
+    REQUIRE(reads.load() > 0);
+    require_all(*s, published);
+}
+
+}  // namespace
+}  // namespace hiodsfs
