@@ -1,6 +1,8 @@
 // Env::posix(): the POSIX Env every store file goes through.
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +51,46 @@ TEST_CASE("posix env: write, read back, size, truncate", "[env]") {
     REQUIRE_OK(f->size(&size));
     REQUIRE(size == 10);
     REQUIRE(std::filesystem::file_size(tmp / "a") == 10);
+}
+
+// Restores the file size limit and SIGXFSZ handling when a test ends.
+class FileSizeLimit {
+public:
+    explicit FileSizeLimit(rlim_t bytes) {
+        REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved_) == 0);
+        old_handler_ = ::signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of dying
+        struct rlimit lim = saved_;
+        lim.rlim_cur = bytes;
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &saved_);
+        ::signal(SIGXFSZ, old_handler_);
+    }
+
+private:
+    struct rlimit saved_ {};
+    sighandler_t old_handler_ = SIG_DFL;
+};
+
+TEST_CASE("posix env: a partial write is continued, and its failure reported", "[env]") {
+    TempDir tmp;
+    std::unique_ptr<File> f;
+    REQUIRE_OK(Env::posix()->open(tmp / "p", OpenMode::kReadWrite, &f));
+    std::vector<char> data(20000, 'p');
+    Status st;
+    {
+        // The kernel writes up to the limit and returns a short count; the
+        // retry for the rest then fails with EFBIG.
+        FileSizeLimit limit(10000);
+        st = f->pwrite(data.data(), data.size(), 0);
+    }
+    REQUIRE(st.err() == EFBIG);
+    REQUIRE(st.message().find("pwrite " + (tmp / "p")) != std::string::npos);
+    REQUIRE(st.message().find("offset 10000") != std::string::npos);
+    REQUIRE(std::filesystem::file_size(tmp / "p") == 10000);
+    REQUIRE_OK(f->pwrite(data.data(), data.size(), 0));
+    REQUIRE(std::filesystem::file_size(tmp / "p") == 20000);
 }
 
 TEST_CASE("posix env: open modes and their errors", "[env]") {
