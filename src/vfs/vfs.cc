@@ -27,6 +27,15 @@ bool in_group(const Caller& caller, std::uint32_t gid) {
 // Engines answer a missing xattr with ENODATA; a missing ACL is no error.
 bool is_no_data(const Status& st) { return st.err() == ENODATA; }
 
+// FUSE passes every xattr name through; local file systems know four
+// namespaces (and in system.* only the ACLs) and refuse the rest.
+Status check_xattr_name(std::string_view name) {
+    for (std::string_view ns : {"user.", "trusted.", "security."})
+        if (name.size() > ns.size() && name.substr(0, ns.size()) == ns) return Status::ok();
+    if (name == kAclAccessXattr || name == kAclDefaultXattr) return Status::ok();
+    return Status::error(EOPNOTSUPP, "unsupported xattr namespace");
+}
+
 }  // namespace
 
 Vfs::Vfs(Engine& engine, VfsOptions options) : engine_(engine), options_(options) {}
@@ -373,6 +382,7 @@ Status Vfs::statfs(FsStats* out) { return engine_.statfs(out); }
 
 Status Vfs::setxattr(const Caller& caller, InodeId ino, std::string_view name,
                      std::string_view value, int flags) {
+    HIODSFS_TRY(check_xattr_name(name));
     if (options_.posix_acl) {
         if (name == kAclAccessXattr) return set_access_acl(caller, ino, value, flags);
         if (name == kAclDefaultXattr) {
@@ -415,6 +425,7 @@ Status Vfs::set_access_acl(const Caller& caller, InodeId ino, std::string_view v
 }
 
 Status Vfs::getxattr(InodeId ino, std::string_view name, std::string* value) {
+    HIODSFS_TRY(check_xattr_name(name));
     return engine_.getxattr(ino, name, value);
 }
 
@@ -423,6 +434,7 @@ Status Vfs::listxattr(InodeId ino, std::vector<std::string>* names) {
 }
 
 Status Vfs::removexattr(InodeId ino, std::string_view name) {
+    HIODSFS_TRY(check_xattr_name(name));
     return engine_.removexattr(ino, name);
 }
 

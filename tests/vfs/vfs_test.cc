@@ -421,3 +421,20 @@ TEST_CASE_METHOD(Fixture, "statfs reports the backing file system") {
     CHECK(s.blocks > 0);
     CHECK(s.name_max == 255);
 }
+
+TEST_CASE_METHOD(Fixture, "xattrs outside user, trusted, security and the ACLs are EOPNOTSUPP") {
+    Attr f = mkfile("f");
+    CHECK(vfs.setxattr(user, f.ino, "user.a", "1", 0).is_ok());
+    CHECK(vfs.setxattr(user, f.ino, "trusted.t", "1", 0).is_ok());
+    CHECK(vfs.setxattr(user, f.ino, "security.s", "1", 0).is_ok());
+    std::string value;
+    for (const char* bad : {"bogus.ns", "system.nfs4_acl", "user.", "user", "os2.x"}) {
+        INFO(bad);
+        CHECK(vfs.setxattr(user, f.ino, bad, "1", 0).err() == EOPNOTSUPP);
+        CHECK(vfs.getxattr(f.ino, bad, &value).err() == EOPNOTSUPP);
+        CHECK(vfs.removexattr(f.ino, bad).err() == EOPNOTSUPP);
+    }
+    std::vector<std::string> names;
+    REQUIRE(vfs.listxattr(f.ino, &names).is_ok());
+    CHECK(names.size() == 3);
+}
