@@ -224,9 +224,10 @@ Measure measure(const Options& o, int threads, const std::uint8_t* data, std::si
 
 void report(const char* name, std::size_t bytes, const Measure& m, int threads) {
     const double b = static_cast<double>(bytes);
-    std::printf("%-34s %6.3f GB/s per core (CPU)  %6.3f GB/s wall", name,
-                b / m.cpu / 1e9 / threads, b / m.wall / 1e9);
-    if (threads > 1) std::printf("  [%d threads together: %.3f GB/s by CPU]", threads, b / m.cpu / 1e9);
+    std::printf("%-34s %6.3f GB/s per core (CPU)  %6.3f GB/s wall", name, b / m.cpu / 1e9 / threads,
+                b / m.wall / 1e9);
+    if (threads > 1)
+        std::printf("  [%d threads together: %.3f GB/s by CPU]", threads, b / m.cpu / 1e9);
     const double mean = m.result.chunks ? b / static_cast<double>(m.result.chunks) : 0;
     std::printf("  (%llu chunks, mean %.0f B)\n", static_cast<unsigned long long>(m.result.chunks),
                 mean);

@@ -99,7 +99,8 @@ void collect(const fs::path& root, std::vector<File>* files, std::size_t* skippe
 }
 
 void put_octal(std::uint8_t* field, std::size_t width, std::uint64_t v) {
-    std::snprintf(reinterpret_cast<char*>(field), width, "%0*" PRIo64, static_cast<int>(width - 1), v);
+    std::snprintf(reinterpret_cast<char*>(field), width, "%0*" PRIo64, static_cast<int>(width - 1),
+                  v);
 }
 
 // A ustar-like stream: what `tar cf` of the tree would give, near enough for
@@ -220,7 +221,8 @@ void print_table(const char* title, const std::vector<const Bytes*>& gen1,
     std::printf("\n%s\n", title);
     std::printf("%-22s %10s %7s %9s %8s %10s %10s %10s %7s\n", "chunking", "stored", "ratio",
                 "chunks", "mean", "metadata", "total", "gen2 adds", "gen2 %");
-    std::vector<ChunkingParams> configs = {ChunkingParams::fixed(4096), ChunkingParams::fixed(16384)};
+    std::vector<ChunkingParams> configs = {ChunkingParams::fixed(4096),
+                                           ChunkingParams::fixed(16384)};
     for (std::uint32_t avg = 4096; avg <= 65536; avg *= 2) {
         configs.push_back(ChunkingParams::cdc(avg / 4, avg, avg * 4));
     }
@@ -232,14 +234,12 @@ void print_table(const char* title, const std::vector<const Bytes*>& gen1,
         const double meta = kBytesPerStoredChunk * static_cast<double>(t.stored_chunks) +
                             kBytesPerReference * static_cast<double>(t.references);
         const double stored = static_cast<double>(t.stored_bytes);
-        std::printf("%-22s %10s %7.3f %9" PRIu64 " %8.0f %10s %10s %10s %6.2f%%\n",
-                    p.describe().c_str(), human(stored).c_str(),
-                    static_cast<double>(t.logical) / stored, t.stored_chunks,
-                    stored / static_cast<double>(t.stored_chunks), human(meta).c_str(),
-                    human(stored + meta).c_str(),
-                    human(static_cast<double>(t.gen2_new_bytes)).c_str(),
-                    100.0 * static_cast<double>(t.gen2_new_bytes) /
-                        static_cast<double>(t.gen2_logical));
+        std::printf(
+            "%-22s %10s %7.3f %9" PRIu64 " %8.0f %10s %10s %10s %6.2f%%\n", p.describe().c_str(),
+            human(stored).c_str(), static_cast<double>(t.logical) / stored, t.stored_chunks,
+            stored / static_cast<double>(t.stored_chunks), human(meta).c_str(),
+            human(stored + meta).c_str(), human(static_cast<double>(t.gen2_new_bytes)).c_str(),
+            100.0 * static_cast<double>(t.gen2_new_bytes) / static_cast<double>(t.gen2_logical));
     }
 }
 
@@ -280,10 +280,10 @@ int main(int argc, char** argv) {
     const std::size_t edited = edit_generation(&gen2, change_pct, &rng);
     const Bytes tar1 = tar_stream(gen1);
     const Bytes tar2 = tar_stream(gen2);
-    std::printf("%zu files (%zu unreadable skipped), %s; generation 2: %zu files edited "
-                "(%.1f %%)\n",
-                gen1.size(), skipped, human(static_cast<double>(tar1.size())).c_str(), edited,
-                change_pct);
+    std::printf(
+        "%zu files (%zu unreadable skipped), %s; generation 2: %zu files edited "
+        "(%.1f %%)\n",
+        gen1.size(), skipped, human(static_cast<double>(tar1.size())).c_str(), edited, change_pct);
     std::printf("metadata estimate: %.0f B per stored chunk + %.0f B per chunk reference\n",
                 kBytesPerStoredChunk, kBytesPerReference);
     if (mode != "files") {

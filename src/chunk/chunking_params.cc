@@ -20,8 +20,7 @@ bool is_pow2(std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 Status check_size(const char* what, std::uint32_t v) {
     if (v < kMinAllowed || v > kMaxAllowed) {
         return Status::error(EINVAL, std::string("chunking: ") + what + " size " +
-                                         std::to_string(v) +
-                                         " is out of range (256 B to 4 MiB)");
+                                         std::to_string(v) + " is out of range (256 B to 4 MiB)");
     }
     if (!is_pow2(v)) {
         return Status::error(EINVAL, std::string("chunking: ") + what + " size " +
@@ -38,8 +37,7 @@ Status parse_size(std::string_view text, const char* what, std::uint32_t* out) {
     auto [ptr, ec] = std::from_chars(first, last, v);
     if (text.empty() || ec != std::errc() || ptr != last) {
         return Status::error(EINVAL, std::string("chunking: ") + what + " size '" +
-                                         std::string(text) +
-                                         "' is not a decimal number of bytes");
+                                         std::string(text) + "' is not a decimal number of bytes");
     }
     *out = v;
     return Status::ok();
@@ -65,8 +63,8 @@ ChunkingParams ChunkingParams::cdc(std::uint32_t min, std::uint32_t avg, std::ui
 
 Status ChunkingParams::validate() const {
     if (kind != Kind::kFixed && kind != Kind::kCdc) {
-        return Status::error(EINVAL, "chunking: unknown kind " +
-                                         std::to_string(static_cast<unsigned>(kind)));
+        return Status::error(
+            EINVAL, "chunking: unknown kind " + std::to_string(static_cast<unsigned>(kind)));
     }
     if (kind == Kind::kFixed) return check_size("fixed chunk", avg_size);
     HIODSFS_TRY(check_size("minimum", min_size));
@@ -74,9 +72,8 @@ Status ChunkingParams::validate() const {
     HIODSFS_TRY(check_size("maximum", max_size));
     if (!(min_size < avg_size && avg_size < max_size)) {
         return Status::error(EINVAL, "chunking: cdc sizes must satisfy min < avg < max, got " +
-                                         std::to_string(min_size) + "/" +
-                                         std::to_string(avg_size) + "/" +
-                                         std::to_string(max_size));
+                                         std::to_string(min_size) + "/" + std::to_string(avg_size) +
+                                         "/" + std::to_string(max_size));
     }
     return Status::ok();
 }
@@ -91,8 +88,8 @@ Status ChunkingParams::parse(const std::string& text, ChunkingParams* out) {
     std::string_view s(text);
     const auto colon = s.find(':');
     if (colon == std::string_view::npos) {
-        return Status::error(EINVAL, "chunking: '" + text +
-                                         "' is not of the form fixed:SIZE or cdc:MIN/AVG/MAX");
+        return Status::error(
+            EINVAL, "chunking: '" + text + "' is not of the form fixed:SIZE or cdc:MIN/AVG/MAX");
     }
     const std::string_view kind = s.substr(0, colon);
     const std::string_view rest = s.substr(colon + 1);
@@ -105,8 +102,8 @@ Status ChunkingParams::parse(const std::string& text, ChunkingParams* out) {
         const auto s1 = rest.find('/');
         const auto s2 = s1 == std::string_view::npos ? s1 : rest.find('/', s1 + 1);
         if (s2 == std::string_view::npos || rest.find('/', s2 + 1) != std::string_view::npos) {
-            return Status::error(EINVAL, "chunking: '" + text +
-                                             "' needs exactly three sizes, cdc:MIN/AVG/MAX");
+            return Status::error(
+                EINVAL, "chunking: '" + text + "' needs exactly three sizes, cdc:MIN/AVG/MAX");
         }
         std::uint32_t min = 0, avg = 0, max = 0;
         HIODSFS_TRY(parse_size(rest.substr(0, s1), "minimum", &min));
@@ -114,8 +111,8 @@ Status ChunkingParams::parse(const std::string& text, ChunkingParams* out) {
         HIODSFS_TRY(parse_size(rest.substr(s2 + 1), "maximum", &max));
         p = cdc(min, avg, max);
     } else {
-        return Status::error(EINVAL, "chunking: unknown kind '" + std::string(kind) +
-                                         "' (expected fixed or cdc)");
+        return Status::error(
+            EINVAL, "chunking: unknown kind '" + std::string(kind) + "' (expected fixed or cdc)");
     }
     HIODSFS_TRY(p.validate());
     *out = p;

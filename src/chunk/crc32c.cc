@@ -64,7 +64,8 @@ constexpr Tables make_tables() {
         t[0][i] = c;
     }
     for (std::size_t k = 1; k < 8; ++k) {
-        for (std::size_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+        for (std::size_t i = 0; i < 256; ++i)
+            t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
     }
     return t;
 }

@@ -1,16 +1,16 @@
 // Chunkers: cut points independent of how input is split, size bounds,
 // reset(), agreement with a plain byte-at-a-time model of the CDC rule, and
 // the dedup behaviour that motivates CDC (an insertion shifts few chunks).
-#include <catch2/catch.hpp>
+#include "hiodsfs/chunker.h"
 
 #include <algorithm>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <numeric>
 #include <unordered_set>
 
 #include "chunk/chunker_impl.h"
-#include "hiodsfs/chunker.h"
 #include "hiodsfs/fingerprint.h"
 #include "test_data.h"
 
@@ -24,7 +24,8 @@ constexpr std::size_t kMiB = 1 << 20;
 
 // Feeds data in pieces whose sizes `piece()` chooses and returns the absolute
 // offsets of all cuts (the end of data is not included).
-std::vector<std::uint64_t> cuts_fed(const ChunkingParams& params, const std::vector<std::uint8_t>& d,
+std::vector<std::uint64_t> cuts_fed(const ChunkingParams& params,
+                                    const std::vector<std::uint8_t>& d,
                                     const std::function<std::size_t()>& piece) {
     auto chunker = Chunker::make(params);
     REQUIRE(chunker);
@@ -61,7 +62,8 @@ std::vector<std::uint64_t> cuts_bytewise(const ChunkingParams& params,
 
 // The CDC rule written as plainly as possible, independently of the fast
 // multi-lane scanner: skip min bytes, then roll and test the high bits.
-std::vector<std::uint64_t> cdc_model_cuts(const ChunkingParams& p, const std::vector<std::uint8_t>& d) {
+std::vector<std::uint64_t> cdc_model_cuts(const ChunkingParams& p,
+                                          const std::vector<std::uint8_t>& d) {
     const std::uint64_t* gear = hiodsfs::chunk_detail::gear_table();
     const unsigned bits = static_cast<unsigned>(std::countr_zero(p.avg_size));
     const std::uint64_t strict = ~std::uint64_t{0} << (64 - (bits + 2));
@@ -99,13 +101,14 @@ std::vector<std::uint32_t> lengths_of(const std::vector<std::uint64_t>& cuts, st
 
 TEST_CASE("cut points do not depend on input piece sizes", "[chunker]") {
     const auto data = random_bytes(64 * kMiB, 1);
-    const ChunkingParams params = GENERATE(ChunkingParams::fixed(4096), ChunkingParams::fixed(65536),
-                                           ChunkingParams{});
+    const ChunkingParams params =
+        GENERATE(ChunkingParams::fixed(4096), ChunkingParams::fixed(65536), ChunkingParams{});
     INFO("params " << params.describe());
 
     const auto whole = cuts_fed(params, data, [] { return std::size_t{1} << 40; });
     REQUIRE(whole.size() > 1000);
-    CHECK(lengths_of(whole, data.size()) == hiodsfs::chunk_lengths(params, data.data(), data.size()));
+    CHECK(lengths_of(whole, data.size()) ==
+          hiodsfs::chunk_lengths(params, data.data(), data.size()));
 
     CHECK(cuts_fed(params, data, [] { return std::size_t{4096}; }) == whole);
     CHECK(cuts_fed(params, data, [] { return std::size_t{128 * 1024}; }) == whole);
@@ -121,10 +124,10 @@ TEST_CASE("cut points do not depend on input piece sizes", "[chunker]") {
 
 TEST_CASE("CDC chunker matches the byte-at-a-time model of the rule", "[chunker][cdc]") {
     const auto data = random_bytes(16 * kMiB, 2);
-    const ChunkingParams params =
-        GENERATE(ChunkingParams{}, ChunkingParams::cdc(256, 512, 1024), ChunkingParams::cdc(1024, 4096, 16384),
-                 ChunkingParams::cdc(2048, 8192, 65536), ChunkingParams::cdc(16384, 65536, 262144),
-                 ChunkingParams::cdc(512, 4096, 4194304));
+    const ChunkingParams params = GENERATE(
+        ChunkingParams{}, ChunkingParams::cdc(256, 512, 1024),
+        ChunkingParams::cdc(1024, 4096, 16384), ChunkingParams::cdc(2048, 8192, 65536),
+        ChunkingParams::cdc(16384, 65536, 262144), ChunkingParams::cdc(512, 4096, 4194304));
     INFO("params " << params.describe());
     const auto model = cdc_model_cuts(params, data);
     REQUIRE(model.size() > 50);
@@ -142,7 +145,7 @@ TEST_CASE("CDC cut points are pinned (the Gear table is part of the format)", "[
     const auto lens =
         hiodsfs::chunk_lengths(ChunkingParams::cdc(4096, 16384, 65536), data.data(), data.size());
     const std::vector<std::uint32_t> expected_prefix = {8307,  21302, 19599, 17004,
-                                                       18712, 33292, 26798, 12509};
+                                                        18712, 33292, 26798, 12509};
     REQUIRE(lens.size() >= expected_prefix.size());
     CHECK(std::vector<std::uint32_t>(lens.begin(), lens.begin() + expected_prefix.size()) ==
           expected_prefix);
@@ -275,7 +278,8 @@ double shared_fraction(const ChunkingParams& params, const std::vector<std::uint
     const auto a = chunk_digests(params, original);
     const auto b = chunk_digests(params, edited);
     const std::unordered_set<hiodsfs::Digest, DigestHash> in_b(b.begin(), b.end());
-    const auto shared = std::count_if(a.begin(), a.end(), [&](const auto& d) { return in_b.count(d) > 0; });
+    const auto shared =
+        std::count_if(a.begin(), a.end(), [&](const auto& d) { return in_b.count(d) > 0; });
     return static_cast<double>(shared) / static_cast<double>(a.size());
 }
 

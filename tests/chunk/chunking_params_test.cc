@@ -1,6 +1,5 @@
 // ChunkingParams: validation messages, describe/parse round trips.
 #include <catch2/catch.hpp>
-
 #include <cerrno>
 
 #include "hiodsfs/chunker.h"
@@ -36,13 +35,17 @@ TEST_CASE("defaults and constructors validate", "[params]") {
 
 TEST_CASE("validate rejects bad sizes with a message naming the problem", "[params]") {
     using Catch::Matchers::Contains;
-    CHECK_THAT(ChunkingParams::fixed(4000).validate().message(), Contains("4000") && Contains("power of two"));
+    CHECK_THAT(ChunkingParams::fixed(4000).validate().message(),
+               Contains("4000") && Contains("power of two"));
     CHECK_THAT(ChunkingParams::fixed(128).validate().message(), Contains("out of range"));
     CHECK_THAT(ChunkingParams::fixed(8u << 20).validate().message(), Contains("out of range"));
     CHECK_THAT(ChunkingParams::fixed(0).validate().message(), Contains("out of range"));
-    CHECK_THAT(ChunkingParams::cdc(4096, 4096, 65536).validate().message(), Contains("min < avg < max"));
-    CHECK_THAT(ChunkingParams::cdc(4096, 16384, 16384).validate().message(), Contains("min < avg < max"));
-    CHECK_THAT(ChunkingParams::cdc(8192, 4096, 65536).validate().message(), Contains("min < avg < max"));
+    CHECK_THAT(ChunkingParams::cdc(4096, 4096, 65536).validate().message(),
+               Contains("min < avg < max"));
+    CHECK_THAT(ChunkingParams::cdc(4096, 16384, 16384).validate().message(),
+               Contains("min < avg < max"));
+    CHECK_THAT(ChunkingParams::cdc(8192, 4096, 65536).validate().message(),
+               Contains("min < avg < max"));
     CHECK_THAT(ChunkingParams::cdc(4096, 16000, 65536).validate().message(),
                Contains("average") && Contains("power of two"));
     CHECK_THAT(ChunkingParams::cdc(100, 16384, 65536).validate().message(),
@@ -54,9 +57,9 @@ TEST_CASE("validate rejects bad sizes with a message naming the problem", "[para
 }
 
 TEST_CASE("describe and parse round-trip", "[params]") {
-    const ChunkingParams p = GENERATE(ChunkingParams{}, ChunkingParams::fixed(4096), ChunkingParams::fixed(256),
-                                      ChunkingParams::cdc(2048, 8192, 32768),
-                                      ChunkingParams::cdc(256, 4096, 4u << 20));
+    const ChunkingParams p =
+        GENERATE(ChunkingParams{}, ChunkingParams::fixed(4096), ChunkingParams::fixed(256),
+                 ChunkingParams::cdc(2048, 8192, 32768), ChunkingParams::cdc(256, 4096, 4u << 20));
     const std::string text = p.describe();
     ChunkingParams back = ChunkingParams::fixed(512);
     REQUIRE(ChunkingParams::parse(text, &back).is_ok());

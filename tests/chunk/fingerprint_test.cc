@@ -1,32 +1,36 @@
 // SHA-256 (known vectors, context reuse) and CRC-32C (known vectors, the
 // SSE4.2 and table paths agreeing).
-#include <catch2/catch.hpp>
+#include "hiodsfs/fingerprint.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 
 #include "chunk/crc32c_impl.h"
-#include "hiodsfs/fingerprint.h"
 #include "test_data.h"
 
 using hiodsfs::Sha256;
 
 namespace {
 
-std::string sha_hex(Sha256& sha, const std::string& s) { return sha.digest(s.data(), s.size()).hex(); }
+std::string sha_hex(Sha256& sha, const std::string& s) {
+    return sha.digest(s.data(), s.size()).hex();
+}
 
 }  // namespace
 
 TEST_CASE("SHA-256 known vectors", "[sha256]") {
     Sha256 sha;
     CHECK(sha_hex(sha, "") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    CHECK(sha_hex(sha, "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha_hex(sha, "abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     CHECK(sha_hex(sha, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
           "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     CHECK(sha_hex(sha, std::string(1000000, 'a')) ==
           "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     // Same context again after a large input: no state carried over.
-    CHECK(sha_hex(sha, "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha_hex(sha, "abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     CHECK(sha_hex(hiodsfs::thread_sha256(), "abc") ==
           "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
@@ -90,8 +94,8 @@ TEST_CASE("CRC-32C known vectors", "[crc32c]") {
 TEST_CASE("CRC-32C seed continues a checksum", "[crc32c]") {
     const auto data = hiodsfs::test::random_bytes(10007, 13);
     const std::uint32_t whole = hiodsfs::crc32c(data.data(), data.size());
-    for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096},
-                              data.size()}) {
+    for (std::size_t split :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}, data.size()}) {
         const std::uint32_t first = hiodsfs::crc32c(data.data(), split);
         CHECK(hiodsfs::crc32c(data.data() + split, data.size() - split, first) == whole);
     }
