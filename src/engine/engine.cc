@@ -209,6 +209,12 @@ private:
 
     // ---- data path (caller holds the Stream lock) ----
     std::shared_ptr<Stream> stream(InodeId ino);
+    struct ChunkSpan {
+        std::uint64_t off;
+        const std::uint8_t* data;
+        std::size_t len;
+    };
+    Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks);
     Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
     // Deferred path: stores bytes as they are (no fingerprint, no lookup),
     // maps them, and records the range for the background pass.
@@ -1090,25 +1096,37 @@ Status EngineImpl::regular_file(InodeId ino, Inode* out) {
     return Status::ok();
 }
 
-// One chunk of file ino at [off, off+len): fingerprint outside the lock,
-// then store or share it and map it, in one metadata operation.
-Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
-    bool zero = all_zero(data, len);  // zeros are not stored: they read back from a hole
-    Digest digest;
-    if (!zero) digest = thread_sha256().digest(data, len);
+// Chunks of file ino: fingerprinted outside the lock, then stored or shared
+// and mapped in ONE metadata operation (a request's chunks commit together).
+Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks) {
+    if (chunks.empty()) return Status::ok();
+    std::vector<Digest> digests(chunks.size());
+    std::vector<bool> zero(chunks.size());
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        // Zeros are not stored: they read back from a hole.
+        zero[i] = all_zero(chunks[i].data, chunks[i].len);
+        if (!zero[i]) digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
+    }
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
-    if (zero) {
-        HIODSFS_TRY(replace_range(*t, ino, in, off, len, nullptr));
-    } else {
-        ExtentRecord e;
-        HIODSFS_TRY(store_chunk(*t, data, static_cast<std::uint32_t>(len), digest, &e));
-        HIODSFS_TRY(replace_range(*t, ino, in, off, len, &e));
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const ChunkSpan& c = chunks[i];
+        if (zero[i]) {
+            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, nullptr));
+        } else {
+            ExtentRecord e;
+            HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e));
+            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
+        }
     }
     HIODSFS_TRY(store_inode(*t, ino, in));
     return t->commit();
+}
+
+Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
+    return emit_chunks(ino, {ChunkSpan{off, data, len}});
 }
 
 Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
@@ -1165,21 +1183,26 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     std::size_t before = s.buf.size();
     s.buf.insert(s.buf.end(), data, data + len);
     std::size_t scanned = before;
-    Status st;
+    std::vector<ChunkSpan> chunks;
+    std::uint64_t off = s.off;
+    std::size_t head = s.head;
     while (scanned < s.buf.size()) {
         std::size_t n = s.chunker->next_cut(s.buf.data() + scanned, s.buf.size() - scanned);
         if (n == Chunker::kNoCut) break;
         scanned += n;
-        std::size_t chunk_len = scanned - s.head;
-        st = emit(ino, s.off, s.buf.data() + s.head, chunk_len);
-        if (!st) break;
-        s.off += chunk_len;
-        s.head = scanned;
+        std::size_t chunk_len = scanned - head;
+        chunks.push_back(ChunkSpan{off, s.buf.data() + head, chunk_len});
+        off += chunk_len;
+        head = scanned;
     }
-    if (!st) {
-        // Drop the unemitted part of the new bytes and rebuild the state.
-        std::size_t keep = std::max(s.head, before);
-        s.buf.resize(keep);
+    Status st = emit_chunks(ino, chunks);
+    if (st) {
+        s.off = off;
+        s.head = head;
+    } else {
+        // Nothing of this call was emitted: drop its bytes and rebuild the
+        // chunker's state over what the stream held before.
+        s.buf.resize(before);
         s.chunker->reset(s.off);
         if (s.size() > 0) (void)s.chunker->next_cut(s.data(), s.size());
     }
@@ -1330,8 +1353,8 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         HIODSFS_TRY(start_stream(ino, *s, offset));
     }
     Status st = feed(ino, *s, bytes, len);
-    // On a failure the part of the write already chunked was accepted.
-    std::uint64_t accepted_end = st ? offset + len : (s->off > offset ? s->off : 0);
+    // A failed feed accepted nothing of this write.
+    std::uint64_t accepted_end = st ? offset + len : 0;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
