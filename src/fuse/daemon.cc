@@ -150,7 +150,8 @@ private:
 std::string unescape_mountinfo(const std::string& s) {
     std::string out;
     for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+        if (s[i] == '\\' && i + 3 < s.size() &&
+            std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
             out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
             i += 3;
         } else {
@@ -277,8 +278,8 @@ private:
             if (forced) {
                 timeout = 500;
             } else if (asked) {
-                auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                                  Clock::now());
+                auto left =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
                 timeout = static_cast<int>(std::max<long long>(0, left.count()));
             }
             pollfd p{pipe_[0], POLLIN, 0};
@@ -296,8 +297,7 @@ private:
             }
             // A second signal, the grace time is over, or detaching failed;
             // while forced, keep waking the loop until it has returned.
-            if (!forced)
-                fuse_log(FUSE_LOG_NOTICE, "hiodsfs: stopping the request loop\n");
+            if (!forced) fuse_log(FUSE_LOG_NOTICE, "hiodsfs: stopping the request loop\n");
             forced = true;
             fuse_session_exit(se_);
             ::pthread_kill(loop_thread_, SIGUSR1);
@@ -404,8 +404,8 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     std::vector<std::string> fargs = {"hiodsfs", "-o", fuse_option_string(opt)};
     if (opt.debug) fargs.push_back("-d");
     FuseArgs args(std::move(fargs));
-    std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(
-        args.get(), &fuse_operations(), sizeof(fuse_lowlevel_ops), &state));
+    std::unique_ptr<fuse_session, SessionDeleter> se(
+        fuse_session_new(args.get(), &fuse_operations(), sizeof(fuse_lowlevel_ops), &state));
     if (!se) return 1;
 
     // Fork now: the engine starts threads, and fork keeps only one.

@@ -99,7 +99,8 @@ bool caller_in_group(fuse_req_t req, std::uint32_t gid) {
         n = fuse_req_getgroups(req, n, groups.data());
     }
     if (n <= 0) return false;
-    auto end = groups.begin() + std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(groups.size()));
+    auto end =
+        groups.begin() + std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(groups.size()));
     return std::find(groups.begin(), end, static_cast<gid_t>(gid)) != end;
 }
 
@@ -497,13 +498,12 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 }
 
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info*,
-                        fuse_ino_t ino_out, off_t off_out, fuse_file_info*, size_t len,
-                        int flags) {
+                        fuse_ino_t ino_out, off_t off_out, fuse_file_info*, size_t len, int flags) {
     guarded(req, [&] {
         if (off_in < 0 || off_out < 0) return reply_err(req, EINVAL);
         std::uint64_t copied = 0;
-        Status st = vfs_of(req).copy_file_range(ino_in, static_cast<std::uint64_t>(off_in),
-                                                ino_out, static_cast<std::uint64_t>(off_out), len,
+        Status st = vfs_of(req).copy_file_range(ino_in, static_cast<std::uint64_t>(off_in), ino_out,
+                                                static_cast<std::uint64_t>(off_out), len,
                                                 static_cast<unsigned>(flags), &copied);
         if (!st.is_ok()) return reply_status(req, st);
         fuse_reply_write(req, static_cast<size_t>(copied));

@@ -107,9 +107,12 @@ public:
 
         if (key == "chunking") {
             if (!need_value()) return false;
-            if (*value == "fixed") chunking_.kind = ChunkingParams::Kind::kFixed;
-            else if (*value == "cdc") chunking_.kind = ChunkingParams::Kind::kCdc;
-            else return bad_value("expected fixed or cdc");
+            if (*value == "fixed")
+                chunking_.kind = ChunkingParams::Kind::kFixed;
+            else if (*value == "cdc")
+                chunking_.kind = ChunkingParams::Kind::kCdc;
+            else
+                return bad_value("expected fixed or cdc");
             return true;
         }
         if (key == "chunk_size") return size_opt(&chunking_.chunk_size);
@@ -118,16 +121,21 @@ public:
         if (key == "cdc_max") return size_opt(&chunking_.cdc_max);
         if (key == "mode") {
             if (!need_value()) return false;
-            if (*value == "inline") out_->mode = DedupMode::kInline;
-            else if (*value == "deferred") out_->mode = DedupMode::kDeferred;
-            else if (*value == "hybrid") out_->mode = DedupMode::kHybrid;
-            else return bad_value("expected inline, deferred or hybrid");
+            if (*value == "inline")
+                out_->mode = DedupMode::kInline;
+            else if (*value == "deferred")
+                out_->mode = DedupMode::kDeferred;
+            else if (*value == "hybrid")
+                out_->mode = DedupMode::kHybrid;
+            else
+                return bad_value("expected inline, deferred or hybrid");
             return true;
         }
         if (key == "target_ops") {
             if (!need_value()) return false;
             double v = 0;
-            if (!parse_number(*value, 1e9, &v)) return bad_value("expected write ops/s (0 = no goal)");
+            if (!parse_number(*value, 1e9, &v))
+                return bad_value("expected write ops/s (0 = no goal)");
             out_->control.target_ops = v;
             return true;
         }
@@ -199,7 +207,8 @@ public:
         if (key == "entry_timeout" || key == "attr_timeout") {
             if (!need_value()) return false;
             double v = 0;
-            if (!parse_seconds(*value, &v)) return bad_value("expected seconds between 0 and 86400");
+            if (!parse_seconds(*value, &v))
+                return bad_value("expected seconds between 0 and 86400");
             (key == "entry_timeout" ? out_->entry_timeout : out_->attr_timeout) = v;
             return true;
         }
@@ -235,8 +244,8 @@ public:
                 *error = "cdc_min, cdc_avg and cdc_max apply to chunking=cdc only";
                 return false;
             }
-            out_->chunking =
-                ChunkingParams::fixed(static_cast<std::uint32_t>(chunking_.chunk_size.value_or(4096)));
+            out_->chunking = ChunkingParams::fixed(
+                static_cast<std::uint32_t>(chunking_.chunk_size.value_or(4096)));
         } else {
             if (chunking_.chunk_size) {
                 *error = "chunk_size applies to chunking=fixed only (use cdc_min/cdc_avg/cdc_max)";
@@ -269,11 +278,22 @@ private:
 };
 
 // hiodsfs's own options, usable as --name=value (or --name for flags).
-const char* const kValueOptions[] = {
-    "chunking",   "chunk_size",       "cdc_min",         "cdc_avg",
-    "cdc_max",    "mode",             "target_ops",      "target_bytes",
-    "policy",     "control_interval", "background_threads", "commit_interval",
-    "max_write",  "threads",          "entry_timeout",   "attr_timeout"};
+const char* const kValueOptions[] = {"chunking",
+                                     "chunk_size",
+                                     "cdc_min",
+                                     "cdc_avg",
+                                     "cdc_max",
+                                     "mode",
+                                     "target_ops",
+                                     "target_bytes",
+                                     "policy",
+                                     "control_interval",
+                                     "background_threads",
+                                     "commit_interval",
+                                     "max_write",
+                                     "threads",
+                                     "entry_timeout",
+                                     "attr_timeout"};
 
 }  // namespace
 
@@ -286,11 +306,16 @@ bool parse_size(const std::string& text, std::uint64_t max, std::uint64_t* out) 
         char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
         std::string rest = suffix.substr(1);
         if (rest != "" && rest != "B" && rest != "iB" && rest != "b") return false;
-        if (unit == 'K') mult = 1ull << 10;
-        else if (unit == 'M') mult = 1ull << 20;
-        else if (unit == 'G') mult = 1ull << 30;
-        else if (unit == 'B' && rest.empty()) mult = 1;
-        else return false;
+        if (unit == 'K')
+            mult = 1ull << 10;
+        else if (unit == 'M')
+            mult = 1ull << 20;
+        else if (unit == 'G')
+            mult = 1ull << 30;
+        else if (unit == 'B' && rest.empty())
+            mult = 1;
+        else
+            return false;
     }
     std::uint64_t n = 0;
     if (!parse_uint(text.substr(0, digits), 0, max, &n)) return false;
@@ -318,8 +343,7 @@ std::vector<std::string> split_option_list(const std::string& list) {
     return items;
 }
 
-bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out,
-                        std::string* error) {
+bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, std::string* error) {
     // --chunk-size and --chunk_size are the same flag; -o items only ever
     // use underscores, as mount options do.
     std::vector<std::string> args;
@@ -335,31 +359,25 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out,
 
     po::options_description desc;
     bool writeback = false, no_writeback = false;
-    desc.add_options()
-        ("help,h", po::bool_switch(&out->show_help))
-        ("version,V", po::bool_switch(&out->show_version))
-        ("foreground,f", po::bool_switch(&out->foreground))
-        ("debug,d", po::bool_switch(&out->debug))
-        ("single,s", po::bool_switch(&out->single_thread))
-        ("writeback_cache", po::bool_switch(&writeback))
-        ("no_writeback_cache", po::bool_switch(&no_writeback))
-        ("option,o", po::value<std::vector<std::string>>()->composing())
-        ("store", po::value<std::string>())
-        ("mountpoint", po::value<std::string>());
+    desc.add_options()("help,h", po::bool_switch(&out->show_help))(
+        "version,V", po::bool_switch(&out->show_version))(
+        "foreground,f", po::bool_switch(&out->foreground))("debug,d", po::bool_switch(&out->debug))(
+        "single,s", po::bool_switch(&out->single_thread))(
+        "writeback_cache", po::bool_switch(&writeback))("no_writeback_cache",
+                                                        po::bool_switch(&no_writeback))(
+        "option,o", po::value<std::vector<std::string>>()->composing())(
+        "store", po::value<std::string>())("mountpoint", po::value<std::string>());
     for (const char* name : kValueOptions) desc.add_options()(name, po::value<std::string>());
     po::positional_options_description positional;
     positional.add("store", 1).add("mountpoint", 1);
 
     po::variables_map vm;
     try {
-        auto style = po::command_line_style::default_style &
-                     ~po::command_line_style::allow_guessing;
-        po::store(po::command_line_parser(args)
-                      .options(desc)
-                      .positional(positional)
-                      .style(style)
-                      .run(),
-                  vm);
+        auto style =
+            po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+        po::store(
+            po::command_line_parser(args).options(desc).positional(positional).style(style).run(),
+            vm);
         po::notify(vm);
     } catch (const po::error& e) {
         *error = std::string(e.what()) + " (see hiodsfs --help)";
@@ -454,11 +472,14 @@ std::string usage_text() {
          "  chunking=fixed|cdc      chunking of a new store (default cdc)\n"
          "  chunk_size=SIZE         fixed chunk size (default 4K)\n"
          "  cdc_min=SIZE            smallest CDC chunk (default "
-      << size_text(cdc.min_size) << ", or cdc_avg/4)\n"
+      << size_text(cdc.min_size)
+      << ", or cdc_avg/4)\n"
          "  cdc_avg=SIZE            average CDC chunk (default "
-      << size_text(cdc.avg_size) << ")\n"
+      << size_text(cdc.avg_size)
+      << ")\n"
          "  cdc_max=SIZE            largest CDC chunk (default "
-      << size_text(cdc.max_size) << ", or cdc_avg*4)\n"
+      << size_text(cdc.max_size)
+      << ", or cdc_avg*4)\n"
          "                          (sizes: powers of two, 256 to 4M, K/M suffixes)\n"
          "                          for an existing store, given chunking must match\n"
          "  mode=MODE               inline: deduplicate on the write path;\n"

@@ -48,8 +48,7 @@ struct DaemonOptions {
 
 // Parses argv. Returns false with a one-line *error (no program name, no
 // newline) on any invalid option or value.
-bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out,
-                        std::string* error);
+bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, std::string* error);
 
 // The --help text.
 std::string usage_text();

@@ -22,13 +22,20 @@ void store_le(std::string* out, std::uint32_t v, int bytes) {
 // Position of a tag in the canonical entry order; -1 for an unknown tag.
 int tag_rank(std::uint16_t tag) {
     switch (tag) {
-        case PosixAcl::kUserObj: return 0;
-        case PosixAcl::kUser: return 1;
-        case PosixAcl::kGroupObj: return 2;
-        case PosixAcl::kGroup: return 3;
-        case PosixAcl::kMask: return 4;
-        case PosixAcl::kOther: return 5;
-        default: return -1;
+        case PosixAcl::kUserObj:
+            return 0;
+        case PosixAcl::kUser:
+            return 1;
+        case PosixAcl::kGroupObj:
+            return 2;
+        case PosixAcl::kGroup:
+            return 3;
+        case PosixAcl::kMask:
+            return 4;
+        case PosixAcl::kOther:
+            return 5;
+        default:
+            return -1;
     }
 }
 
@@ -112,15 +119,23 @@ bool PosixAcl::equivalent_mode(std::uint32_t* mode) const {
     bool has_mask = false, equivalent = true;
     for (const Entry& e : entries_) {
         switch (e.tag) {
-            case kUserObj: user = e.perm & 7; break;
-            case kGroupObj: group = e.perm & 7; break;
-            case kOther: other = e.perm & 7; break;
+            case kUserObj:
+                user = e.perm & 7;
+                break;
+            case kGroupObj:
+                group = e.perm & 7;
+                break;
+            case kOther:
+                other = e.perm & 7;
+                break;
             case kMask:
                 mask = e.perm & 7;
                 has_mask = true;
                 equivalent = false;
                 break;
-            default: equivalent = false; break;
+            default:
+                equivalent = false;
+                break;
         }
     }
     std::uint32_t bits = (user << 6) | ((has_mask ? mask : group) << 3) | other;
@@ -143,12 +158,16 @@ bool PosixAcl::apply_create_mode(std::uint32_t* mode) {
                 e.perm &= m & 7;
                 m = (m & ~07u) | ((m & 07u) & e.perm);
                 break;
-            case kGroupObj: group_obj = &e; break;
+            case kGroupObj:
+                group_obj = &e;
+                break;
             case kMask:
                 mask = &e;
                 needed = true;
                 break;
-            default: needed = true; break;
+            default:
+                needed = true;
+                break;
         }
     }
     // Group bits meet the mask if there is one, else group:: (a valid ACL
@@ -166,11 +185,20 @@ void PosixAcl::apply_chmod(std::uint32_t mode) {
     Entry* mask = nullptr;
     for (Entry& e : entries_) {
         switch (e.tag) {
-            case kUserObj: e.perm = static_cast<std::uint16_t>((mode >> 6) & 7); break;
-            case kOther: e.perm = static_cast<std::uint16_t>(mode & 7); break;
-            case kGroupObj: group_obj = &e; break;
-            case kMask: mask = &e; break;
-            default: break;
+            case kUserObj:
+                e.perm = static_cast<std::uint16_t>((mode >> 6) & 7);
+                break;
+            case kOther:
+                e.perm = static_cast<std::uint16_t>(mode & 7);
+                break;
+            case kGroupObj:
+                group_obj = &e;
+                break;
+            case kMask:
+                mask = &e;
+                break;
+            default:
+                break;
         }
     }
     if (Entry* g = mask ? mask : group_obj) g->perm = static_cast<std::uint16_t>((mode >> 3) & 7);

@@ -86,7 +86,8 @@ Status Vfs::setattr(InodeId ino, const SetAttr& changes, Attr* out) {
     HIODSFS_TRY(st);
     PosixAcl acl;
     if (!PosixAcl::parse(value, &acl).is_ok())
-        return Status::error(EIO, "stored access ACL of inode " + std::to_string(ino) + " is corrupt");
+        return Status::error(EIO,
+                             "stored access ACL of inode " + std::to_string(ino) + " is corrupt");
     if (acl.empty()) return Status::ok();
     acl.apply_chmod(out->mode);
     return engine_.setxattr(ino, kAclAccessXattr, acl.serialize(), 0);
@@ -114,8 +115,8 @@ Status Vfs::prepare_node(const Caller& caller, InodeId parent, std::uint32_t mod
             HIODSFS_TRY(st);
             PosixAcl def;
             if (!PosixAcl::parse(value, &def).is_ok())
-                return Status::error(EIO, "stored default ACL of inode " + std::to_string(parent) +
-                                              " is corrupt");
+                return Status::error(
+                    EIO, "stored default ACL of inode " + std::to_string(parent) + " is corrupt");
             if (!def.empty()) {
                 // A default ACL replaces the umask (POSIX.1e); the node's
                 // access ACL is the default masked by the requested mode.
@@ -236,8 +237,7 @@ Status Vfs::release(std::uint64_t fh) {
     return st;
 }
 
-Status Vfs::read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf,
-                 std::size_t* got) {
+Status Vfs::read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf, std::size_t* got) {
     return engine_.read(ino, offset, size, buf, got);
 }
 
@@ -275,9 +275,8 @@ Status Vfs::lseek(InodeId ino, std::uint64_t offset, int whence, std::uint64_t* 
                         out);
 }
 
-Status Vfs::copy_file_range(InodeId src, std::uint64_t src_off, InodeId dst,
-                            std::uint64_t dst_off, std::uint64_t len, unsigned flags,
-                            std::uint64_t* copied) {
+Status Vfs::copy_file_range(InodeId src, std::uint64_t src_off, InodeId dst, std::uint64_t dst_off,
+                            std::uint64_t len, unsigned flags, std::uint64_t* copied) {
     if (flags != 0) return Status::error(EINVAL, "copy_file_range flags must be 0");
     Status st = engine_.clone_range(src, src_off, dst, dst_off, len, copied);
     if (st.err() == EOPNOTSUPP || st.err() == ENOSYS || st.err() == EXDEV)

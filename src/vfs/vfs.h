@@ -54,7 +54,7 @@ struct Caller {
 struct DirItem {
     std::string_view name;
     InodeId ino = 0;
-    std::uint32_t type = 0;        // S_IFMT bits
+    std::uint32_t type = 0;         // S_IFMT bits
     std::uint64_t next_offset = 0;  // the offset to continue after this entry
     // readdirplus: the entry's current attributes; the inode is pinned when
     // the consumer accepts the item. nullptr for "." and "..", for plain

@@ -3,7 +3,6 @@
 #include "fuse/options.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 

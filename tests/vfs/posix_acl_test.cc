@@ -1,9 +1,9 @@
 // POSIX ACL xattr codec and the mode/ACL rules of fs/posix_acl.c.
 #include "vfs/posix_acl.h"
 
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <initializer_list>
 #include <string>
@@ -32,12 +32,11 @@ std::string xattr_bytes(std::uint32_t version, std::initializer_list<PosixAcl::E
 
 // What `setfacl -m d:u:nobody:rwx,d:g::rx,d:o::- dir` stored, as getfattr
 // printed it (0sAgAAAAEABwD/////AgAHAP7/AAAEAAUA/////xAABwD/////IAAAAP////8=).
-const std::string kSetfaclDefault = xattr_bytes(
-    2, {{PosixAcl::kUserObj, 7, kNone},
-        {PosixAcl::kUser, 7, 65534},
-        {PosixAcl::kGroupObj, 5, kNone},
-        {PosixAcl::kMask, 7, kNone},
-        {PosixAcl::kOther, 0, kNone}});
+const std::string kSetfaclDefault = xattr_bytes(2, {{PosixAcl::kUserObj, 7, kNone},
+                                                    {PosixAcl::kUser, 7, 65534},
+                                                    {PosixAcl::kGroupObj, 5, kNone},
+                                                    {PosixAcl::kMask, 7, kNone},
+                                                    {PosixAcl::kOther, 0, kNone}});
 
 }  // namespace
 
@@ -70,7 +69,8 @@ TEST_CASE("malformed ACL xattrs are EINVAL") {
                                   {PosixAcl::kGroupObj, 4, kNone},
                                   {PosixAcl::kOther, 4, kNone}})));
     // Missing other::.
-    CHECK(rejects(xattr_bytes(2, {E{PosixAcl::kUserObj, 6, kNone}, E{PosixAcl::kGroupObj, 4, kNone}})));
+    CHECK(rejects(
+        xattr_bytes(2, {E{PosixAcl::kUserObj, 6, kNone}, E{PosixAcl::kGroupObj, 4, kNone}})));
     // Out of order.
     CHECK(rejects(xattr_bytes(2, {{PosixAcl::kGroupObj, 4, kNone},
                                   {PosixAcl::kUserObj, 6, kNone},
@@ -91,9 +91,8 @@ TEST_CASE("malformed ACL xattrs are EINVAL") {
     CHECK(rejects(xattr_bytes(2, {{PosixAcl::kUserObj, 8, kNone},
                                   {PosixAcl::kGroupObj, 4, kNone},
                                   {PosixAcl::kOther, 4, kNone}})));
-    CHECK(rejects(xattr_bytes(2, {{PosixAcl::kUserObj, 6, kNone},
-                                  {0x40, 4, kNone},
-                                  {PosixAcl::kOther, 4, kNone}})));
+    CHECK(rejects(xattr_bytes(
+        2, {{PosixAcl::kUserObj, 6, kNone}, {0x40, 4, kNone}, {PosixAcl::kOther, 4, kNone}})));
 }
 
 TEST_CASE("a minimal ACL is equivalent to its mode") {
@@ -121,11 +120,11 @@ TEST_CASE("a default ACL masked by the create mode, as touch and mkdir see it") 
     PosixAcl file = def;
     std::uint32_t mode = S_IFREG | 0666;
     CHECK(file.apply_create_mode(&mode));
-    CHECK(mode == (S_IFREG | 0660));  // what getfacl showed on the mount
-    CHECK(file.entries()[0].perm == 6);   // user:: rw-
-    CHECK(file.entries()[1].perm == 7);   // named entries keep their bits
-    CHECK(file.entries()[3].perm == 6);   // mask:: rw-
-    CHECK(file.entries()[4].perm == 0);   // other:: ---
+    CHECK(mode == (S_IFREG | 0660));     // what getfacl showed on the mount
+    CHECK(file.entries()[0].perm == 6);  // user:: rw-
+    CHECK(file.entries()[1].perm == 7);  // named entries keep their bits
+    CHECK(file.entries()[3].perm == 6);  // mask:: rw-
+    CHECK(file.entries()[4].perm == 0);  // other:: ---
 
     PosixAcl dir = def;
     mode = S_IFDIR | S_ISGID | 0777;

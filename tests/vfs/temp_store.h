@@ -1,9 +1,9 @@
 // A real engine on a temporary store for the Vfs tests.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,8 +15,7 @@ namespace hiodsfs::test {
 class TempStore {
 public:
     TempStore() {
-        std::string tmpl =
-            (std::filesystem::temp_directory_path() / "hiodsfs-vfs-XXXXXX").string();
+        std::string tmpl = (std::filesystem::temp_directory_path() / "hiodsfs-vfs-XXXXXX").string();
         REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
         path_ = tmpl;
     }

@@ -2,7 +2,6 @@
 // POSIX rules for new nodes, ACLs, O_APPEND and O_TRUNC.
 #include "vfs/vfs.h"
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <set>
 #include <string>
@@ -50,10 +50,12 @@ struct Fixture {
     }
     std::vector<std::string> list(std::uint64_t fh, std::uint64_t offset = 0) {
         std::vector<std::string> names;
-        REQUIRE(vfs.readdir(fh, offset, false, [&](const DirItem& item) {
-                       names.emplace_back(item.name);
-                       return true;
-                   }).is_ok());
+        REQUIRE(vfs.readdir(fh, offset, false,
+                            [&](const DirItem& item) {
+                                names.emplace_back(item.name);
+                                return true;
+                            })
+                    .is_ok());
         return names;
     }
     std::string contents(InodeId ino) {
@@ -174,13 +176,15 @@ TEST_CASE_METHOD(Fixture, "a directory handle reads its snapshot with stable off
     for (;;) {
         int batch = 0;
         std::uint64_t next = offset;
-        REQUIRE(vfs.readdir(fh, offset, false, [&](const DirItem& item) {
-                       if (batch == 37) return false;
-                       ++batch;
-                       seen.emplace_back(item.name);
-                       next = item.next_offset;
-                       return true;
-                   }).is_ok());
+        REQUIRE(vfs.readdir(fh, offset, false,
+                            [&](const DirItem& item) {
+                                if (batch == 37) return false;
+                                ++batch;
+                                seen.emplace_back(item.name);
+                                next = item.next_offset;
+                                return true;
+                            })
+                    .is_ok());
         if (batch == 0) break;
         offset = next;
         if (!changed) {
@@ -215,10 +219,12 @@ TEST_CASE_METHOD(Fixture, "readdirplus pins exactly the entries the consumer too
     REQUIRE(vfs.opendir(d.ino, &fh).is_ok());
     REQUIRE(vfs.unlink(d.ino, "b").is_ok());  // gone since the snapshot
     std::vector<std::pair<std::string, bool>> items;
-    REQUIRE(vfs.readdir(fh, 0, true, [&](const DirItem& item) {
-                   items.emplace_back(std::string(item.name), item.attr != nullptr);
-                   return true;
-               }).is_ok());
+    REQUIRE(vfs.readdir(fh, 0, true,
+                        [&](const DirItem& item) {
+                            items.emplace_back(std::string(item.name), item.attr != nullptr);
+                            return true;
+                        })
+                .is_ok());
     REQUIRE(items.size() == 4);
     CHECK(items[0] == std::pair<std::string, bool>{".", false});
     CHECK(items[2] == std::pair<std::string, bool>{"a", true});
@@ -317,9 +323,9 @@ TEST_CASE_METHOD(Fixture, "setting an access ACL sets the mode; an equivalent on
     REQUIRE(vfs.getattr(f.ino, &a).is_ok());
     CHECK((a.mode & 0777) == 0660);
 
-    REQUIRE(vfs.setxattr(user, f.ino, vfs::kAclAccessXattr, PosixAcl::from_mode(0600).serialize(),
-                         0)
-                .is_ok());
+    REQUIRE(
+        vfs.setxattr(user, f.ino, vfs::kAclAccessXattr, PosixAcl::from_mode(0600).serialize(), 0)
+            .is_ok());
     REQUIRE(vfs.getattr(f.ino, &a).is_ok());
     CHECK((a.mode & 0777) == 0600);
     std::string value;
@@ -335,9 +341,9 @@ TEST_CASE_METHOD(Fixture, "an ACL set by someone outside the file's group drops 
     change.mode = S_IFREG | S_ISGID | 0755;
     change.gid = 50;
     REQUIRE(vfs.setattr(f.ino, change, &f).is_ok());
-    REQUIRE(vfs.setxattr(user, f.ino, vfs::kAclAccessXattr, PosixAcl::from_mode(0750).serialize(),
-                         0)
-                .is_ok());
+    REQUIRE(
+        vfs.setxattr(user, f.ino, vfs::kAclAccessXattr, PosixAcl::from_mode(0750).serialize(), 0)
+            .is_ok());
     Attr a;
     REQUIRE(vfs.getattr(f.ino, &a).is_ok());
     CHECK(a.mode == (S_IFREG | 0750));
@@ -345,9 +351,9 @@ TEST_CASE_METHOD(Fixture, "an ACL set by someone outside the file's group drops 
     REQUIRE(vfs.setattr(f.ino, change, &f).is_ok());
     Caller member = user;
     member.in_group = [](std::uint32_t gid) { return gid == 50; };
-    REQUIRE(vfs.setxattr(member, f.ino, vfs::kAclAccessXattr,
-                         PosixAcl::from_mode(0750).serialize(), 0)
-                .is_ok());
+    REQUIRE(
+        vfs.setxattr(member, f.ino, vfs::kAclAccessXattr, PosixAcl::from_mode(0750).serialize(), 0)
+            .is_ok());
     REQUIRE(vfs.getattr(f.ino, &a).is_ok());
     CHECK(a.mode == (S_IFREG | S_ISGID | 0750));
 }
