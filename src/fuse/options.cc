@@ -359,14 +359,19 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
 
     po::options_description desc;
     bool writeback = false, no_writeback = false;
-    desc.add_options()("help,h", po::bool_switch(&out->show_help))(
-        "version,V", po::bool_switch(&out->show_version))(
-        "foreground,f", po::bool_switch(&out->foreground))("debug,d", po::bool_switch(&out->debug))(
-        "single,s", po::bool_switch(&out->single_thread))(
-        "writeback_cache", po::bool_switch(&writeback))("no_writeback_cache",
-                                                        po::bool_switch(&no_writeback))(
-        "option,o", po::value<std::vector<std::string>>()->composing())(
-        "store", po::value<std::string>())("mountpoint", po::value<std::string>());
+    // clang-format off
+    desc.add_options()
+        ("help,h", po::bool_switch(&out->show_help))
+        ("version,V", po::bool_switch(&out->show_version))
+        ("foreground,f", po::bool_switch(&out->foreground))
+        ("debug,d", po::bool_switch(&out->debug))
+        ("single,s", po::bool_switch(&out->single_thread))
+        ("writeback_cache", po::bool_switch(&writeback))
+        ("no_writeback_cache", po::bool_switch(&no_writeback))
+        ("option,o", po::value<std::vector<std::string>>()->composing())
+        ("store", po::value<std::string>())
+        ("mountpoint", po::value<std::string>());
+    // clang-format on
     for (const char* name : kValueOptions) desc.add_options()(name, po::value<std::string>());
     po::positional_options_description positional;
     positional.add("store", 1).add("mountpoint", 1);
