@@ -22,12 +22,26 @@
 //     survives, in order; the others are undone: a new file vanishes (even
 //     if its data was synced), a rename is reverted (a file it replaced
 //     comes back), an unlinked file comes back.
-//   * Not modeled: mkdir() is durable at once; data of files that existed
-//     before the wrapper was created, and was never written through it, is
-//     durable.
+//   * Files are independent: each keeps its own random prefix.
+//   * Not modeled: mkdir() is durable at once; files that existed before
+//     the wrapper was created count as durable until written through it;
+//     renaming a directory is passed through, but files opened under its old
+//     name keep their old paths here; I/O that bypasses this Env (LMDB) is
+//     untouched by drop_unsynced().
+// Paths are compared after lexical normalization ("a//b/" == "a/b"), not
+// resolved: use one spelling per file (absolute paths, as the store does).
 // Unlinked files and files replaced by rename are kept in the base directory
 // under hidden names ("<name>.fienv-deleted-<n>") until their directory is
-// synced; list_dir() and exists() do not show them.
+// synced; list_dir() and exists() do not show them. An overwrite of existing
+// bytes keeps a copy of them in memory until the next sync of the file.
+//
+// Typical crash test:
+//   FaultInjectionEnv env(Env::posix());
+//   env.set_forward_syncs(false);     // optional: skip the real fdatasync
+//   ... open the component on &env, write, sync, write more ...
+//   component.reset();                // close it (its handles die anyway)
+//   env.drop_unsynced(seed);          // the power loss
+//   ... reopen on &env: everything synced must be there ...
 //
 // Fault injection counts calls: pwrite calls form one sequence, and
 // File::sync() and sync_dir() calls together form another. "n" in

@@ -28,8 +28,8 @@ std::string parent_of(const std::string& normalized) {
 bool is_hidden(const std::string& path) { return path.find(kHiddenMarker) != std::string::npos; }
 
 Status stale_handle(const std::string& path) {
-    return Status::error(EIO, "fault env: " + path +
-                                  ": file handle opened before drop_unsynced() is dead");
+    return Status::error(
+        EIO, "fault env: " + path + ": file handle opened before drop_unsynced() is dead");
 }
 
 }  // namespace
@@ -97,8 +97,7 @@ FaultInjectionEnv::~FaultInjectionEnv() = default;
 
 // ---------------------------------------------------------------- Env
 
-Status FaultInjectionEnv::open(const std::string& path, OpenMode mode,
-                               std::unique_ptr<File>* out) {
+Status FaultInjectionEnv::open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) {
     std::lock_guard lock(mu_);
     const std::string p = normalize(path);
     if (is_hidden(p)) return Status::error(ENOENT, "open " + p);
@@ -356,8 +355,8 @@ std::uint64_t FaultInjectionEnv::unsynced_bytes() const {
 bool FaultInjectionEnv::take_write_fault() {
     const std::uint64_t index = writes_++;
     if (!write_fault_at_) return false;
-    const bool hit = index == *write_fault_at_ ||
-                     (write_fault_permanent_ && index > *write_fault_at_);
+    const bool hit =
+        index == *write_fault_at_ || (write_fault_permanent_ && index > *write_fault_at_);
     if (hit) ++injected_;
     return hit;
 }
@@ -365,8 +364,7 @@ bool FaultInjectionEnv::take_write_fault() {
 bool FaultInjectionEnv::take_sync_fault() {
     const std::uint64_t index = syncs_++;
     if (!sync_fault_at_) return false;
-    const bool hit =
-        index == *sync_fault_at_ || (sync_fault_permanent_ && index > *sync_fault_at_);
+    const bool hit = index == *sync_fault_at_ || (sync_fault_permanent_ && index > *sync_fault_at_);
     if (hit) ++injected_;
     return hit;
 }

@@ -47,8 +47,8 @@ public:
             ssize_t n = ::pwrite(fd_.get(), p, len, static_cast<off_t>(offset));
             if (n < 0) {
                 if (errno == EINTR) continue;
-                return Status::from_errno(errno, "pwrite " + path_ + " at offset " +
-                                                     std::to_string(offset));
+                return Status::from_errno(
+                    errno, "pwrite " + path_ + " at offset " + std::to_string(offset));
             }
             if (n == 0) {
                 // No error and no progress: looping would spin forever.
@@ -67,13 +67,13 @@ public:
         char* p = static_cast<char*>(data);
         std::size_t total = 0;
         while (total < len) {
-            ssize_t n = ::pread(fd_.get(), p + total, len - total,
-                                static_cast<off_t>(offset + total));
+            ssize_t n =
+                ::pread(fd_.get(), p + total, len - total, static_cast<off_t>(offset + total));
             if (n < 0) {
                 if (errno == EINTR) continue;
                 *got = total;
-                return Status::from_errno(errno, "pread " + path_ + " at offset " +
-                                                     std::to_string(offset + total));
+                return Status::from_errno(
+                    errno, "pread " + path_ + " at offset " + std::to_string(offset + total));
             }
             if (n == 0) break;  // end of file
             total += static_cast<std::size_t>(n);

@@ -51,8 +51,7 @@ struct Header {
     std::uint32_t header_crc = 0;
 
     static Header decode(const char* p) {
-        return Header{get_u32(p), get_u32(p + 4), get_u64(p + 8), get_u32(p + 16),
-                      get_u32(p + 20)};
+        return Header{get_u32(p), get_u32(p + 4), get_u64(p + 8), get_u32(p + 16), get_u32(p + 20)};
     }
     // The magic and the header's own checksum are right, so its fields can be trusted.
     static bool intact(const char* p) {
@@ -97,12 +96,10 @@ bool parse_segment_name(const std::string& name, SegmentId* id) {
 
 // Checks a record read back against what the caller expects. Never lets a
 // mismatch through: EIO with the file, offset and the check that failed.
-Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc,
-                    ChunkId chunk, const std::string& where) {
+Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
+                    const std::string& where) {
     const Header h = Header::decode(hdr);
-    auto fail = [&](const std::string& what) {
-        return Status::error(EIO, where + ": " + what);
-    };
+    auto fail = [&](const std::string& what) { return Status::error(EIO, where + ": " + what); };
     if (h.magic != SegmentStore::kRecordMagic) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
@@ -152,8 +149,8 @@ public:
                     n -= part;
                     continue;
                 }
-                const std::size_t len = static_cast<std::size_t>(
-                    std::min<std::uint64_t>(kScanBlock, file_end_ - pos));
+                const std::size_t len =
+                    static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, file_end_ - pos));
                 block_.resize(len);
                 block_off_ = pos;
                 Status st = pread_exact(block_.data(), len, pos);
@@ -191,8 +188,8 @@ private:
 
 // Where a segment's valid data ends, found by walking its chain of records.
 struct TailScan {
-    std::uint64_t chain_end = 0;  // first byte not covered by an intact header chain
-    std::uint64_t last_good = 0;  // end of the last record whose payload checks too
+    std::uint64_t chain_end = 0;      // first byte not covered by an intact header chain
+    std::uint64_t last_good = 0;      // end of the last record whose payload checks too
     bool intact_after_break = false;  // an intact header lies beyond chain_end
 };
 
@@ -451,8 +448,8 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     TailScan tail;
     Status st = scan_tail(reader, &tail);
     if (!st) {
-        return Status::error(st.err(), "segment store: scanning " + impl->path(newest) + ": " +
-                                           st.message());
+        return Status::error(st.err(),
+                             "segment store: scanning " + impl->path(newest) + ": " + st.message());
     }
     if (tail.intact_after_break) {
         // Damage in the middle, not a torn tail: keep every byte (records
@@ -528,12 +525,12 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
 
     std::shared_ptr<File> file;
     Status st = m.file_for_read(loc.segment, &file);
-    if (!st) return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
+    if (!st)
+        return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
     auto short_read = [&](std::size_t want, std::size_t got) {
         return Status::error(EIO, where + ": record of " + std::to_string(total) +
                                       " bytes runs past the end of the file (read " +
-                                      std::to_string(got) + " of " + std::to_string(want) +
-                                      ")");
+                                      std::to_string(got) + " of " + std::to_string(want) + ")");
     };
     std::size_t got = 0;
     if (total <= kScratchLimit) {
@@ -589,8 +586,8 @@ Status SegmentStore::sync() {
         if (!st) {
             std::lock_guard lock(m.mu);
             m.failed = Status::error(st.err(), "segment store " + m.dir +
-                                                   " stopped after a failed sync (" +
-                                                   st.message() + "); reopen it");
+                                                   " stopped after a failed sync (" + st.message() +
+                                                   "); reopen it");
             return st;
         }
     }

@@ -1,5 +1,7 @@
 // Env::posix(): the POSIX Env every store file goes through.
 
+#include "hiodsfs/env.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -9,7 +11,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "hiodsfs/env.h"
 #include "store_test_util.h"
 
 namespace hiodsfs {

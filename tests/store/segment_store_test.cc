@@ -614,7 +614,8 @@ struct Workload {
         for (int i = 0; i < count; ++i) {
             Rec r;
             const std::size_t len = 100 + rng() % 3000;
-            Status st = append(s, first_id + static_cast<ChunkId>(i), test::random_bytes(rng, len), &r);
+            Status st =
+                append(s, first_id + static_cast<ChunkId>(i), test::random_bytes(rng, len), &r);
             if (st) {
                 appended.push_back(std::move(r));
             } else {
@@ -741,7 +742,8 @@ TEST_CASE("segment store: sync faults at every sync of a workload", "[segment][f
     }
 }
 
-TEST_CASE("segment store: after a failed fdatasync the store refuses to go on", "[segment][fault]") {
+TEST_CASE("segment store: after a failed fdatasync the store refuses to go on",
+          "[segment][fault]") {
     TempDir tmp;
     FaultInjectionEnv env(Env::posix());
     env.set_forward_syncs(false);
@@ -809,7 +811,8 @@ TEST_CASE("segment store: power loss at random points keeps every synced record"
                 if (dice < 80) {
                     Rec r;
                     std::size_t len = rng() % 3000;
-                    if (rng() % 20 == 0) len = static_cast<std::size_t>(opts.max_segment_bytes) + 100;
+                    if (rng() % 20 == 0)
+                        len = static_cast<std::size_t>(opts.max_segment_bytes) + 100;
                     REQUIRE_OK(append(*s, next_id++, test::random_bytes(rng, len), &r));
                     pending.push_back(std::move(r));
                 } else if (dice < 92) {
@@ -872,8 +875,8 @@ TEST_CASE("segment store: reads run alongside appends and syncs", "[segment][thr
                     if (published.empty()) continue;
                     // Mostly the newest records: those are still in the buffer.
                     const std::size_t n = published.size();
-                    const std::size_t i = rng() % 2 ? n - 1 - rng() % std::min<std::size_t>(n, 8)
-                                                    : rng() % n;
+                    const std::size_t i =
+                        rng() % 2 ? n - 1 - rng() % std::min<std::size_t>(n, 8) : rng() % n;
                     r = published[i];
                 }
                 out.assign(r.loc.length, 0);

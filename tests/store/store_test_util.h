@@ -16,11 +16,11 @@
 #include "hiodsfs/status.h"
 
 // Fails the test with the Status's own message, so a failure says why.
-#define REQUIRE_OK(expr)                                   \
-    do {                                                   \
-        ::hiodsfs::Status _st = (expr);                    \
-        INFO(#expr << " -> " << _st.to_string());          \
-        REQUIRE(_st.is_ok());                              \
+#define REQUIRE_OK(expr)                          \
+    do {                                          \
+        ::hiodsfs::Status _st = (expr);           \
+        INFO(#expr << " -> " << _st.to_string()); \
+        REQUIRE(_st.is_ok());                     \
     } while (0)
 
 namespace hiodsfs::test {
@@ -29,7 +29,8 @@ namespace hiodsfs::test {
 class TempDir {
 public:
     TempDir() {
-        std::string tmpl = std::filesystem::temp_directory_path().string() + "/hiodsfs-store-XXXXXX";
+        std::string tmpl =
+            std::filesystem::temp_directory_path().string() + "/hiodsfs-store-XXXXXX";
         char* p = ::mkdtemp(tmpl.data());
         REQUIRE(p != nullptr);
         path_ = tmpl;
