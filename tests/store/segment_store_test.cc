@@ -4,6 +4,7 @@
 #include "hiodsfs/segment_store.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -903,6 +904,169 @@ TEST_CASE("segment store: reads run alongside appends and syncs", "[segment][thr
     REQUIRE(bad.load() == 0);
     REQUIRE(reads.load() > 0);
     require_all(*s, published);
+}
+
+TEST_CASE("segment store: sync racing with appends keeps its promise", "[segment][threads]") {
+    // sync() runs fdatasync without the writer lock; records appended before
+    // the call must be durable however the appends interleave with it.
+    for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+        INFO("seed " << seed);
+        TempDir tmp;
+        FaultInjectionEnv env(Env::posix());
+        env.set_forward_syncs(false);
+        const auto opts = small_options(32 << 10, 2048);
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+
+        std::mutex mu;
+        std::vector<Rec> appended;
+        std::atomic<bool> done{false};
+        std::size_t promised = 0;  // appended[0, promised) were appended before a good sync
+        Status sync_status;
+        std::thread syncer([&] {
+            while (!done.load() && sync_status) {
+                std::size_t before;
+                {
+                    std::lock_guard lock(mu);
+                    before = appended.size();
+                }
+                sync_status = s->sync();
+                if (sync_status) promised = std::max(promised, before);
+            }
+        });
+        std::mt19937_64 rng(seed);
+        Status append_status;
+        for (ChunkId id = 1; id <= 600 && append_status; ++id) {
+            Rec r;
+            append_status = append(*s, id, test::random_bytes(rng, 1 + rng() % 1500), &r);
+            std::lock_guard lock(mu);
+            if (append_status) appended.push_back(std::move(r));
+        }
+        done.store(true);
+        syncer.join();
+        REQUIRE_OK(append_status);
+        REQUIRE_OK(sync_status);
+        REQUIRE(promised > 0);
+        s.reset();
+        REQUIRE_OK(env.drop_unsynced(seed));
+        REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+        for (std::size_t i = 0; i < appended.size(); ++i) {
+            if (i < promised) {
+                INFO("record " << i << " of " << promised << " promised");
+                REQUIRE_OK(read_back(*s, appended[i]));
+            } else {
+                require_intact_or_absent(*s, appended[i]);
+            }
+        }
+    }
+}
+
+// Wraps an Env so a test can hold File::sync() at a chosen moment.
+class PausingEnv final : public Env {
+public:
+    explicit PausingEnv(Env* base) : base_(base) {}
+
+    // Each File::sync() calls this after the data is durable, before
+    // returning (from the syncing thread).
+    std::function<void()> after_sync = [] {};
+
+    Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(base_->open(path, mode, &f));
+        *out = std::make_unique<PausingFile>(this, std::move(f));
+        return Status::ok();
+    }
+    Status unlink(const std::string& path) override { return base_->unlink(path); }
+    Status rename(const std::string& from, const std::string& to) override {
+        return base_->rename(from, to);
+    }
+    Status mkdir(const std::string& path) override { return base_->mkdir(path); }
+    Status list_dir(const std::string& path, std::vector<std::string>* names) override {
+        return base_->list_dir(path, names);
+    }
+    bool exists(const std::string& path) override { return base_->exists(path); }
+    Status sync_dir(const std::string& path) override { return base_->sync_dir(path); }
+
+private:
+    class PausingFile final : public File {
+    public:
+        PausingFile(PausingEnv* env, std::unique_ptr<File> base)
+            : env_(env), base_(std::move(base)) {}
+        Status pwrite(const void* d, std::size_t n, std::uint64_t off) override {
+            return base_->pwrite(d, n, off);
+        }
+        Status pread(void* d, std::size_t n, std::uint64_t off, std::size_t* got) override {
+            return base_->pread(d, n, off, got);
+        }
+        Status sync() override {
+            Status st = base_->sync();
+            env_->after_sync();
+            return st;
+        }
+        Status size(std::uint64_t* out) override { return base_->size(out); }
+        Status truncate(std::uint64_t n) override { return base_->truncate(n); }
+
+    private:
+        PausingEnv* env_;
+        std::unique_ptr<File> base_;
+    };
+
+    Env* base_;
+};
+
+TEST_CASE("segment store: a segment sealed during a sync is synced by the next one",
+          "[segment][threads]") {
+    TempDir tmp;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    PausingEnv env(&fenv);
+    const auto opts = small_options(8192, 1024);
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), opts, &s));
+    std::mt19937_64 rng(13);
+    std::vector<Rec> recs;
+    auto add = [&](std::size_t len) {
+        Rec r;
+        REQUIRE_OK(append(*s, recs.size() + 1, test::random_bytes(rng, len), &r));
+        recs.push_back(std::move(r));
+    };
+    add(500);
+    REQUIRE_OK(s->sync());
+
+    // Hold the next fdatasync, after it made the file durable, until the main
+    // thread has written more data to the same segment and rolled over.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool in_sync = false, release = false;
+    std::atomic<bool> pause{true};  // only the first sync waits
+    env.after_sync = [&] {
+        if (!pause.exchange(false)) return;
+        std::unique_lock lock(mu);
+        in_sync = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+    };
+    add(500);
+    Status first;
+    std::thread syncer([&] { first = s->sync(); });
+    {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return in_sync; });
+    }
+    const SegmentId seg = recs.back().loc.segment;
+    while (recs.back().loc.segment == seg) add(900);  // fills, flushes, rolls over
+    {
+        std::lock_guard lock(mu);
+        release = true;
+    }
+    cv.notify_all();
+    syncer.join();
+    REQUIRE_OK(first);
+    REQUIRE_OK(s->sync());  // promises everything appended so far
+    s.reset();
+    REQUIRE_OK(fenv.drop_all_unsynced());
+    REQUIRE_OK(SegmentStore::open(&fenv, tmp.path(), opts, &s));
+    require_all(*s, recs);
 }
 
 }  // namespace
