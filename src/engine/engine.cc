@@ -1287,6 +1287,8 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
         std::uint64_t pos = s.end();
         std::uint64_t size = 0;
         bool at_boundary = false;
+        bool next_is_raw = false;
+        bool hole_at_pos = false;
         std::uint64_t piece_end = 0;
         {
             std::unique_ptr<Txn> t;
@@ -1307,12 +1309,21 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
                 piece_end = ex.front().end();
             }
             piece_end = std::min({piece_end, size, pos + kRechunkPiece});
+            hole_at_pos = ex.empty() || ex.front().start > pos;
+            if (!ex.empty()) {
+                // Raw (not yet deduplicated) data ahead is no boundary to stop
+                // at: chunking on through it cuts it as inline mode would.
+                std::string_view v;
+                bool found = false;
+                ChunkRecord rec;
+                HIODSFS_TRY(t->get(Db::kChunks, key_u64(ex.front().e.chunk), &v, &found));
+                next_is_raw = found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
+            }
         }
-        if (at_boundary && s.size() == 0) {
-            s.clear();
-            return Status::ok();
-        }
-        if (at_boundary && pos >= give_up) return close_stream(ino, s);
+        // A hole is a cut point: its zeros are not chunked into the data.
+        if (hole_at_pos || (at_boundary && !next_is_raw && s.size() == 0) ||
+            (at_boundary && !next_is_raw && pos >= give_up))
+            return close_stream(ino, s, true);  // inline even when the pass runs this
         piece.resize(piece_end - pos);
         std::size_t got = 0;
         HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
@@ -1725,6 +1736,34 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     HIODSFS_TRY(st);
     if (in.r.nlink == 0 || offset >= in.r.size) return Status::ok();
     std::uint64_t end = std::min(in.r.size, offset + length);
+    {
+        // Nothing raw left in the range: an earlier sweep that chunked on
+        // through it, or an inline overwrite, has done the work already.
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(extents_in(*t, ino, offset, end, &ex));
+        bool any_raw = false;
+        for (const auto& m : ex) {
+            std::string_view v;
+            bool found = false;
+            ChunkRecord rec;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+            if (found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed)) {
+                any_raw = true;
+                break;
+            }
+        }
+        if (!any_raw) return Status::ok();
+        // Restart at the chunk before the range: it may be a tail cut by an
+        // earlier sweep at what was then the end of the file (re-cutting a
+        // natural chunk just finds it again).
+        if (offset > 0) {
+            std::vector<MappedExtent> before;
+            HIODSFS_TRY(extents_in(*t, ino, offset - 1, offset, &before));
+            if (!before.empty()) offset = before.front().start;
+        }
+    }
     HIODSFS_TRY(close_stream(ino, *s, true));
     // Exactly the inline path over the current bytes of the range: start at
     // the cut point before it, and realign with the chunks after it.

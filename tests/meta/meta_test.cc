@@ -82,6 +82,7 @@ TEST_CASE("operations are visible at once and durable after commit_group", "[met
     std::unique_ptr<Txn> t;
     REQUIRE(m->begin(&t).is_ok());
     CHECK(t->super().next_ino == 77);
+    t.reset();
 }
 
 TEST_CASE("an operation that is not committed rolls back alone", "[meta]") {
@@ -91,6 +92,7 @@ TEST_CASE("an operation that is not committed rolls back alone", "[meta]") {
     REQUIRE(m->begin(&t).is_ok());
     REQUIRE(t->put(Db::kChunks, key_u64(1), "kept").is_ok());
     REQUIRE(t->commit().is_ok());
+    t.reset();  // a Txn holds the store's lock until it is destroyed
     REQUIRE(m->begin(&t).is_ok());
     REQUIRE(t->put(Db::kChunks, key_u64(2), "dropped").is_ok());
     REQUIRE(t->del(Db::kChunks, key_u64(1)).is_ok());
@@ -100,6 +102,7 @@ TEST_CASE("an operation that is not committed rolls back alone", "[meta]") {
     CHECK_FALSE(has(*m, Db::kChunks, key_u64(2)));
     REQUIRE(m->begin(&t).is_ok());
     CHECK(t->super().counters.stored_bytes == 0);
+    t.reset();
 }
 
 TEST_CASE("commit_group runs the data sync first and keeps the group if it fails", "[meta]") {
