@@ -318,7 +318,9 @@ Status EngineImpl::init(const EngineOptions& options) {
         chunking_ = options.chunking;
     }
 
-    HIODSFS_TRY(SegmentStore::open(env_, dir + "/segments", options.segments, &segs_));
+    SegmentStoreOptions seg_options = options.segments;
+    seg_options.read_only = options.read_only;  // a read-only open must not cut a torn tail under a daemon
+    HIODSFS_TRY(SegmentStore::open(env_, dir + "/segments", seg_options, &segs_));
     HIODSFS_TRY(MetaStore::open(dir + "/meta", options.lmdb_map_bytes, options.read_only, &meta_));
 
     if (fresh) {
