@@ -188,6 +188,9 @@ private:
     Status lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
                         bool* found);
     Status load_dir(Txn& t, InodeId ino, Inode* out);
+    // The entry `name` of directory `parent` and its inode (ENOENT if absent).
+    Status resolve_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* entry,
+                         Inode* child);
     Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
     Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
     // Collects the extents of ino overlapping [off, end).
@@ -516,6 +519,16 @@ Status EngineImpl::load_dir(Txn& t, InodeId ino, Inode* out) {
     return Status::ok();
 }
 
+Status EngineImpl::resolve_entry(Txn& t, InodeId parent, std::string_view name,
+                                 DirentValue* entry, Inode* child) {
+    Inode dir;
+    HIODSFS_TRY(load_dir(t, parent, &dir));
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(t, parent, name, entry, &found));
+    if (!found) return Status::error(ENOENT, "no such entry");
+    return load_inode(t, entry->ino, child);
+}
+
 Status EngineImpl::dir_is_empty(Txn& t, InodeId dir, bool* empty) {
     Cursor c = t.cursor(Db::kDirents);
     std::string prefix = key_u64(dir);
@@ -736,14 +749,9 @@ Status EngineImpl::lookup(InodeId parent, std::string_view name, Attr* out) {
     if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
-    Inode dir;
-    HIODSFS_TRY(load_dir(*t, parent, &dir));
     DirentValue d;
-    bool found = false;
-    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
-    if (!found) return Status::error(ENOENT, "no such entry");
     Inode in;
-    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
     *out = to_attr(d.ino, in);
     return Status::ok();
 }
@@ -868,14 +876,9 @@ Status EngineImpl::unlink(InodeId parent, std::string_view name) {
     if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
-    Inode dir;
-    HIODSFS_TRY(load_dir(*t, parent, &dir));
     DirentValue d;
-    bool found = false;
-    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
-    if (!found) return Status::error(ENOENT, "no such entry");
     Inode in;
-    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
     if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
     HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
     HIODSFS_TRY(touch_dir(*t, parent, 0));
@@ -892,14 +895,9 @@ Status EngineImpl::rmdir(InodeId parent, std::string_view name) {
     if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
-    Inode dir;
-    HIODSFS_TRY(load_dir(*t, parent, &dir));
     DirentValue d;
-    bool found = false;
-    HIODSFS_TRY(lookup_entry(*t, parent, name, &d, &found));
-    if (!found) return Status::error(ENOENT, "no such entry");
     Inode in;
-    HIODSFS_TRY(load_inode(*t, d.ino, &in));
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
     if (!is_dir(in.r.mode)) return Status::error(ENOTDIR, "not a directory");
     bool empty = false;
     HIODSFS_TRY(dir_is_empty(*t, d.ino, &empty));
