@@ -217,14 +217,26 @@ private:
         const std::uint8_t* data;
         std::size_t len;
     };
-    Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks);
+    // What a write request does to its inode (size, mtime, ctime), applied in
+    // the same metadata operation as its last chunks when it has any, so a
+    // write costs one transaction instead of two.
+    struct WriteUpdate {
+        std::uint64_t end;
+        struct timespec now;
+        bool applied = false;
+    };
+    static void apply_update(Inode& in, WriteUpdate* u);
+    Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
+                       WriteUpdate* upd = nullptr);
     Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
     // Deferred path: stores bytes as they are (no fingerprint, no lookup),
     // maps them, and records the range for the background pass.
-    Status emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
+    Status emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
+                    WriteUpdate* upd = nullptr);
     Status write_deferred(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
-                          std::size_t len);
-    Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len);
+                          std::size_t len, WriteUpdate* upd);
+    Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
+                WriteUpdate* upd = nullptr);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
     Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta);
@@ -1098,7 +1110,15 @@ Status EngineImpl::regular_file(InodeId ino, Inode* out) {
 
 // Chunks of file ino: fingerprinted outside the lock, then stored or shared
 // and mapped in ONE metadata operation (a request's chunks commit together).
-Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks) {
+void EngineImpl::apply_update(Inode& in, WriteUpdate* u) {
+    if (u->end > in.r.size) in.r.size = u->end;
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, u->now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, u->now);
+    u->applied = true;
+}
+
+Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
+                               WriteUpdate* upd) {
     if (chunks.empty()) return Status::ok();
     std::vector<Digest> digests(chunks.size());
     std::vector<bool> zero(chunks.size());
@@ -1121,8 +1141,12 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
             HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
         }
     }
+    WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
+    if (upd != nullptr) apply_update(in, &pending);
     HIODSFS_TRY(store_inode(*t, ino, in));
-    return t->commit();
+    HIODSFS_TRY(t->commit());
+    if (upd != nullptr) *upd = pending;
+    return Status::ok();
 }
 
 Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
@@ -1130,7 +1154,7 @@ Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data
 }
 
 Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
-                            std::size_t len) {
+                            std::size_t len, WriteUpdate* upd) {
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
@@ -1161,17 +1185,23 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
     sup.counters.backlog_records += 1;
     sup.counters.backlog_bytes += len;
     if (off + len > in.r.size) in.r.size = off + len;
+    WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
+    if (upd != nullptr) apply_update(in, &pending);
     HIODSFS_TRY(store_inode(*t, ino, in));
-    return t->commit();
+    HIODSFS_TRY(t->commit());
+    if (upd != nullptr) *upd = pending;
+    return Status::ok();
 }
 
 Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
-                                  const std::uint8_t* data, std::size_t len) {
+                                  const std::uint8_t* data, std::size_t len, WriteUpdate* upd) {
     HIODSFS_TRY(close_stream(ino, s));
     // Raw records are bounded like chunks so reads of them stay cheap.
     const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
-    for (std::size_t done = 0; done < len; done += piece)
-        HIODSFS_TRY(emit_raw(ino, off + done, data + done, std::min(piece, len - done)));
+    for (std::size_t done = 0; done < len; done += piece) {
+        std::size_t n = std::min(piece, len - done);
+        HIODSFS_TRY(emit_raw(ino, off + done, data + done, n, done + n == len ? upd : nullptr));
+    }
     if (pass_) pass_->wake();
     return Status::ok();
 }
@@ -1179,7 +1209,8 @@ Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
 // Appends bytes to the stream and emits every chunk they complete. On a
 // failure the stream is left holding only bytes that were acknowledged
 // before this call, with the chunker state rebuilt to match.
-Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len) {
+Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
+                        WriteUpdate* upd) {
     std::size_t before = s.buf.size();
     s.buf.insert(s.buf.end(), data, data + len);
     std::size_t scanned = before;
@@ -1195,7 +1226,7 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
         off += chunk_len;
         head = scanned;
     }
-    Status st = emit_chunks(ino, chunks);
+    Status st = emit_chunks(ino, chunks, upd);
     if (st) {
         s.off = off;
         s.head = head;
@@ -1347,26 +1378,16 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     HIODSFS_TRY(regular_file(ino, &in));
     std::uint64_t old_size = in.r.size;
     const auto* bytes = static_cast<const std::uint8_t*>(data);
-    if (deferred_.load()) {
-        HIODSFS_TRY(write_deferred(ino, *s, offset, bytes, len));
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
-        Inode cur;
-        HIODSFS_TRY(load_inode(*t, ino, &cur));
-        auto now = now_ts();
-        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, now);
-        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, now);
-        HIODSFS_TRY(store_inode(*t, ino, cur));
-        return t->commit();
-    }
+    WriteUpdate upd{offset + len, now_ts()};
+    if (deferred_.load()) return write_deferred(ino, *s, offset, bytes, len, &upd);
     if (!(s->active && offset == s->end())) {
         HIODSFS_TRY(close_stream(ino, *s));
         HIODSFS_TRY(start_stream(ino, *s, offset));
     }
-    Status st = feed(ino, *s, bytes, len);
+    Status st = feed(ino, *s, bytes, len, &upd);
     // A failed feed accepted nothing of this write.
     std::uint64_t accepted_end = st ? offset + len : 0;
-    {
+    if (!upd.applied) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
         Inode cur;

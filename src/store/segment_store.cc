@@ -96,10 +96,13 @@ bool parse_segment_name(const std::string& name, SegmentId* id) {
 
 // Checks a record read back against what the caller expects. Never lets a
 // mismatch through: EIO with the file, offset and the check that failed.
+// `where` names the record for an error message; it is only called on a
+// failure, so the hot path builds no strings.
+template <typename Where>
 Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
-                    const std::string& where) {
+                    const Where& where) {
     const Header h = Header::decode(hdr);
-    auto fail = [&](const std::string& what) { return Status::error(EIO, where + ": " + what); };
+    auto fail = [&](const std::string& what) { return Status::error(EIO, where() + ": " + what); };
     if (h.magic != SegmentStore::kRecordMagic) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
@@ -499,9 +502,9 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
 
 Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
     Impl& m = *impl_;
-    const std::string where = m.path(loc.segment) + " at offset " + std::to_string(loc.offset);
+    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
     if (loc.offset < kHeaderBytes) {
-        return Status::error(EIO, where + ": not a record location (offset before header)");
+        return Status::error(EIO, where() + ": not a record location (offset before header)");
     }
     const std::uint64_t header_off = loc.offset - kHeaderBytes;
     const std::size_t total = kHeaderBytes + std::size_t{loc.length};
@@ -512,7 +515,7 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
         std::unique_lock lock(m.mu);
         if (loc.segment == m.active && loc.offset + loc.length > m.written) {
             if (header_off < m.written || header_off + total > m.written + m.buffer.size()) {
-                return Status::error(EIO, where + ": location is past the end of the segment");
+                return Status::error(EIO, where() + ": location is past the end of the segment");
             }
             char hdr[kHeaderBytes];
             const char* rec = m.buffer.data() + (header_off - m.written);
@@ -528,7 +531,7 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
     if (!st)
         return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
     auto short_read = [&](std::size_t want, std::size_t got) {
-        return Status::error(EIO, where + ": record of " + std::to_string(total) +
+        return Status::error(EIO, where() + ": record of " + std::to_string(total) +
                                       " bytes runs past the end of the file (read " +
                                       std::to_string(got) + " of " + std::to_string(want) + ")");
     };
@@ -538,7 +541,7 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
         thread_local std::vector<char> scratch;
         scratch.resize(total);
         st = file->pread(scratch.data(), total, header_off, &got);
-        if (!st) return Status::error(EIO, where + ": " + st.message());
+        if (!st) return Status::error(EIO, where() + ": " + st.message());
         if (got != total) return short_read(total, got);
         HIODSFS_TRY(check_record(scratch.data(), scratch.data() + kHeaderBytes, loc, chunk, where));
         if (loc.length > 0) std::memcpy(out, scratch.data() + kHeaderBytes, loc.length);
@@ -548,10 +551,10 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
     // length from damaged metadata never makes us allocate gigabytes.
     char hdr[kHeaderBytes];
     st = file->pread(hdr, kHeaderBytes, header_off, &got);
-    if (!st) return Status::error(EIO, where + ": " + st.message());
+    if (!st) return Status::error(EIO, where() + ": " + st.message());
     if (got != kHeaderBytes) return short_read(kHeaderBytes, got);
     st = file->pread(out, loc.length, loc.offset, &got);
-    if (!st) return Status::error(EIO, where + ": " + st.message());
+    if (!st) return Status::error(EIO, where() + ": " + st.message());
     if (got != loc.length) return short_read(loc.length, got);
     return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
 }
