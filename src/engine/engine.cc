@@ -21,6 +21,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -1121,11 +1123,18 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
                                WriteUpdate* upd) {
     if (chunks.empty()) return Status::ok();
     std::vector<Digest> digests(chunks.size());
-    std::vector<bool> zero(chunks.size());
-    for (std::size_t i = 0; i < chunks.size(); ++i) {
+    std::vector<char> zero(chunks.size());
+    auto fingerprint = [&](std::size_t i) {
         // Zeros are not stored: they read back from a hole.
         zero[i] = all_zero(chunks[i].data, chunks[i].len);
         if (!zero[i]) digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
+    };
+    // A large request's chunks are hashed on every core: one file's stream
+    // is serial, and SHA-256 is most of its CPU time.
+    if (chunks.size() >= 8) {
+        tbb::parallel_for(std::size_t{0}, chunks.size(), fingerprint);
+    } else {
+        for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
     }
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
@@ -1155,27 +1164,33 @@ Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data
 
 Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
                             std::size_t len, WriteUpdate* upd) {
+    // Raw records are bounded like chunks so reads of them stay cheap; all
+    // of one request's records and its one dirty record commit together.
+    const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     auto& sup = t->super();
-    ChunkId id = sup.next_chunk++;
-    ChunkLocation loc;
-    HIODSFS_TRY(segs_->append(id, data, static_cast<std::uint32_t>(len), &loc));
-    ChunkRecord rec;
-    rec.segment = loc.segment;
-    rec.offset = loc.offset;
-    rec.length = static_cast<std::uint32_t>(len);
-    rec.refs = 1;
-    rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
-    HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
-    HIODSFS_TRY(add_segment_live(*t, loc.segment, static_cast<std::int64_t>(len)));
-    sup.counters.stored_bytes += len;
-    sup.counters.raw_bytes += len;
-    sup.counters.chunk_count += 1;
-    ExtentRecord e{id, 0, static_cast<std::uint32_t>(len)};
-    HIODSFS_TRY(replace_range(*t, ino, in, off, len, &e));
+    for (std::size_t done = 0; done < len; done += piece) {
+        const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
+        ChunkId id = sup.next_chunk++;
+        ChunkLocation loc;
+        HIODSFS_TRY(segs_->append(id, data + done, n, &loc));
+        ChunkRecord rec;
+        rec.segment = loc.segment;
+        rec.offset = loc.offset;
+        rec.length = n;
+        rec.refs = 1;
+        rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
+        HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
+        HIODSFS_TRY(add_segment_live(*t, loc.segment, n));
+        sup.counters.stored_bytes += n;
+        sup.counters.raw_bytes += n;
+        sup.counters.chunk_count += 1;
+        ExtentRecord e{id, 0, n};
+        HIODSFS_TRY(replace_range(*t, ino, in, off + done, n, &e));
+    }
     std::uint64_t seq = sup.next_dirty++;
     std::string v;
     put_be64(&v, ino);
@@ -1196,12 +1211,7 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
 Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
                                   const std::uint8_t* data, std::size_t len, WriteUpdate* upd) {
     HIODSFS_TRY(close_stream(ino, s));
-    // Raw records are bounded like chunks so reads of them stay cheap.
-    const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
-    for (std::size_t done = 0; done < len; done += piece) {
-        std::size_t n = std::min(piece, len - done);
-        HIODSFS_TRY(emit_raw(ino, off + done, data + done, n, done + n == len ? upd : nullptr));
-    }
+    HIODSFS_TRY(emit_raw(ino, off, data, len, upd));
     if (pass_) pass_->wake();
     return Status::ok();
 }
@@ -1294,13 +1304,10 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off) {
     if (!s.chunker) s.chunker = Chunker::make(chunking_);
     s.chunker->reset(start);
     if (start < off) {
-        std::vector<std::uint8_t> old(off - start);
+        std::vector<std::uint8_t> old(off - start);  // past EOF stays zeros
         std::size_t got = 0;
         Status st = read_locked(ino, nullptr, start, old.size(), old.data(), &got);
-        if (st) {
-            old.resize(off - start);  // past EOF reads as zeros
-            st = feed(ino, s, old.data(), old.size());
-        }
+        if (st) st = feed(ino, s, old.data(), old.size());
         if (!st) {
             s.clear();
             return st;

@@ -493,9 +493,10 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
         HIODSFS_TRY(m.flush_locked());
     }
     const std::size_t at = m.buffer.size();
-    m.buffer.resize(at + record);
-    std::memcpy(m.buffer.data() + at, hdr, kHeaderBytes);
-    if (len > 0) std::memcpy(m.buffer.data() + at + kHeaderBytes, data, len);
+    // insert, not resize + memcpy: no zero-filling of every appended byte.
+    m.buffer.insert(m.buffer.end(), hdr, hdr + kHeaderBytes);
+    const char* bytes = static_cast<const char*>(data);
+    if (len > 0) m.buffer.insert(m.buffer.end(), bytes, bytes + len);
     *out = ChunkLocation{m.active, m.written + at + kHeaderBytes, len};
     return Status::ok();
 }
