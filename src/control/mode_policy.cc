@@ -120,6 +120,8 @@ private:
     static constexpr double kCostSmoothing = 0.3;  // EWMA weight of the newest interval
     static constexpr unsigned kUndoWindowTimesN = 10;
     static constexpr unsigned kMaxCalmTimesN = 32;
+    // Per saturated interval below the known inline capacity (half-life ~23).
+    static constexpr double kCapDecay = 0.03;
 
     void reset_runs() {
         missed_ = calm_ = 0;
@@ -144,6 +146,16 @@ private:
                                             : 0.0;
         const bool saturated = busy >= keep_;
         if (!(stress && saturated && goal_missed(s, cfg_) && deferred_helps())) {
+            reset_runs();
+            return WriteMode::kInline;
+        }
+        // Well below the inline capacity measured before, a missed goal is
+        // the application asking for less (with several writers the daemon
+        // looks saturated either way): deferring would only grow a backlog.
+        // The estimate decays toward what inline serves now, so a capacity
+        // that really dropped is learned within a minute or two.
+        if (have_cap_ && s.ops_per_s() < keep_ * cap_ops_) {
+            cap_ops_ = (1 - kCapDecay) * cap_ops_ + kCapDecay * s.ops_per_s();
             reset_runs();
             return WriteMode::kInline;
         }

@@ -558,3 +558,43 @@ TEST_CASE("comparison: hiods vs capacity on the same traces") {
     CHECK(totals[1][0] < totals[0][0]);
     CHECK(totals[1][1] < totals[0][1]);
 }
+
+// Several writers that together ask for less than the goal keep the daemon
+// "saturated" (more than one request in service) while inline serves all
+// they ask. Found with scripts/bench-hybrid's mountain/valley load: after
+// returning to inline in a valley the capacity policy deferred again.
+TEST_CASE("policy: capacity stays inline for writers asking less than its measured capacity") {
+    ControlConfig cfg;
+    cfg.target_ops = 5000;
+    auto policy = make_policy("capacity", cfg, nullptr);
+    REQUIRE(policy != nullptr);
+    std::uint64_t t = 0;
+    auto interval = [&](double ops_per_s, double requests_in_service) {
+        IntervalSample s;
+        s.start_ns = t;
+        t += kSec;
+        s.end_ns = t;
+        s.ops = s.arrivals = s.stressed = static_cast<std::uint64_t>(ops_per_s);
+        s.bytes = s.ops * 4096;
+        s.busy_ns = static_cast<std::uint64_t>(requests_in_service * kSec);
+        s.last_arrival_ns = t - kMs;
+        return s;
+    };
+    WriteMode mode = WriteMode::kInline;
+    std::string reason;
+    // Inline at its ceiling (3000 ops/s, four writers): defers after N.
+    for (unsigned i = 0; i < cfg.switch_after; ++i) mode = policy->decide(interval(3000, 4), mode, &reason);
+    REQUIRE(mode == WriteMode::kDeferred);
+    // A valley of 1000 ops/s fits inline's 3000: back to inline after N.
+    for (unsigned i = 0; i < cfg.switch_after; ++i) mode = policy->decide(interval(1000, 1.2), mode, &reason);
+    REQUIRE(mode == WriteMode::kInline);
+    // Still 1000 ops/s, inline, four writers in service: no reason to defer.
+    for (int i = 0; i < 20; ++i) {
+        mode = policy->decide(interval(1000, 3.5), mode, &reason);
+        INFO("interval " << i);
+        REQUIRE(mode == WriteMode::kInline);
+    }
+    // The load rises to inline's ceiling again: defers within N intervals.
+    for (unsigned i = 0; i < cfg.switch_after; ++i) mode = policy->decide(interval(2900, 4), mode, &reason);
+    CHECK(mode == WriteMode::kDeferred);
+}
