@@ -80,6 +80,16 @@ bool resolve_paths(DaemonOptions* opt, std::string* error) {
         *error = "mount point " + opt->mountpoint + " is not a directory";
         return false;
     }
+    // Like mount(8) users expect from most file systems: files under the
+    // mount point would vanish from view, usually a mistaken path.
+    if (!opt->nonempty) {
+        std::filesystem::directory_iterator it(opt->mountpoint, ec);
+        if (!ec && it != std::filesystem::directory_iterator()) {
+            *error = "mount point " + opt->mountpoint +
+                     " is not empty (-o nonempty mounts over its contents)";
+            return false;
+        }
+    }
     // The shutdown path unmounts by name after the daemon has chdir'ed to /.
     char* real = ::realpath(opt->mountpoint.c_str(), nullptr);
     if (real) {

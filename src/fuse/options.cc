@@ -181,6 +181,14 @@ public:
             out_->commit_interval_ms = static_cast<std::uint32_t>(v);
             return true;
         }
+        if (key == "nonempty") {
+            if (value) {
+                *error = "option nonempty takes no value";
+                return false;
+            }
+            out_->nonempty = true;
+            return true;
+        }
         if (key == "writeback_cache" || key == "no_writeback_cache") {
             if (value) {
                 *error = "option " + key + " takes no value";
@@ -503,6 +511,7 @@ std::string usage_text() {
          "  threads=N               request threads (default 10)\n"
          "  entry_timeout=SECONDS   kernel name cache timeout (default 1)\n"
          "  attr_timeout=SECONDS    kernel attribute cache timeout (default 1)\n"
+         "  nonempty                mount over a directory that is not empty\n"
          "\n"
          "FUSE options passed on: allow_other, allow_root, auto_unmount, ro, rw,\n"
          "fsname= (default STORE), subtype= (default hiodsfs), nosuid, nodev,\n"

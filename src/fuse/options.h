@@ -40,6 +40,8 @@ struct DaemonOptions {
     double entry_timeout = 1.0;  // seconds
     double attr_timeout = 1.0;
     bool read_only = false;
+    // Mount over a directory that has entries (hidden while mounted).
+    bool nonempty = false;
 
     // For libfuse, in -o form ("allow_other", "fsname=..."), escaped as
     // fuse_opt expects (a literal ',' or '\' preceded by '\').

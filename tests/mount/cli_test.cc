@@ -108,6 +108,96 @@ TEST_CASE("bad invocations give one line on stderr and a non-zero exit", "[cli]"
     }
 }
 
+// A directory tree's names and contents, to show a refused start touched nothing.
+std::string snapshot(const std::string& dir) {
+    return sh("cd " + shq(dir) + " && find . -printf '%p %s %m\\n' | sort && cat FORMAT 2>/dev/null")
+        .out;
+}
+
+TEST_CASE("bad stores and mount points are refused with one line, nothing touched", "[cli]") {
+    TempDir t;
+    const std::string bin = daemon_binary();
+    make_dir(t.path() + "/mnt");
+    make_dir(t.path() + "/mnt2");
+    make_dir(t.path() + "/busy-mnt");
+    write_file(t.path() + "/busy-mnt/keep", "mine");
+    write_file(t.path() + "/a-file", "not a store");
+    write_file(t.path() + "/a-file-mnt", "not a directory");
+    // A real store with a file in it, then made "newer" and locked.
+    MountFixture fx;
+    write_file(fx.path("f"), "data");
+    fx.unmount();
+    const std::string newer = t.path() + "/newer";
+    REQUIRE(sh("cp -a " + shq(fx.store()) + " " + shq(newer) + " && sed -i 's/^format .*/format 99/' " +
+               shq(newer + "/FORMAT"))
+                .ok());
+    make_dir(t.path() + "/locked");
+    REQUIRE(::chmod((t.path() + "/locked").c_str(), 0700) == 0);
+    REQUIRE(::chown((t.path() + "/mnt2").c_str(), 65534, 65534) == 0);
+
+    struct Case {
+        const char* what;
+        std::vector<std::string> argv;
+        std::string expect;  // in the message
+        std::string watched;  // a directory that must be unchanged
+    };
+    const std::string setpriv = "setpriv";
+    const std::vector<Case> cases = {
+        {"a store path that is a file", {bin, t.path() + "/a-file", t.path() + "/mnt", "-f"},
+         "not a directory", ""},
+        {"a store of a newer format", {bin, newer, t.path() + "/mnt", "-f"}, "format", newer},
+        {"a store without permissions (as nobody)",
+         {setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, t.path() + "/locked",
+          t.path() + "/mnt2", "-f"},
+         "ermission", t.path() + "/locked"},
+        {"a mount point that is not empty", {bin, fx.store(), t.path() + "/busy-mnt", "-f"},
+         "not empty", t.path() + "/busy-mnt"},
+        {"a mount point that is not a directory", {bin, fx.store(), t.path() + "/a-file-mnt", "-f"},
+         "not a directory", fx.store()},
+    };
+    for (const auto& c : cases) {
+        INFO("hiodsfs with " << c.what);
+        const std::string before = c.watched.empty() ? "" : snapshot(c.watched);
+        UnmountGuard guard{t.path() + "/mnt"};
+        UnmountGuard guard2{t.path() + "/mnt2"};
+        UnmountGuard guard3{t.path() + "/busy-mnt"};
+        CmdResult r = run(c.argv, {}, 20s);
+        INFO(r.describe());
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.find(c.expect) != std::string::npos);
+        CHECK_FALSE(mounted_at(t.path() + "/mnt"));
+        CHECK_FALSE(mounted_at(t.path() + "/mnt2"));
+        CHECK_FALSE(mounted_at(t.path() + "/busy-mnt"));
+        if (!c.watched.empty()) CHECK(snapshot(c.watched) == before);
+    }
+    CHECK(read_file(t.path() + "/busy-mnt/keep") == "mine");
+    // -o nonempty mounts over the directory; its file is back afterwards.
+    {
+        UnmountGuard guard{t.path() + "/busy-mnt"};
+        CmdResult r = run({bin, fx.store(), t.path() + "/busy-mnt", "-o", "nonempty"}, {}, 20s);
+        INFO(r.describe());
+        REQUIRE(r.ok());
+        CHECK(read_file(t.path() + "/busy-mnt/f") == "data");
+    }
+    CHECK(read_file(t.path() + "/busy-mnt/keep") == "mine");
+    // A second daemon on a mounted store: refused through the lock, and the
+    // first mount keeps working.
+    fx.mount();
+    {
+        UnmountGuard guard{t.path() + "/mnt"};
+        CmdResult r = run({bin, fx.store(), t.path() + "/mnt", "-f"}, {}, 20s);
+        INFO(r.describe());
+        CHECK(r.status != 0);
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.find("in use") != std::string::npos);
+        CHECK_FALSE(mounted_at(t.path() + "/mnt"));
+    }
+    CHECK(read_file(fx.path("f")) == "data");
+}
+
 TEST_CASE("--version and --help", "[cli]") {
     const std::string bin = daemon_binary();
     CmdResult v = run({bin, "--version"}, {}, 20s);
