@@ -63,6 +63,10 @@ public:
     // Reads the whole payload of a record into out (loc.length bytes) and
     // verifies its checksum and chunk id; EIO with a clear message otherwise.
     Status read(const ChunkLocation& loc, ChunkId chunk, void* out);
+    // Checks, without reading the payload, that a record of this chunk id and
+    // length starts at loc and that the file holds all of it; EIO otherwise.
+    // (For hiodsfs-fsck; read() also verifies the payload's checksum.)
+    Status check_header(const ChunkLocation& loc, ChunkId chunk);
     // Makes every record appended so far durable (data, then new directory
     // entries). Cheap when nothing was appended since the last sync. After a
     // failed fdatasync, append/flush/sync keep failing until the store is

@@ -312,11 +312,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
     bool fresh = !exists;
     if (exists) {
-        if (format.version != kFormatVersion)
-            return Status::error(EPROTO, "store " + dir + " has format version " +
-                                             std::to_string(format.version) +
-                                             "; this hiodsfs reads format " +
-                                             std::to_string(kFormatVersion));
+        HIODSFS_TRY(check_format_version(dir, format));
         if (options.chunking_given && !(options.chunking == format.chunking))
             return Status::error(EINVAL, "store " + dir + " was made with chunking " +
                                              format.chunking.describe() +

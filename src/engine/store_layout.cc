@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include "hiodsfs/records.h"
+
 namespace hiodsfs {
 namespace {
 constexpr const char* kMagicLine = "hiodsfs store";
@@ -45,6 +47,13 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
     if (!magic || !have_version || !have_chunking)
         return Status::error(EUCLEAN, path + " is not a hiodsfs format record");
     return Status::ok();
+}
+
+Status check_format_version(const std::string& store, const StoreFormat& format) {
+    if (format.version == kFormatVersion) return Status::ok();
+    return Status::error(EPROTO, "store " + store + " has format version " +
+                                     std::to_string(format.version) +
+                                     "; this hiodsfs reads format " + std::to_string(kFormatVersion));
 }
 
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {

@@ -19,6 +19,8 @@ struct StoreFormat {
 
 // Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.
 Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists);
+// EPROTO with one line when the store's format version is not this program's.
+Status check_format_version(const std::string& store, const StoreFormat& format);
 // Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
 

@@ -94,13 +94,13 @@ bool parse_segment_name(const std::string& name, SegmentId* id) {
     return v != 0;
 }
 
-// Checks a record read back against what the caller expects. Never lets a
-// mismatch through: EIO with the file, offset and the check that failed.
-// `where` names the record for an error message; it is only called on a
-// failure, so the hot path builds no strings.
+// Checks a record's header against what the caller expects: EIO with the
+// file, offset and the check that failed. `where` names the record for an
+// error message; it is only called on a failure, so the hot path builds no
+// strings.
 template <typename Where>
-Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
-                    const Where& where) {
+Status check_header_fields(const char* hdr, const ChunkLocation& loc, ChunkId chunk,
+                           const Where& where) {
     const Header h = Header::decode(hdr);
     auto fail = [&](const std::string& what) { return Status::error(EIO, where() + ": " + what); };
     if (h.magic != SegmentStore::kRecordMagic) {
@@ -117,9 +117,19 @@ Status check_record(const char* hdr, const char* payload, const ChunkLocation& l
         return fail("record holds chunk " + std::to_string(h.chunk) + ", expected chunk " +
                     std::to_string(chunk));
     }
-    if (h.payload_crc != crc32c(payload, loc.length)) {
-        return fail("payload checksum mismatch (chunk " + std::to_string(chunk) + ", " +
-                    std::to_string(loc.length) + " bytes)");
+    return Status::ok();
+}
+
+// Checks a record read back against what the caller expects. Never lets a
+// mismatch through: EIO with the file, offset and the check that failed.
+template <typename Where>
+Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
+                    const Where& where) {
+    HIODSFS_TRY(check_header_fields(hdr, loc, chunk, where));
+    if (Header::decode(hdr).payload_crc != crc32c(payload, loc.length)) {
+        return Status::error(EIO, where() + ": payload checksum mismatch (chunk " +
+                                      std::to_string(chunk) + ", " + std::to_string(loc.length) +
+                                      " bytes)");
     }
     return Status::ok();
 }
@@ -558,6 +568,35 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
     if (!st) return Status::error(EIO, where() + ": " + st.message());
     if (got != loc.length) return short_read(loc.length, got);
     return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+}
+
+Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
+    Impl& m = *impl_;
+    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
+    if (loc.offset < kHeaderBytes) {
+        return Status::error(EIO, where() + ": not a record location (offset before header)");
+    }
+    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
+        // Bytes still in the write buffer: the full read checks them.
+        std::vector<char> buf(loc.length);
+        return read(loc, chunk, buf.data());
+    }
+    std::shared_ptr<File> file;
+    Status st = m.file_for_read(loc.segment, &file);
+    if (!st) return Status::error(EIO, "chunk " + std::to_string(chunk) + ": " + st.message());
+    std::uint64_t size = 0;
+    HIODSFS_TRY(file->size(&size));
+    if (loc.offset + loc.length > size) {
+        return Status::error(EIO, where() + ": record of " + std::to_string(loc.length) +
+                                      " payload bytes runs past the end of the file (" +
+                                      std::to_string(size) + " bytes; truncated?)");
+    }
+    char hdr[kHeaderBytes];
+    std::size_t got = 0;
+    st = file->pread(hdr, kHeaderBytes, loc.offset - kHeaderBytes, &got);
+    if (!st) return Status::error(EIO, where() + ": " + st.message());
+    if (got != kHeaderBytes) return Status::error(EIO, where() + ": short header read");
+    return check_header_fields(hdr, loc, chunk, where);
 }
 
 Status SegmentStore::flush() {
