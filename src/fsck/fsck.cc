@@ -1,0 +1,1050 @@
+// The checker: loads the metadata into memory (about 100 bytes per inode,
+// directory entry and chunk), checks it in an order where each stage can
+// trust what the stages before it repaired, and writes repairs through one
+// metadata operation that is committed at the end. After a repair the whole
+// check runs again on the result; anything it still finds is left unrepaired.
+//
+// Stages: the namespace (missing inodes, entries, reachability, lost+found,
+// link counts, directory parents), file maps (extents inside live chunks),
+// chunks (reference counts, records rebuilt from segments, the fingerprint
+// index, segment records, live bytes per segment), the dirty queue,
+// extended attributes, the global counters, and the scrub.
+#include "fsck/fsck.h"
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/store_layout.h"
+#include "hiodsfs/env.h"
+#include "hiodsfs/fingerprint.h"
+#include "hiodsfs/meta_store.h"
+#include "hiodsfs/records.h"
+#include "hiodsfs/segment_store.h"
+
+namespace hiodsfs {
+
+std::size_t FsckReport::unrepaired() const {
+    return static_cast<std::size_t>(
+        std::count_if(problems.begin(), problems.end(), [](const FsckProblem& p) { return !p.repaired; }));
+}
+
+int FsckReport::exit_code() const {
+    if (problems.empty()) return 0;
+    return unrepaired() == 0 ? 1 : 4;
+}
+
+namespace {
+
+constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
+constexpr std::uint64_t kLmdbMapBytes = 1ull << 40;
+constexpr const char* kLostFound = "lost+found";
+
+const char* type_name(std::uint32_t mode) {
+    switch (mode & S_IFMT) {
+        case S_IFREG: return "file";
+        case S_IFDIR: return "directory";
+        case S_IFLNK: return "symlink";
+        case S_IFIFO: return "fifo";
+        case S_IFSOCK: return "socket";
+        case S_IFCHR: return "character device";
+        case S_IFBLK: return "block device";
+        default: return "inode of unknown type";
+    }
+}
+
+std::string u(std::uint64_t v) { return std::to_string(v); }
+
+struct InodeInfo {
+    InodeRecord r;
+    std::string target;
+    bool orphan = false;   // in the orphans database
+    bool reached = false;  // reachable from the root
+    bool lost = false;     // reported as unreachable
+    bool quiet_fix = false;  // made by this repair: its counts are set without a report
+    std::uint64_t mapped = 0;   // sum of its extents
+    std::uint64_t map_end = 0;  // end of its last extent
+    bool has_extents = false;
+};
+
+struct Entry {
+    InodeId parent = 0;
+    std::string name;
+    DirentValue v;
+    bool live = true;
+};
+
+struct ChunkInfo {
+    ChunkRecord r;
+    std::uint64_t counted = 0;  // extents that refer to it
+};
+
+// One file range that refers to a chunk (for naming what a bad chunk hurts).
+struct Use {
+    InodeId ino;
+    std::uint64_t start, length;
+};
+
+class Checker {
+public:
+    Checker(Txn& t, SegmentStore& segs, const FsckOptions& o, bool repair, bool scrub,
+            FsckReport* report)
+        : t_(t), segs_(segs), o_(o), repair_(repair), scrub_(scrub), rep_(*report) {}
+
+    Status run() {
+        HIODSFS_TRY(load_namespace());
+        HIODSFS_TRY(check_namespace());
+        HIODSFS_TRY(load_chunks());
+        HIODSFS_TRY(check_extents());
+        HIODSFS_TRY(check_chunks());
+        HIODSFS_TRY(check_dirty());
+        HIODSFS_TRY(check_xattrs());
+        HIODSFS_TRY(check_counters());
+        return Status::ok();
+    }
+
+private:
+    // ---- reporting ----
+    void problem(std::string what, bool repaired) {
+        rep_.problems.push_back(FsckProblem{std::move(what), repaired});
+    }
+    // Runs a repair if repairing; the problem is reported as repaired when it worked.
+    Status fix(std::string what, const std::function<Status()>& repair) {
+        if (!repair_) {
+            problem(std::move(what), false);
+            return Status::ok();
+        }
+        Status st = repair();
+        if (st.err() == EUCLEAN) {  // could not be repaired, but nothing else is wrong
+            problem(what + " (not repaired: " + st.message() + ")", false);
+            return Status::ok();
+        }
+        HIODSFS_TRY(st);
+        problem(std::move(what), true);
+        return Status::ok();
+    }
+    void progress(std::string_view phase, std::uint64_t done, std::uint64_t total) {
+        if (o_.progress && (done % 1024 == 0 || done == total)) o_.progress(phase, done, total);
+    }
+
+    // "/a/b" for an inode reachable through entries, else "inode N".
+    std::string path_of(InodeId ino) {
+        if (ino == kRootInode) return "/";
+        std::string path;
+        InodeId cur = ino;
+        for (int depth = 0; depth < 4096 && cur != kRootInode; ++depth) {
+            auto it = name_of_.find(cur);
+            if (it == name_of_.end()) return "inode " + u(ino) + " (not linked)";
+            const Entry& e = entries_[it->second];
+            path = "/" + e.name + path;
+            cur = e.parent;
+        }
+        if (cur != kRootInode) return "inode " + u(ino) + " (in a directory loop)";
+        return path;
+    }
+    void index_names() {
+        name_of_.clear();
+        for (std::size_t i = 0; i < entries_.size(); ++i)
+            if (entries_[i].live) name_of_.emplace(entries_[i].v.ino, i);
+    }
+
+    // ---- writes (repair only) ----
+    Status store_inode(InodeId ino, const InodeInfo& in) {
+        std::string v(as_bytes(in.r));
+        v += in.target;
+        return t_.put(Db::kInodes, key_u64(ino), v);
+    }
+    Status put_entry(const Entry& e) {
+        return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), as_bytes(e.v));
+    }
+    Status del_entry(Entry& e) {
+        e.live = false;
+        return t_.del(Db::kDirents, key_u64_str(e.parent, e.name));
+    }
+    static InodeRecord new_record(std::uint32_t mode, InodeId parent) {
+        InodeRecord r;
+        r.mode = mode;
+        r.parent = S_ISDIR(mode) ? parent : 0;
+        struct timespec now {};
+        clock_gettime(CLOCK_REALTIME, &now);
+        r.atime_s = r.mtime_s = r.ctime_s = now.tv_sec;
+        r.atime_ns = r.mtime_ns = r.ctime_ns = static_cast<std::uint32_t>(now.tv_nsec);
+        return r;
+    }
+    // A new inode number (the counter was made sane before any repair).
+    InodeId allocate_ino() { return t_.super().next_ino++; }
+
+    // /lost+found, made when first needed.
+    Status lost_found(InodeId* out) {
+        if (lost_found_ != 0) {
+            *out = lost_found_;
+            return Status::ok();
+        }
+        for (const Entry& e : entries_) {
+            if (e.live && e.parent == kRootInode && e.name == kLostFound) {
+                auto it = inodes_.find(e.v.ino);
+                if (it == inodes_.end() || !S_ISDIR(it->second.r.mode))
+                    return Status::error(EUCLEAN, "/lost+found exists and is not a directory");
+                *out = lost_found_ = e.v.ino;
+                return Status::ok();
+            }
+        }
+        InodeId ino = allocate_ino();
+        InodeInfo in;
+        in.r = new_record(S_IFDIR | 0700, kRootInode);
+        in.r.nlink = 2;
+        in.reached = true;
+        in.quiet_fix = true;
+        HIODSFS_TRY(store_inode(ino, in));
+        inodes_.emplace(ino, in);
+        t_.super().counters.inode_count += 1;
+        InodeInfo& root = inodes_.at(kRootInode);
+        root.r.nlink += 1;
+        HIODSFS_TRY(store_inode(kRootInode, root));
+        Entry e{kRootInode, kLostFound, DirentValue{ino, S_IFDIR, 0}, true};
+        HIODSFS_TRY(put_entry(e));
+        entries_.push_back(e);
+        *out = lost_found_ = ino;
+        return Status::ok();
+    }
+    // Links ino into /lost+found as "#ino".
+    Status link_lost(InodeId ino) {
+        InodeId lf = 0;
+        HIODSFS_TRY(lost_found(&lf));
+        InodeInfo& in = inodes_.at(ino);
+        Entry e{lf, "#" + u(ino), DirentValue{ino, in.r.mode & S_IFMT, 0}, true};
+        HIODSFS_TRY(put_entry(e));
+        entries_.push_back(e);
+        if (S_ISDIR(in.r.mode)) {
+            in.r.parent = lf;
+            HIODSFS_TRY(store_inode(ino, in));
+        }
+        return Status::ok();
+    }
+
+    // ---- stage 1: namespace ----
+    Status load_namespace() {
+        InodeId max_ino = 0;
+        {
+            Cursor c = t_.cursor(Db::kInodes);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                if (c.key().size() != 8) {
+                    bad_keys_.emplace_back(Db::kInodes, std::string(c.key()));
+                    continue;
+                }
+                InodeId ino = get_be64(c.key());
+                max_ino = std::max(max_ino, ino);
+                InodeInfo in;
+                if (!from_bytes(c.value(), &in.r)) {
+                    damaged_inodes_.push_back(ino);  // treated as missing below
+                    continue;
+                }
+                in.target.assign(c.value().substr(sizeof(InodeRecord)));
+                inodes_.emplace(ino, std::move(in));
+            }
+            HIODSFS_TRY(c.status());
+        }
+        {
+            Cursor c = t_.cursor(Db::kDirents);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                Entry e;
+                if (c.key().size() <= 8 || !from_bytes(c.value(), &e.v)) {
+                    bad_keys_.emplace_back(Db::kDirents, std::string(c.key()));
+                    continue;
+                }
+                e.parent = get_be64(c.key());
+                e.name.assign(c.key().substr(8));
+                entries_.push_back(std::move(e));
+            }
+            HIODSFS_TRY(c.status());
+        }
+        {
+            Cursor c = t_.cursor(Db::kOrphans);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                if (c.key().size() != 8) continue;
+                orphans_.push_back(get_be64(c.key()));
+            }
+            HIODSFS_TRY(c.status());
+        }
+        {
+            // Per inode: mapped bytes and where its map ends (for inodes that
+            // must be made again); the chunk side is checked later.
+            Cursor c = t_.cursor(Db::kExtents);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                ExtentRecord e;
+                if (c.key().size() != 16 || !from_bytes(c.value(), &e)) continue;
+                auto& x = extent_sums_[get_be64(c.key(), 0)];
+                x.first += e.length;
+                x.second = std::max(x.second, get_be64(c.key(), 8) + e.length);
+            }
+            HIODSFS_TRY(c.status());
+        }
+        rep_.inodes = inodes_.size() + damaged_inodes_.size();
+        rep_.dirents = entries_.size();
+        rep_.orphans = orphans_.size();
+        for (auto& [ino, sums] : extent_sums_) {
+            auto it = inodes_.find(ino);
+            if (it == inodes_.end()) continue;
+            it->second.has_extents = true;
+            it->second.mapped = sums.first;
+            it->second.map_end = sums.second;
+        }
+        // Inode numbers handed out must be past every inode, before a repair makes one.
+        SuperState& s = t_.super();
+        if (s.next_ino <= max_ino) {
+            HIODSFS_TRY(fix("next inode number is " + u(s.next_ino) + " but inode " + u(max_ino) +
+                                " exists (new files would reuse it)",
+                            [&] {
+                                s.next_ino = max_ino + 1;
+                                return Status::ok();
+                            }));
+        }
+        for (auto& [db, key] : bad_keys_) {
+            HIODSFS_TRY(fix(std::string(db == Db::kInodes ? "inode" : "directory entry") +
+                                " record with a damaged key or value",
+                            [&, db = db, key = key] { return t_.del(db, key); }));
+        }
+        return Status::ok();
+    }
+
+    Status check_namespace() {
+        // Inodes that entries, child entries or extents name but that are gone.
+        std::map<InodeId, std::uint32_t> wanted;  // ino -> type to make it with (0: unknown yet)
+        auto want = [&](InodeId ino, std::uint32_t type) {
+            if (inodes_.count(ino) != 0) return;
+            auto& w = wanted[ino];
+            if (w == 0) w = type;
+        };
+        want(kRootInode, S_IFDIR);
+        for (const Entry& e : entries_) {
+            want(e.parent, S_IFDIR);
+            want(e.v.ino, e.v.type & S_IFMT);
+        }
+        for (const auto& [ino, sums] : extent_sums_) want(ino, S_IFREG);
+        for (InodeId ino : damaged_inodes_) want(ino, 0);
+        for (auto [ino, type] : wanted) {
+            std::string what = std::find(damaged_inodes_.begin(), damaged_inodes_.end(), ino) !=
+                                       damaged_inodes_.end()
+                                   ? "inode " + u(ino) + " record is damaged"
+                                   : "inode " + u(ino) + " is missing";
+            auto sums = extent_sums_.find(ino);
+            bool has_children = std::any_of(entries_.begin(), entries_.end(),
+                                             [&](const Entry& e) { return e.parent == ino; });
+            if (sums != extent_sums_.end()) type = S_IFREG;
+            if (has_children || ino == kRootInode) type = S_IFDIR;
+            if (type == S_IFREG || type == S_IFDIR) {
+                what += sums != extent_sums_.end() ? " (its file map survives)"
+                        : has_children             ? " (its entries survive)"
+                                                   : " (entries name it)";
+                HIODSFS_TRY(fix(what + ": made again as a " + type_name(type) + " owned by root",
+                                [&, ino = ino, type = type] {
+                                    InodeInfo in;
+                                    in.r = new_record(type == S_IFDIR ? S_IFDIR | 0700 : S_IFREG | 0600,
+                                                      kRootInode);
+                                    if (sums != extent_sums_.end()) {
+                                        in.has_extents = true;
+                                        in.mapped = in.r.mapped = sums->second.first;
+                                        in.map_end = in.r.size = sums->second.second;
+                                    }
+                                    in.quiet_fix = true;
+                                    inodes_.emplace(ino, in);
+                                    return store_inode(ino, in);
+                                }));
+            } else {
+                // A lost symlink or device node: nothing of it is left to keep.
+                for (Entry& e : entries_) {
+                    if (!e.live || e.v.ino != ino) continue;
+                    HIODSFS_TRY(fix(what + ": entry " + u(e.parent) + "/" + e.name +
+                                        " points at it; the entry is removed",
+                                    [&] { return del_entry(e); }));
+                }
+            }
+        }
+
+        // Entries: the parent is a directory, the type matches the child.
+        for (Entry& e : entries_) {
+            if (!e.live) continue;
+            auto p = inodes_.find(e.parent);
+            auto c = inodes_.find(e.v.ino);
+            if (c == inodes_.end()) continue;  // reported above
+            if (p != inodes_.end() && !S_ISDIR(p->second.r.mode)) {
+                HIODSFS_TRY(fix("entry " + e.name + " (inode " + u(e.v.ino) + ") is filed under " +
+                                    type_name(p->second.r.mode) + " " + u(e.parent) +
+                                    ", which is not a directory; it is moved to /lost+found",
+                                [&] { return del_entry(e); }));
+                continue;
+            }
+            std::uint32_t type = c->second.r.mode & S_IFMT;
+            if ((e.v.type & S_IFMT) != type) {
+                HIODSFS_TRY(fix("entry " + e.name + " in directory " + u(e.parent) +
+                                    " says its inode " + u(e.v.ino) + " is a " +
+                                    type_name(e.v.type) + ", but it is a " + type_name(type),
+                                [&] {
+                                    e.v.type = type;
+                                    return put_entry(e);
+                                }));
+            }
+        }
+        // A directory has one entry (no hard links to directories).
+        {
+            std::unordered_map<InodeId, std::size_t> first;
+            for (std::size_t i = 0; i < entries_.size(); ++i) {
+                Entry& e = entries_[i];
+                if (!e.live || !S_ISDIR(e.v.type)) continue;
+                auto [it, fresh] = first.emplace(e.v.ino, i);
+                if (fresh) continue;
+                // Keep the entry in the parent the directory names, else the first.
+                auto d = inodes_.find(e.v.ino);
+                if (d == inodes_.end()) continue;
+                Entry* drop = &e;
+                if (d->second.r.parent == e.parent && entries_[it->second].parent != e.parent) {
+                    drop = &entries_[it->second];
+                    it->second = i;
+                }
+                HIODSFS_TRY(fix("directory " + u(e.v.ino) + " has a second entry " +
+                                    drop->name + " in directory " + u(drop->parent) +
+                                    "; the extra entry is removed",
+                                [&] { return del_entry(*drop); }));
+            }
+        }
+
+        // Reachability from the root.
+        for (InodeId ino : orphans_) {
+            auto it = inodes_.find(ino);
+            if (it == inodes_.end()) {
+                HIODSFS_TRY(fix("orphan record for inode " + u(ino) + ", which does not exist",
+                                [&] { return t_.del(Db::kOrphans, key_u64(ino)); }));
+            } else {
+                it->second.orphan = true;
+            }
+        }
+        std::unordered_multimap<InodeId, std::size_t> children;
+        std::unordered_set<InodeId> has_entry;
+        auto index_children = [&] {
+            children.clear();
+            has_entry.clear();
+            for (std::size_t i = 0; i < entries_.size(); ++i) {
+                if (!entries_[i].live) continue;
+                children.emplace(entries_[i].parent, i);
+                has_entry.insert(entries_[i].v.ino);
+            }
+        };
+        index_children();
+        auto reach = [&](InodeId from) {
+            std::vector<InodeId> todo{from};
+            inodes_.at(from).reached = true;
+            while (!todo.empty()) {
+                InodeId d = todo.back();
+                todo.pop_back();
+                auto [a, b] = children.equal_range(d);
+                for (auto it = a; it != b; ++it) {
+                    auto c = inodes_.find(entries_[it->second].v.ino);
+                    if (c == inodes_.end() || c->second.reached) continue;
+                    c->second.reached = true;
+                    todo.push_back(c->first);
+                }
+            }
+        };
+        if (inodes_.count(kRootInode) != 0) reach(kRootInode);
+        index_names();
+        for (int round = 0; round < 2; ++round) {
+            for (auto& [ino, in] : inodes_) {
+                if (in.reached || in.orphan) continue;
+                // First the tops of unreachable trees; their contents come along.
+                if (round == 0 && has_entry.count(ino) != 0) continue;
+                in.lost = true;
+                HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " inode " + u(ino) + " (" +
+                                    u(in.r.size) + " bytes) is not reachable from /; it is linked "
+                                    "as /lost+found/#" + u(ino),
+                                [&, ino = ino] { return link_lost(ino); }));
+                if (repair_) index_children();
+                reach(ino);
+            }
+        }
+        index_names();
+        for (auto& [ino, in] : inodes_) {
+            if (!in.orphan) continue;
+            if (has_entry.count(ino) != 0) {
+                HIODSFS_TRY(fix("inode " + u(ino) + " (" + path_of(ino) +
+                                    ") is queued to be freed but is still linked; it is kept",
+                                [&, ino = ino] {
+                                    in.orphan = false;
+                                    return t_.del(Db::kOrphans, key_u64(ino));
+                                }));
+            } else {
+                rep_.notes.push_back("inode " + u(ino) +
+                                     " was unlinked while open; it is freed at the next mount");
+            }
+        }
+
+        // Link counts, directory parents, mapped bytes.
+        std::unordered_map<InodeId, std::uint64_t> links, subdirs;
+        std::unordered_map<InodeId, InodeId> dir_parent;
+        for (const Entry& e : entries_) {
+            if (!e.live) continue;
+            links[e.v.ino] += 1;
+            if (S_ISDIR(e.v.type)) {
+                subdirs[e.parent] += 1;
+                dir_parent[e.v.ino] = e.parent;
+            }
+        }
+        for (auto& [ino, in] : inodes_) {
+            const bool dir = S_ISDIR(in.r.mode);
+            std::uint64_t want = dir ? 2 + subdirs[ino] : links[ino];
+            if (in.orphan) want = 0;
+            bool dirty = false;
+            if (in.r.nlink != want && !(in.lost && !repair_)) {  // linking it fixes it
+                if (in.quiet_fix) {
+                    in.r.nlink = static_cast<std::uint32_t>(want);
+                    dirty = true;
+                } else {
+                    HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " " + path_of(ino) +
+                                        " (inode " + u(ino) + ") has link count " +
+                                        u(in.r.nlink) + ", should be " + u(want),
+                                    [&] {
+                                        in.r.nlink = static_cast<std::uint32_t>(want);
+                                        dirty = true;
+                                        return Status::ok();
+                                    }));
+                }
+            }
+            if (dir && !in.orphan) {
+                InodeId parent = ino == kRootInode ? kRootInode : dir_parent[ino];
+                if (parent != 0 && in.r.parent != parent) {
+                    HIODSFS_TRY(fix("directory " + path_of(ino) + " (inode " + u(ino) +
+                                        ") names " + u(in.r.parent) + " as its parent, but is "
+                                        "filed in " + u(parent),
+                                    [&] {
+                                        in.r.parent = parent;
+                                        dirty = true;
+                                        return Status::ok();
+                                    }));
+                }
+            }
+            if (in.r.mapped != in.mapped) {
+                HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " " + path_of(ino) +
+                                    " (inode " + u(ino) + ") counts " + u(in.r.mapped) +
+                                    " mapped bytes, its extents hold " + u(in.mapped),
+                                [&] {
+                                    in.r.mapped = in.mapped;
+                                    dirty = true;
+                                    return Status::ok();
+                                }));
+            }
+            if (in.has_extents && !S_ISREG(in.r.mode)) {
+                problem(std::string(type_name(in.r.mode)) + " " + path_of(ino) + " (inode " +
+                            u(ino) + ") has a file map; only regular files have one",
+                        false);
+            }
+            if (dirty && repair_) HIODSFS_TRY(store_inode(ino, in));
+        }
+        return Status::ok();
+    }
+
+    // ---- stage 2: chunks and file maps ----
+    Status load_chunks() {
+        Cursor c = t_.cursor(Db::kChunks);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ChunkInfo ci;
+            if (c.key().size() != 8 || !from_bytes(c.value(), &ci.r)) {
+                std::string key(c.key());
+                HIODSFS_TRY(fix("chunk record with a damaged key or value",
+                                [&] { return t_.del(Db::kChunks, key); }));
+                if (key.size() == 8) damaged_chunks_.insert(get_be64(key));
+                continue;
+            }
+            ChunkId id = get_be64(c.key());
+            max_chunk_ = std::max(max_chunk_, id);
+            chunks_.emplace(id, ci);
+        }
+        HIODSFS_TRY(c.status());
+        rep_.chunks = chunks_.size();
+        return Status::ok();
+    }
+
+    std::string range(const Use& use) {
+        return path_of(use.ino) + " bytes " + u(use.start) + "-" + u(use.start + use.length - 1);
+    }
+
+    Status check_extents() {
+        std::map<ChunkId, std::vector<Use>> missing;
+        Cursor c = t_.cursor(Db::kExtents);
+        InodeId prev_ino = 0;
+        std::uint64_t prev_end = 0;
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ++rep_.extents;
+            ExtentRecord e;
+            if (c.key().size() != 16 || !from_bytes(c.value(), &e)) {
+                std::string key(c.key());
+                problem("damaged extent record" +
+                            (key.size() == 16 ? " of " + path_of(get_be64(key)) : std::string()),
+                        false);
+                continue;
+            }
+            Use use{get_be64(c.key(), 0), get_be64(c.key(), 8), e.length};
+            if (e.length == 0) {
+                std::string key(c.key());
+                HIODSFS_TRY(fix("empty extent at offset " + u(use.start) + " of " + path_of(use.ino),
+                                [&] { return t_.del(Db::kExtents, key); }));
+                continue;
+            }
+            if (use.ino == prev_ino && use.start < prev_end)
+                problem("extents overlap in " + range(use), false);
+            prev_ino = use.ino;
+            prev_end = use.start + use.length;
+            auto it = chunks_.find(e.chunk);
+            if (it == chunks_.end()) {
+                missing[e.chunk].push_back(use);
+                continue;
+            }
+            it->second.counted += 1;
+            if (std::uint64_t(e.chunk_off) + e.length > it->second.r.length) {
+                problem(range(use) + " reach past the end of chunk " + u(e.chunk) + " (offset " +
+                            u(e.chunk_off) + " + " + u(e.length) + " > " +
+                            u(it->second.r.length) + " bytes)",
+                        false);
+            }
+            users_of(e.chunk, use);
+        }
+        HIODSFS_TRY(c.status());
+        if (!missing.empty()) HIODSFS_TRY(recover_chunks(missing));
+        return Status::ok();
+    }
+    void users_of(ChunkId id, const Use& use) {
+        auto& v = uses_[id];
+        if (v.size() < 8) v.push_back(use);
+    }
+
+    // Chunk records that are gone are made again from the segment records,
+    // which name their chunk; what is not found there is lost.
+    Status recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
+        std::map<ChunkId, SegmentRecord> found;
+        if (repair_) {
+            std::vector<std::pair<SegmentId, std::uint64_t>> segs;
+            HIODSFS_TRY(segs_.list_segments(&segs));
+            for (const auto& [seg, size] : segs) {
+                HIODSFS_TRY(segs_.scan(seg, true, [&](const SegmentRecord& r) {
+                    if (r.payload_ok && missing.count(r.chunk) != 0) found[r.chunk] = r;
+                    return true;
+                }));
+            }
+        }
+        for (auto& [id, uses] : missing) {
+            std::string files;
+            for (std::size_t i = 0; i < uses.size() && i < 4; ++i)
+                files += (i ? ", " : "") + range(uses[i]);
+            if (uses.size() > 4) files += " and " + u(uses.size() - 4) + " more";
+            std::string what = "chunk " + u(id) + " has no record (" +
+                               (damaged_chunks_.count(id) ? "damaged" : "missing") +
+                               "); it holds " + files;
+            auto it = found.find(id);
+            HIODSFS_TRY(fix(what, [&, id = id]() -> Status {
+                if (it == found.end())
+                    return Status::error(EUCLEAN, "no intact copy in the segments: data lost");
+                const SegmentRecord& r = it->second;
+                ChunkInfo ci;
+                ci.r.segment = r.location.segment;
+                ci.r.offset = r.location.offset;
+                ci.r.length = r.location.length;
+                ci.r.refs = static_cast<std::uint32_t>(uses.size());
+                ci.counted = uses.size();
+                // Indexed again if its fingerprint is free or still names it.
+                std::vector<std::uint8_t> buf(ci.r.length);
+                HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
+                Digest d = thread_sha256().digest(buf.data(), buf.size());
+                std::string fk(reinterpret_cast<const char*>(d.bytes.data()), 32);
+                std::string_view fv;
+                bool ffound = false;
+                HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &ffound));
+                if (!ffound || (fv.size() == 8 && get_be64(fv) == id)) {
+                    ci.r.flags = ChunkRecord::kIndexed;
+                    ci.r.digest = d;
+                    HIODSFS_TRY(t_.put(Db::kFingerprints, fk, key_u64(id)));
+                }
+                HIODSFS_TRY(t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r)));
+                chunks_.emplace(id, ci);
+                max_chunk_ = std::max(max_chunk_, id);
+                for (const Use& use : uses) users_of(id, use);
+                return Status::ok();
+            }));
+        }
+        return Status::ok();
+    }
+
+    std::string chunk_users(ChunkId id) {
+        auto it = uses_.find(id);
+        if (it == uses_.end() || it->second.empty()) return "no file";
+        std::string s;
+        for (std::size_t i = 0; i < it->second.size(); ++i) s += (i ? ", " : "") + range(it->second[i]);
+        auto c = chunks_.find(id);
+        if (c != chunks_.end() && c->second.counted > it->second.size())
+            s += " and " + u(c->second.counted - it->second.size()) + " more";
+        return s;
+    }
+
+    Status drop_chunk(ChunkId id) {
+        const ChunkRecord& r = chunks_.at(id).r;
+        HIODSFS_TRY(t_.del(Db::kChunks, key_u64(id)));
+        if (r.flags & ChunkRecord::kIndexed) {
+            std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
+            std::string_view fv;
+            bool found = false;
+            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
+            if (found && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
+        }
+        t_.super().counters.dead_bytes += r.length;
+        chunks_.erase(id);
+        return Status::ok();
+    }
+
+    Status check_chunks() {
+        // Reference counts.
+        std::vector<ChunkId> ids;
+        ids.reserve(chunks_.size());
+        for (const auto& [id, ci] : chunks_) ids.push_back(id);
+        std::sort(ids.begin(), ids.end());
+        for (ChunkId id : ids) {
+            ChunkInfo& ci = chunks_.at(id);
+            if (ci.counted == 0) {
+                HIODSFS_TRY(fix("chunk " + u(id) + " (" + u(ci.r.length) +
+                                    " bytes) is referenced by no file; its bytes become dead space",
+                                [&, id = id] { return drop_chunk(id); }));
+            } else if (ci.r.refs != ci.counted) {
+                HIODSFS_TRY(fix("chunk " + u(id) + " has reference count " + u(ci.r.refs) + ", but " +
+                                    u(ci.counted) + " extents refer to it",
+                                [&, id = id] {
+                                    ci.r.refs = static_cast<std::uint32_t>(ci.counted);
+                                    return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
+                                }));
+            }
+        }
+        HIODSFS_TRY(check_index());
+        HIODSFS_TRY(check_segments());
+        return Status::ok();
+    }
+
+    Status check_index() {
+        std::vector<std::pair<std::string, std::string>> dangling;  // key, why
+        {
+            Cursor c = t_.cursor(Db::kFingerprints);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                ++rep_.fingerprints;
+                std::string key(c.key());
+                if (key.size() != 32 || c.value().size() != 8) {
+                    dangling.emplace_back(key, "a damaged fingerprint index record");
+                    continue;
+                }
+                ChunkId id = get_be64(c.value());
+                auto it = chunks_.find(id);
+                if (it == chunks_.end()) {
+                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
+                                                   ", which does not exist");
+                } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
+                           std::memcmp(it->second.r.digest.bytes.data(), key.data(), 32) != 0) {
+                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
+                                                   ", whose fingerprint is another");
+                }
+            }
+            HIODSFS_TRY(c.status());
+        }
+        for (auto& [key, why] : dangling)
+            HIODSFS_TRY(fix(why + "; the entry is removed", [&, k = key] { return t_.del(Db::kFingerprints, k); }));
+        for (auto& [id, ci] : chunks_) {
+            if (!(ci.r.flags & ChunkRecord::kIndexed)) continue;
+            std::string fk(reinterpret_cast<const char*>(ci.r.digest.bytes.data()), 32);
+            std::string_view fv;
+            bool found = false;
+            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
+            if (found && fv.size() == 8 && get_be64(fv) == id) continue;
+            if (!found) {
+                HIODSFS_TRY(fix("chunk " + u(id) + " is marked deduplicated but the fingerprint "
+                                    "index does not list it; the entry is added",
+                                [&, id = id] { return t_.put(Db::kFingerprints, fk, key_u64(id)); }));
+            } else {
+                HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " +
+                                    u(fv.size() == 8 ? get_be64(fv) : 0) +
+                                    " but is not in the index; it is kept as a not-deduplicated chunk",
+                                [&, id = id] {
+                                    ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
+                                    return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
+                                }));
+            }
+        }
+        return Status::ok();
+    }
+
+    // Every chunk's record in its segment: its header (or, scrubbing, all of
+    // it and its fingerprint); live bytes per segment.
+    Status check_segments() {
+        std::vector<std::pair<SegmentId, std::uint64_t>> list;
+        HIODSFS_TRY(segs_.list_segments(&list));
+        std::set<SegmentId> present;
+        for (const auto& [seg, size] : list) present.insert(seg);
+        rep_.segments = list.size();
+
+        std::vector<std::pair<ChunkLocation, ChunkId>> order;
+        order.reserve(chunks_.size());
+        std::uint64_t total_bytes = 0;
+        for (const auto& [id, ci] : chunks_) {
+            order.emplace_back(ci.r.location(), id);
+            total_bytes += ci.r.length;
+        }
+        std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.first.segment, a.first.offset) < std::tie(b.first.segment, b.first.offset);
+        });
+        std::vector<std::uint8_t> buf;
+        std::uint64_t done = 0, done_bytes = 0;
+        std::map<SegmentId, std::uint64_t> missing_segments;
+        for (const auto& [loc, id] : order) {
+            ++done;
+            if (!present.count(loc.segment)) {
+                missing_segments[loc.segment] += 1;
+                problem("chunk " + u(id) + " lives in segment " + u(loc.segment) +
+                            ", which is missing; it holds " + chunk_users(id),
+                        false);
+                continue;
+            }
+            Status st;
+            if (scrub_) {
+                buf.resize(loc.length);
+                st = segs_.read(loc, id, buf.data());
+                if (st) {
+                    const ChunkRecord& r = chunks_.at(id).r;
+                    if ((r.flags & ChunkRecord::kIndexed) &&
+                        !(thread_sha256().digest(buf.data(), buf.size()) == r.digest))
+                        st = Status::error(EIO, "content does not match its SHA-256 fingerprint");
+                }
+                ++rep_.scrubbed_chunks;
+                rep_.scrubbed_bytes += loc.length;
+                done_bytes += loc.length;
+                progress("scrub", done_bytes, total_bytes);
+            } else {
+                st = segs_.check_header(loc, id);
+                progress("segments", done, order.size());
+            }
+            if (!st) problem("bad chunk " + u(id) + ": " + st.message() + "; it holds " + chunk_users(id), false);
+        }
+
+        // Live payload bytes per segment.
+        std::map<SegmentId, std::uint64_t> live;
+        for (const auto& [id, ci] : chunks_) live[ci.r.segment] += ci.r.length;
+        std::map<SegmentId, std::uint64_t> recorded;
+        {
+            Cursor c = t_.cursor(Db::kSegments);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                if (c.key().size() != 8 || c.value().size() != 8) continue;
+                recorded[static_cast<SegmentId>(get_be64(c.key()))] = get_be64(c.value());
+            }
+            HIODSFS_TRY(c.status());
+        }
+        std::set<SegmentId> all;
+        for (const auto& [s, n] : live) all.insert(s);
+        for (const auto& [s, n] : recorded) all.insert(s);
+        for (SegmentId s : all) {
+            std::uint64_t want = live.count(s) ? live[s] : 0;
+            std::uint64_t have = recorded.count(s) ? recorded[s] : 0;
+            if (want == have) continue;
+            HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
+                            [&, s = s] { return t_.put(Db::kSegments, key_u64(s), key_u64(want)); }));
+        }
+        return Status::ok();
+    }
+
+    // ---- stage 3: dirty queue, xattrs, counters ----
+    Status check_dirty() {
+        std::vector<std::pair<std::string, std::string>> drop;
+        std::uint64_t stale = 0, max_seq = 0;
+        Cursor c = t_.cursor(Db::kDirty);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ++rep_.dirty;
+            std::string key(c.key());
+            if (key.size() != 8 || c.value().size() != 24) {
+                drop.emplace_back(key, "damaged dirty-queue record");
+                continue;
+            }
+            std::uint64_t seq = get_be64(key), ino = get_be64(c.value(), 0),
+                          off = get_be64(c.value(), 8), len = get_be64(c.value(), 16);
+            if (len == 0 || off > kMaxFileSize || len > kMaxFileSize - off) {
+                drop.emplace_back(key, "dirty-queue record " + u(seq) + " has an impossible range (offset " +
+                                           u(off) + ", length " + u(len) + ")");
+                continue;
+            }
+            max_seq = std::max(max_seq, seq);
+            backlog_records_ += 1;
+            backlog_bytes_ += len;
+            auto it = inodes_.find(ino);
+            if (it == inodes_.end() || !S_ISREG(it->second.r.mode)) ++stale;
+        }
+        HIODSFS_TRY(c.status());
+        for (auto& [key, why] : drop)
+            HIODSFS_TRY(fix(why + "; it is removed", [&, k = key] { return t_.del(Db::kDirty, k); }));
+        if (stale > 0)
+            rep_.notes.push_back(u(stale) + " dirty-queue record(s) name files that are gone; the "
+                                            "background pass skips them");
+        SuperState& s = t_.super();
+        if (s.next_dirty <= max_seq) {
+            HIODSFS_TRY(fix("next dirty-queue number is " + u(s.next_dirty) + " but record " + u(max_seq) + " exists",
+                            [&] {
+                                s.next_dirty = max_seq + 1;
+                                return Status::ok();
+                            }));
+        }
+        return Status::ok();
+    }
+
+    Status check_xattrs() {
+        std::vector<std::string> drop;
+        Cursor c = t_.cursor(Db::kXattrs);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ++rep_.xattrs;
+            if (c.key().size() <= 8 || inodes_.count(get_be64(c.key())) == 0) drop.emplace_back(c.key());
+        }
+        HIODSFS_TRY(c.status());
+        for (const std::string& k : drop) {
+            HIODSFS_TRY(fix("extended attribute " + (k.size() > 8 ? k.substr(8) : std::string("?")) +
+                                " belongs to inode " + (k.size() >= 8 ? u(get_be64(k)) : std::string("?")) +
+                                ", which does not exist; it is removed",
+                            [&] { return t_.del(Db::kXattrs, k); }));
+        }
+        return Status::ok();
+    }
+
+    Status check_counters() {
+        SuperState& s = t_.super();
+        if (s.next_chunk <= max_chunk_) {
+            HIODSFS_TRY(fix("next chunk id is " + u(s.next_chunk) + " but chunk " + u(max_chunk_) + " exists",
+                            [&] {
+                                s.next_chunk = max_chunk_ + 1;
+                                return Status::ok();
+                            }));
+        }
+        SpaceCounters want = s.counters;
+        want.logical_bytes = 0;
+        for (const auto& [ino, sums] : extent_sums_) want.logical_bytes += sums.first;
+        want.stored_bytes = want.raw_bytes = 0;
+        for (const auto& [id, ci] : chunks_) {
+            want.stored_bytes += ci.r.length;
+            if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.length;
+        }
+        want.chunk_count = chunks_.size();
+        want.inode_count = inodes_.size();
+        want.backlog_records = backlog_records_;
+        want.backlog_bytes = backlog_bytes_;
+        struct Field {
+            const char* name;
+            std::uint64_t SpaceCounters::*field;
+        };
+        static const Field fields[] = {
+            {"logical bytes", &SpaceCounters::logical_bytes},
+            {"stored bytes", &SpaceCounters::stored_bytes},
+            {"not-deduplicated bytes", &SpaceCounters::raw_bytes},
+            {"chunk count", &SpaceCounters::chunk_count},
+            {"inode count", &SpaceCounters::inode_count},
+            {"dirty-queue records", &SpaceCounters::backlog_records},
+            {"dirty-queue bytes", &SpaceCounters::backlog_bytes},
+        };
+        for (const Field& f : fields) {
+            std::uint64_t have = s.counters.*f.field, should = want.*f.field;
+            if (have == should) continue;
+            HIODSFS_TRY(fix(std::string("counter of ") + f.name + " is " + u(have) + ", should be " + u(should),
+                            [&] {
+                                s.counters.*f.field = should;
+                                return Status::ok();
+                            }));
+        }
+        return Status::ok();
+    }
+
+    Txn& t_;
+    SegmentStore& segs_;
+    const FsckOptions& o_;
+    const bool repair_, scrub_;
+    FsckReport& rep_;
+
+    std::map<InodeId, InodeInfo> inodes_;
+    std::vector<InodeId> damaged_inodes_;
+    std::vector<std::pair<Db, std::string>> bad_keys_;
+    std::vector<Entry> entries_;
+    std::unordered_map<InodeId, std::size_t> name_of_;  // child -> one of its entries
+    std::vector<InodeId> orphans_;
+    std::unordered_map<InodeId, std::pair<std::uint64_t, std::uint64_t>> extent_sums_;
+    InodeId lost_found_ = 0;
+    std::unordered_map<ChunkId, ChunkInfo> chunks_;
+    std::unordered_set<ChunkId> damaged_chunks_;
+    std::unordered_map<ChunkId, std::vector<Use>> uses_;  // a few users per chunk
+    ChunkId max_chunk_ = 0;
+    std::uint64_t backlog_records_ = 0, backlog_bytes_ = 0;
+};
+
+struct OpenStore {
+    std::unique_ptr<StoreLock> lock;
+    std::unique_ptr<SegmentStore> segs;
+    std::unique_ptr<MetaStore> meta;
+};
+
+Status open_store(const std::string& dir, bool write, OpenStore* out) {
+    if (dir.empty()) return Status::error(EINVAL, "no store directory given");
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return Status::from_errno(errno, "store " + dir);
+    if (!S_ISDIR(st.st_mode)) return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    Env* env = Env::posix();
+    StoreFormat format;
+    bool exists = false;
+    HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
+    if (!exists) return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
+    HIODSFS_TRY(check_format_version(dir, format));
+    // The daemon holds the lock exclusively while mounted. The metadata is
+    // opened without LMDB's reader table, so even reading beside it is unsafe.
+    Status locked = StoreLock::acquire(dir, write, 0, &out->lock);
+    if (locked.err() == EBUSY)
+        return Status::error(EBUSY, locked.message() + "; unmount it before running hiodsfs-fsck");
+    HIODSFS_TRY(locked);
+    SegmentStoreOptions so;
+    so.read_only = true;  // fsck repairs metadata only; segment bytes are never rewritten
+    HIODSFS_TRY(SegmentStore::open(env, dir + "/segments", so, &out->segs));
+    return MetaStore::open(dir + "/meta", kLmdbMapBytes, !write, &out->meta);
+}
+
+}  // namespace
+
+Status run_fsck(const FsckOptions& options, FsckReport* report) {
+    *report = FsckReport{};
+    OpenStore s;
+    HIODSFS_TRY(open_store(options.store, options.repair, &s));
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(s.meta->begin(&t));
+        Checker c(*t, *s.segs, options, options.repair, options.scrub, report);
+        HIODSFS_TRY(c.run());
+        if (!options.repair) return Status::ok();
+        HIODSFS_TRY(t->commit());
+    }
+    HIODSFS_TRY(s.meta->commit_group(nullptr));
+    if (report->problems.empty()) return Status::ok();
+
+    // Check the result again; whatever it finds was not repaired.
+    FsckReport again;
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(s.meta->begin(&t));
+    FsckOptions plain = options;
+    plain.progress = nullptr;
+    Checker c(*t, *s.segs, plain, false, false, &again);
+    HIODSFS_TRY(c.run());
+    if (report->unrepaired() == 0) {
+        for (auto& p : again.problems) report->problems.push_back(FsckProblem{"after repair: " + p.what, false});
+    }
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

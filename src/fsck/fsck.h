@@ -1,0 +1,55 @@
+// hiodsfs-fsck as a library: checks every invariant of a store that no
+// other process has open (docs/fsck.md lists them), repairs what can be
+// repaired without losing data, and with scrub re-reads every chunk and
+// names the files a bad chunk affects. The tool (tools/hiodsfs-fsck.cc) and
+// the crash tests call run_fsck().
+// Thread-safety: run_fsck() takes the store's lock; call it from one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+struct FsckOptions {
+    std::string store;
+    // Fix what can be fixed without losing data (takes the store's lock
+    // exclusively and opens the metadata read-write).
+    bool repair = false;
+    // Re-read every chunk: payload CRC-32C, and SHA-256 of indexed chunks.
+    bool scrub = false;
+    // Called now and then during long phases (the tool draws a progress
+    // line with it); may be empty.
+    std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
+};
+
+struct FsckProblem {
+    std::string what;  // one line, naming the inode/path/chunk
+    bool repaired = false;
+};
+
+struct FsckReport {
+    // What was checked.
+    std::uint64_t inodes = 0, dirents = 0, extents = 0, chunks = 0, fingerprints = 0, dirty = 0,
+                  orphans = 0, xattrs = 0, segments = 0;
+    std::uint64_t scrubbed_chunks = 0, scrubbed_bytes = 0;
+    std::vector<FsckProblem> problems;
+    // Worth knowing, not errors (e.g. stale dirty records the background
+    // pass will skip, inodes waiting to be freed at the next mount).
+    std::vector<std::string> notes;
+
+    std::size_t unrepaired() const;
+    // As e2fsck: 0 clean, 1 errors found and all repaired, 4 errors left.
+    int exit_code() const;
+};
+
+// A non-ok Status is an operational error (exit 8): the store is missing,
+// is not a hiodsfs store, has a newer format, or is in use (mounted).
+Status run_fsck(const FsckOptions& options, FsckReport* report);
+
+}  // namespace hiodsfs

@@ -1,0 +1,147 @@
+// hiodsfs-fsck STORE [--repair] [--scrub] [-n]: checks a store that is not
+// mounted, repairs what can be repaired without losing data, and with
+// --scrub re-reads every chunk. Exit codes as e2fsck: 0 clean, 1 errors
+// found and all repaired, 4 errors left uncorrected, 8 operational error.
+// See docs/fsck.md and man/hiodsfs-fsck.8.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "fsck/fsck.h"
+
+namespace {
+
+constexpr int kExitOperational = 8;
+
+const char* const kUsage =
+    "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n]\n"
+    "  Checks a hiodsfs store (it must not be mounted).\n"
+    "  --repair  fix what can be fixed without losing data\n"
+    "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
+    "  -n        check only, change nothing (the default)\n"
+    "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
+
+std::string human_bytes(std::uint64_t n) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(n);
+    int i = 0;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        ++i;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", v, units[i]);
+    return buf;
+}
+
+// A progress line on stderr, at most five times a second, only on a terminal.
+class Progress {
+public:
+    bool enabled = ::isatty(STDERR_FILENO) == 1;
+    void update(std::string_view phase, std::uint64_t done, std::uint64_t total) {
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_ < std::chrono::milliseconds(200) && done != total) return;
+        last_ = now;
+        unsigned pct = total ? static_cast<unsigned>(done * 100 / total) : 100;
+        std::fprintf(stderr, "\r\033[Khiodsfs-fsck: %.*s %u%%", static_cast<int>(phase.size()),
+                     phase.data(), pct);
+        shown_ = true;
+    }
+    void clear() {
+        if (shown_) std::fputs("\r\033[K", stderr);
+        shown_ = false;
+    }
+
+private:
+    std::chrono::steady_clock::time_point last_{};
+    bool shown_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    hiodsfs::FsckOptions o;
+    bool dry_run = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--repair" || a == "-y") {
+            o.repair = true;
+        } else if (a == "--scrub") {
+            o.scrub = true;
+        } else if (a == "-n" || a == "--no-repair") {
+            dry_run = true;
+        } else if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        } else if (a == "--version") {
+            std::printf("hiodsfs-fsck %s\n", HIODSFS_VERSION);
+            return 0;
+        } else if (!a.empty() && a[0] == '-') {
+            std::fprintf(stderr, "hiodsfs-fsck: unknown option %s (see --help)\n", argv[i]);
+            return kExitOperational;
+        } else if (o.store.empty()) {
+            o.store = argv[i];
+        } else {
+            std::fprintf(stderr, "hiodsfs-fsck: one store only (got %s and %s)\n", o.store.c_str(), argv[i]);
+            return kExitOperational;
+        }
+    }
+    if (o.store.empty()) {
+        std::fputs("hiodsfs-fsck: no store given (usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n])\n",
+                   stderr);
+        return kExitOperational;
+    }
+    if (dry_run && o.repair) {
+        std::fputs("hiodsfs-fsck: -n and --repair contradict each other\n", stderr);
+        return kExitOperational;
+    }
+
+    Progress progress;
+    if (progress.enabled) {
+        o.progress = [&](std::string_view phase, std::uint64_t done, std::uint64_t total) {
+            progress.update(phase, done, total);
+        };
+    }
+    std::printf("hiodsfs-fsck: checking %s%s%s\n", o.store.c_str(), o.repair ? " (repairing)" : " (read-only)",
+                o.scrub ? " with scrub" : "");
+    std::fflush(stdout);
+    hiodsfs::FsckReport r;
+    hiodsfs::Status st = hiodsfs::run_fsck(o, &r);
+    progress.clear();
+    if (!st) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", st.message().c_str());
+        return kExitOperational;
+    }
+    for (const auto& p : r.problems) std::printf("%s: %s\n", p.repaired ? "REPAIRED" : "ERROR", p.what.c_str());
+    for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+    std::printf("checked %llu inodes, %llu entries, %llu extents, %llu chunks, %llu fingerprints, "
+                "%llu dirty records, %llu xattrs, %llu segments",
+                static_cast<unsigned long long>(r.inodes), static_cast<unsigned long long>(r.dirents),
+                static_cast<unsigned long long>(r.extents), static_cast<unsigned long long>(r.chunks),
+                static_cast<unsigned long long>(r.fingerprints), static_cast<unsigned long long>(r.dirty),
+                static_cast<unsigned long long>(r.xattrs), static_cast<unsigned long long>(r.segments));
+    if (o.scrub)
+        std::printf("; scrubbed %llu chunks (%s)", static_cast<unsigned long long>(r.scrubbed_chunks),
+                    human_bytes(r.scrubbed_bytes).c_str());
+    std::printf("\n");
+    const std::size_t left = r.unrepaired();
+    switch (r.exit_code()) {
+        case 0:
+            std::printf("%s: clean\n", o.store.c_str());
+            break;
+        case 1:
+            std::printf("%s: %zu problem(s) found, all repaired\n", o.store.c_str(), r.problems.size());
+            break;
+        default:
+            std::printf("%s: %zu problem(s) found, %zu left uncorrected%s\n", o.store.c_str(),
+                        r.problems.size(), left,
+                        o.repair ? " (they cannot be repaired without losing data)"
+                                 : " (run with --repair to fix what can be fixed)");
+            break;
+    }
+    return r.exit_code();
+}
