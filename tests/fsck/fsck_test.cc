@@ -1,0 +1,368 @@
+// hiodsfs-fsck: a store is built through the engine, closed, damaged on
+// purpose, and the binary (run as a subprocess) must find each kind of
+// damage (exit 4), repair what is repairable (exit 1), and find nothing on a
+// second run (exit 0). Data that a repair keeps must read back unchanged.
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "../engine/engine_test_util.h"
+#include "fsck/fsck.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+
+struct Run {
+    int code = -1;
+    std::string out;  // stdout and stderr
+};
+
+Run fsck(const std::vector<std::string>& args) {
+    std::string cmd = HIODSFS_FSCK_BIN;
+    for (const auto& a : args) cmd += " '" + a + "'";
+    cmd += " 2>&1";
+    Run r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int status = ::pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    return r;
+}
+
+bool has(const Run& r, const std::string& s) { return r.out.find(s) != std::string::npos; }
+
+// The store every test starts from: files with unique and shared chunks, a
+// directory, a symlink, a hard link, an xattr.
+struct Store {
+    TempDir dir;
+    InodeId a = 0, b = 0, c = 0, sub = 0;
+    std::vector<std::uint8_t> a_data, b_data;
+
+    Store() {
+        std::mt19937_64 rng(42);
+        auto o = options_for(dir.store(), ChunkingParams::fixed(4096));
+        o.background_threads = 0;
+        auto e = open_engine(o);
+        a_data = random_bytes(rng, 64 * 1024);
+        b_data = random_bytes(rng, 32 * 1024);
+        a = make_file(*e, "a").ino;
+        write_all(*e, a, 0, a_data);
+        NewNode d;
+        d.mode = S_IFDIR | 0755;
+        Attr attr;
+        REQUIRE(e->create(kRootInode, "dir", d, &attr).is_ok());
+        sub = attr.ino;
+        b = make_file(*e, "b", sub).ino;
+        write_all(*e, b, 0, b_data);
+        c = make_file(*e, "c", sub).ino;  // shares a's first 16 KiB
+        write_all(*e, c, 0, std::vector<std::uint8_t>(a_data.begin(), a_data.begin() + 16384));
+        NewNode s;
+        s.mode = S_IFLNK | 0777;
+        s.symlink_target = "a";
+        REQUIRE(e->create(kRootInode, "s", s, &attr).is_ok());
+        REQUIRE(e->link(b, kRootInode, "b-link", &attr).is_ok());
+        REQUIRE(e->setxattr(a, "user.k", "v", 0).is_ok());
+        REQUIRE(e->close().is_ok());
+    }
+
+    std::string path() const { return dir.store(); }
+
+    // Runs fn on the store's metadata in one committed operation.
+    void edit(const std::function<void(Txn&)>& fn) {
+        std::unique_ptr<MetaStore> m;
+        REQUIRE(MetaStore::open(path() + "/meta", 1ull << 32, false, &m).is_ok());
+        std::unique_ptr<Txn> t;
+        REQUIRE(m->begin(&t).is_ok());
+        fn(*t);
+        REQUIRE(t->commit().is_ok());
+        t.reset();  // a Txn holds the store's lock until it goes
+        REQUIRE(m->commit_group(nullptr).is_ok());
+    }
+
+    ExtentRecord extent(InodeId ino, std::uint64_t off) {
+        ExtentRecord e;
+        edit([&](Txn& t) {
+            std::string_view v;
+            bool found = false;
+            REQUIRE(t.get(Db::kExtents, key_u64_u64(ino, off), &v, &found).is_ok());
+            REQUIRE(found);
+            REQUIRE(from_bytes(v, &e));
+        });
+        return e;
+    }
+
+    ChunkRecord chunk(ChunkId id) {
+        ChunkRecord r;
+        edit([&](Txn& t) {
+            std::string_view v;
+            bool found = false;
+            REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
+            REQUIRE(found);
+            REQUIRE(from_bytes(v, &r));
+        });
+        return r;
+    }
+
+    std::string segment_file(SegmentId seg) const {
+        char name[32];
+        std::snprintf(name, sizeof name, "/segments/%08x.seg", seg);
+        return path() + name;
+    }
+
+    std::unique_ptr<Engine> open() {
+        auto o = options_for(path(), ChunkingParams::fixed(4096));
+        o.background_threads = 0;
+        return open_engine(o);
+    }
+
+    std::vector<std::uint8_t> read(InodeId ino) {
+        auto e = open();
+        auto d = read_all(*e, ino);
+        REQUIRE(e->close().is_ok());
+        return d;
+    }
+};
+
+// Damage found without --repair (exit 4), repaired (exit 1), then clean.
+void find_repair_clean(Store& s, const std::string& expect) {
+    Run r = fsck({s.path()});
+    INFO(r.out);
+    CHECK(r.code == 4);
+    CHECK(has(r, expect));
+    CHECK(has(r, "left uncorrected"));
+    r = fsck({s.path(), "--repair"});
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK(has(r, "REPAIRED: "));
+    CHECK(has(r, "all repaired"));
+    r = fsck({s.path()});
+    INFO(r.out);
+    CHECK(r.code == 0);
+    CHECK(has(r, ": clean"));
+    CHECK(check_invariants(s.path()).empty());
+}
+
+void flip_byte(const std::string& file, std::uint64_t at) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f.good());
+    f.seekg(static_cast<std::streamoff>(at));
+    char ch = 0;
+    f.read(&ch, 1);
+    ch = static_cast<char>(ch ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&ch, 1);
+    REQUIRE(f.good());
+}
+
+}  // namespace
+
+TEST_CASE("fsck: a store made by the engine is clean", "[fsck]") {
+    Store s;
+    Run r = fsck({s.path()});
+    INFO(r.out);
+    CHECK(r.code == 0);
+    CHECK(has(r, ": clean"));
+    CHECK(has(r, "checked 6 inodes"));
+    r = fsck({s.path(), "--scrub"});
+    INFO(r.out);
+    CHECK(r.code == 0);
+    CHECK(has(r, "scrubbed 24 chunks"));
+    // The library says the same.
+    FsckReport rep;
+    REQUIRE(run_fsck(FsckOptions{s.path()}, &rep).is_ok());
+    CHECK(rep.exit_code() == 0);
+}
+
+TEST_CASE("fsck: wrong reference counts and counters are recomputed", "[fsck]") {
+    Store s;
+    ChunkId id = s.extent(s.a, 0).chunk;
+    s.edit([&](Txn& t) {
+        std::string_view v;
+        bool found = false;
+        REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
+        ChunkRecord r;
+        REQUIRE(from_bytes(v, &r));
+        r.refs = 7;
+        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+        t.super().counters.stored_bytes += 123;
+        REQUIRE(t.put(Db::kSegments, key_u64(r.segment), key_u64(1)).is_ok());
+    });
+    find_repair_clean(s, "chunk " + std::to_string(id) + " has reference count 7, but 2 extents refer to it");
+    CHECK(s.read(s.a) == s.a_data);
+}
+
+TEST_CASE("fsck: a deleted extent leaves an unreferenced chunk that is dropped", "[fsck]") {
+    Store s;
+    ChunkId id = s.extent(s.b, 8192).chunk;
+    s.edit([&](Txn& t) { REQUIRE(t.del(Db::kExtents, key_u64_u64(s.b, 8192)).is_ok()); });
+    find_repair_clean(s, "chunk " + std::to_string(id) + " (4096 bytes) is referenced by no file");
+    auto b = s.read(s.b);
+    std::vector<std::uint8_t> want = s.b_data;
+    std::fill(want.begin() + 8192, want.begin() + 12288, 0);  // now a hole
+    CHECK(b == want);
+}
+
+TEST_CASE("fsck: a deleted chunk record is rebuilt from its segment record", "[fsck]") {
+    Store s;
+    ChunkId id = s.extent(s.a, 4096).chunk;
+    s.edit([&](Txn& t) { REQUIRE(t.del(Db::kChunks, key_u64(id)).is_ok()); });
+    find_repair_clean(s, "chunk " + std::to_string(id) + " has no record (missing); it holds /a bytes 4096-8191");
+    CHECK(s.read(s.a) == s.a_data);
+    CHECK((s.chunk(id).flags & ChunkRecord::kIndexed) != 0);
+}
+
+TEST_CASE("fsck: fingerprint index entries missing or dangling", "[fsck]") {
+    Store s;
+    ChunkRecord r = s.chunk(s.extent(s.a, 0).chunk);
+    std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
+    s.edit([&](Txn& t) {
+        REQUIRE(t.del(Db::kFingerprints, fk).is_ok());
+        REQUIRE(t.put(Db::kFingerprints, std::string(32, 'x'), key_u64(999999)).is_ok());
+    });
+    find_repair_clean(s, "the fingerprint index does not list it");
+    CHECK_FALSE(has(fsck({s.path()}), "999999"));
+}
+
+TEST_CASE("fsck: a deleted inode whose file map survives is made again", "[fsck]") {
+    Store s;
+    s.edit([&](Txn& t) { REQUIRE(t.del(Db::kInodes, key_u64(s.b)).is_ok()); });
+    find_repair_clean(s, "inode " + std::to_string(s.b) + " is missing");
+    CHECK(s.read(s.b) == s.b_data);
+}
+
+TEST_CASE("fsck: an unreachable inode goes to /lost+found; link counts are fixed", "[fsck]") {
+    Store s;
+    InodeId lost = 0;
+    s.edit([&](Txn& t) {
+        lost = t.super().next_ino++;
+        InodeRecord r;
+        r.mode = S_IFREG | 0644;
+        r.nlink = 1;
+        REQUIRE(t.put(Db::kInodes, key_u64(lost), as_bytes(r)).is_ok());
+        t.super().counters.inode_count += 1;
+        // And a wrong link count on another file.
+        std::string_view v;
+        bool found = false;
+        REQUIRE(t.get(Db::kInodes, key_u64(s.c), &v, &found).is_ok());
+        InodeRecord c;
+        REQUIRE(from_bytes(v, &c));
+        c.nlink = 5;
+        REQUIRE(t.put(Db::kInodes, key_u64(s.c), as_bytes(c)).is_ok());
+    });
+    find_repair_clean(s, "file inode " + std::to_string(lost) + " (0 bytes) is not reachable from /");
+    auto e = s.open();
+    Attr lf, f;
+    REQUIRE(e->lookup(kRootInode, "lost+found", &lf).is_ok());
+    CHECK(S_ISDIR(lf.mode));
+    REQUIRE(e->lookup(lf.ino, "#" + std::to_string(lost), &f).is_ok());
+    CHECK(f.ino == lost);
+    CHECK(f.nlink == 1);
+    REQUIRE(e->getattr(s.c, &f).is_ok());
+    CHECK(f.nlink == 1);
+    REQUIRE(e->getattr(kRootInode, &f).is_ok());
+    CHECK(f.nlink == 4);  // ., .., dir, lost+found
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("fsck: malformed dirty-queue records are dropped", "[fsck]") {
+    Store s;
+    s.edit([&](Txn& t) {
+        REQUIRE(t.put(Db::kDirty, key_u64(t.super().next_dirty++), "short").is_ok());
+        std::string v;
+        put_be64(&v, s.a);
+        put_be64(&v, 0);
+        put_be64(&v, 0);  // zero length
+        REQUIRE(t.put(Db::kDirty, key_u64(t.super().next_dirty++), v).is_ok());
+    });
+    find_repair_clean(s, "dirty-queue record 2 has an impossible range");
+}
+
+TEST_CASE("fsck --scrub names the files a corrupt chunk affects; it stays unrepaired", "[fsck]") {
+    Store s;
+    ChunkId id = s.extent(s.a, 0).chunk;  // shared by /a and /dir/c
+    ChunkRecord r = s.chunk(id);
+    flip_byte(s.segment_file(r.segment), r.offset + 100);
+    Run run = fsck({s.path()});  // headers are intact: only the scrub reads payloads
+    INFO(run.out);
+    CHECK(run.code == 0);
+    run = fsck({s.path(), "--scrub"});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    CHECK(has(run, "ERROR: bad chunk " + std::to_string(id) + ": "));
+    CHECK(has(run, "payload checksum mismatch"));
+    CHECK(has(run, "/a bytes 0-4095"));
+    CHECK(has(run, "/dir/c bytes 0-4095"));
+    run = fsck({s.path(), "--scrub", "--repair"});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    // The engine refuses to return the bad bytes; the rest of the file reads.
+    auto e = s.open();
+    std::vector<std::uint8_t> buf(4096);
+    std::size_t got = 0;
+    CHECK(e->read(s.a, 0, 4096, buf.data(), &got).err() == EIO);
+    REQUIRE(e->read(s.a, 4096, 4096, buf.data(), &got).is_ok());
+    CHECK(std::equal(buf.begin(), buf.end(), s.a_data.begin() + 4096));
+    CHECK(e->status_json().find("\"read_errors\": 1") != std::string::npos);
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("fsck finds a truncated segment and names the lost ranges", "[fsck]") {
+    Store s;
+    ChunkRecord r = s.chunk(s.extent(s.b, 28672).chunk);  // the last chunk written
+    REQUIRE(::truncate(s.segment_file(r.segment).c_str(), static_cast<off_t>(r.offset + 10)) == 0);
+    Run run = fsck({s.path()});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    CHECK(has(run, "runs past the end of the file"));
+    // One of the file's names (it has two) and the lost range.
+    CHECK((has(run, "/dir/b bytes 28672-32767") || has(run, "/b-link bytes 28672-32767")));
+    run = fsck({s.path(), "--repair"});
+    CHECK(run.code == 4);
+}
+
+TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
+    Store s;
+    SECTION("in use") {
+        auto e = s.open();
+        Run r = fsck({s.path()});
+        INFO(r.out);
+        CHECK(r.code == 8);
+        CHECK(has(r, "in use by another process (pid " + std::to_string(::getpid()) + ")"));
+        CHECK(has(r, "unmount it"));
+        CHECK(fsck({s.path(), "--repair"}).code == 8);
+        REQUIRE(e->close().is_ok());
+    }
+    SECTION("bad store paths and arguments") {
+        CHECK(fsck({s.dir.path() + "/nope"}).code == 8);
+        CHECK(has(fsck({s.dir.path()}), "is not a hiodsfs store"));
+        CHECK(fsck({s.dir.path()}).code == 8);
+        CHECK(fsck({}).code == 8);
+        CHECK(fsck({s.path(), "--bogus"}).code == 8);
+        CHECK(fsck({s.path(), "-n", "--repair"}).code == 8);
+        CHECK(fsck({s.path(), "-n"}).code == 0);
+    }
+    SECTION("newer format") {
+        std::string text;
+        {
+            std::ifstream in(s.path() + "/FORMAT");
+            text.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        auto at = text.find("format 1\n");
+        REQUIRE(at != std::string::npos);
+        text.replace(at, 9, "format 99\n");
+        std::ofstream(s.path() + "/FORMAT") << text;
+        Run r = fsck({s.path()});
+        INFO(r.out);
+        CHECK(r.code == 8);
+        CHECK(has(r, "format version 99"));
+    }
+}
