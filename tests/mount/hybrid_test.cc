@@ -45,17 +45,6 @@ void write_synced(const std::string& path, const std::string& data) {
     REQUIRE(::close(fd) == 0);
 }
 
-// A number from STORE/status.json, which the daemon rewrites every control interval.
-long long status_field(const std::string& store, const std::string& field) {
-    std::ifstream in(store + "/status.json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    auto at = text.find("\"" + field + "\":");
-    if (at == std::string::npos) return -1;
-    return std::atoll(text.c_str() + at + field.size() + 3);
-}
-
 // Waits until the mounted daemon reports an empty dirty queue.
 bool wait_drained(const MountFixture& m, std::chrono::seconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;

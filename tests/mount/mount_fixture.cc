@@ -459,6 +459,16 @@ Status read_counters(const std::string& store, SpaceCounters* out, std::chrono::
     }
 }
 
+long long status_field(const std::string& store, const std::string& field) {
+    std::ifstream in(store + "/status.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    const auto at = text.find("\"" + field + "\":");
+    if (at == std::string::npos) return -1;
+    return std::atoll(text.c_str() + at + field.size() + 3);
+}
+
 std::string describe(const SpaceCounters& c) {
     std::ostringstream s;
     s << "logical_bytes=" << c.logical_bytes << " stored_bytes=" << c.stored_bytes

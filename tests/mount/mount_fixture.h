@@ -133,6 +133,9 @@ private:
 Status read_counters(const std::string& store, SpaceCounters* out,
                      std::chrono::seconds timeout = std::chrono::seconds(30));
 std::string describe(const SpaceCounters& c);
+// A number from STORE/status.json, which the daemon rewrites every control
+// interval; -1 when the file or the field is not there.
+long long status_field(const std::string& store, const std::string& field);
 
 // Deterministic pseudo-random bytes (fast; not for cryptography).
 std::string random_bytes(std::size_t n, std::uint64_t seed);
