@@ -135,7 +135,7 @@ private:
         return Status::ok();
     }
     void progress(std::string_view phase, std::uint64_t done, std::uint64_t total) {
-        if (o_.progress && (done % 1024 == 0 || done == total)) o_.progress(phase, done, total);
+        if (o_.progress && (++progress_calls_ % 256 == 0 || done == total)) o_.progress(phase, done, total);
     }
 
     // "/a/b" for an inode reachable through entries, else "inode N".
@@ -985,6 +985,7 @@ private:
     std::unordered_map<ChunkId, std::vector<Use>> uses_;  // a few users per chunk
     ChunkId max_chunk_ = 0;
     std::uint64_t backlog_records_ = 0, backlog_bytes_ = 0;
+    std::uint64_t progress_calls_ = 0;
 };
 
 struct OpenStore {
