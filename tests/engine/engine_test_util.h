@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
 #include "hiodsfs/meta_store.h"
 #include "hiodsfs/records.h"
@@ -104,8 +105,8 @@ inline std::vector<std::uint8_t> read_all(Engine& e, InodeId ino) {
     return out;
 }
 
-// Checks the metadata invariants of a closed store; returns a description
-// of every violation (empty when consistent).
+// Checks the metadata invariants of a closed store, then runs hiodsfs-fsck's
+// check on it; returns a description of every violation (empty when consistent).
 inline std::vector<std::string> check_invariants(const std::string& store) {
     std::vector<std::string> problems;
     std::unique_ptr<MetaStore> m;
@@ -173,6 +174,15 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
     if (cnt.stored_bytes != stored)
         problems.push_back("stored_bytes " + std::to_string(cnt.stored_bytes) + " != " + std::to_string(stored));
     if (cnt.chunk_count != chunks.size()) problems.push_back("chunk_count mismatch");
+    t.reset();
+    m.reset();
+    // And hiodsfs-fsck's full check (every invariant, segment records too).
+    FsckReport report;
+    FsckOptions fo;
+    fo.store = store;
+    st = run_fsck(fo, &report);
+    if (!st) problems.push_back("fsck: " + st.to_string());
+    for (const auto& p : report.problems) problems.push_back("fsck: " + p.what);
     return problems;
 }
 
