@@ -20,7 +20,7 @@ constexpr int kExitOperational = 8;
 const char* const kUsage =
     "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n]\n"
     "  Checks a hiodsfs store (it must not be mounted).\n"
-    "  --repair  fix what can be fixed without losing data\n"
+    "  --repair  fix what can be fixed without losing data (also -y)\n"
     "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
     "  -n        check only, change nothing (the default)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
