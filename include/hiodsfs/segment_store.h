@@ -85,6 +85,9 @@ public:
                 const std::function<bool(const SegmentRecord&)>& fn);
     // Deletes a sealed segment (never the one being appended to).
     Status remove(SegmentId segment);
+    // Seals the active segment, if it holds any record, and starts a new
+    // one: compaction can then take the old one.
+    Status seal();
     // Sum of all segment file sizes (as list_segments counts them).
     std::uint64_t disk_bytes();
     SegmentId active_segment();

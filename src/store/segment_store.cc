@@ -720,6 +720,15 @@ Status SegmentStore::remove(SegmentId segment) {
     return Status::ok();
 }
 
+Status SegmentStore::seal() {
+    Impl& m = *impl_;
+    if (m.options.read_only) return m.read_only_error("seal");
+    std::lock_guard lock(m.mu);
+    if (!m.failed.is_ok()) return m.failed;
+    if (m.written + m.buffer.size() == 0) return Status::ok();
+    return m.roll_over_locked();
+}
+
 std::uint64_t SegmentStore::disk_bytes() {
     std::lock_guard lock(impl_->mu);
     return impl_->sealed_bytes + impl_->written + impl_->buffer.size();
