@@ -37,6 +37,13 @@ namespace hiodsfs {
 
 enum class DedupMode : std::uint8_t { kInline = 0, kDeferred = 1, kHybrid = 2 };
 
+// Who gives space back: freeing deleted files and compacting segments.
+enum class ReclaimMode : std::uint8_t {
+    kBackground = 0,  // a thread, paced by the throttle like the deduplication pass
+    kManual = 1,      // the same work, queued until run_reclaim() (tests)
+    kOff = 2,         // deleted files are freed in the deleting request; no compaction
+};
+
 struct EngineOptions {
     std::string store_dir;
     // Chunking for a new store. For an existing store, the store's own
@@ -69,6 +76,16 @@ struct EngineOptions {
     // How long to wait for another process to release the store (e.g. a
     // daemon still flushing after umount) before failing with EBUSY.
     unsigned lock_wait_ms = 0;
+    // Space reclaim (docs/architecture.md). kBackground needs
+    // background_commit; without it reclaim is kOff. run_reclaim() works in
+    // every mode.
+    ReclaimMode reclaim = ReclaimMode::kBackground;
+    // A sealed segment whose live bytes are below this fraction of its size
+    // is compacted; 0 deletes only segments without live bytes.
+    double compact_threshold = 0.5;
+    // A deleted file that maps more than this many bytes is freed by the
+    // reclaimer in bounded steps; the deleting request only queues it.
+    std::uint64_t async_delete_bytes = 1ull << 20;
 };
 
 struct Attr {
@@ -214,6 +231,10 @@ public:
     // Runs the background pass in the calling thread until no dirty record
     // is left (for tests and tools; the daemon's pass runs by itself).
     virtual Status run_background() = 0;
+    // Does all pending space reclaim in the calling thread: frees deleted
+    // files (those no handle pins any more) and compacts segments until no
+    // segment qualifies. The daemon's reclaimer does the same by itself.
+    virtual Status run_reclaim() = 0;
     // Switches the write path (the mode controller calls this in hybrid mode).
     virtual void set_deferred(bool deferred) = 0;
     virtual bool deferred() const = 0;

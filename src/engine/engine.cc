@@ -35,6 +35,8 @@
 #include <unordered_map>
 
 #include "dedup/background_pass.h"
+#include "dedup/reclaimer.h"
+#include "engine/compaction.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
 #include "hiodsfs/meta_store.h"
@@ -125,7 +127,7 @@ struct Stream {
     }
 };
 
-class EngineImpl final : public Engine, private DedupTarget {
+class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget {
 public:
     ~EngineImpl() override {
         if (!closed_) (void)close();
@@ -170,6 +172,7 @@ public:
     Status removexattr(InodeId ino, std::string_view name) override;
 
     Status run_background() override;
+    Status run_reclaim() override;
     void set_deferred(bool deferred) override { deferred_.store(deferred); }
     bool deferred() const override { return deferred_.load(); }
     const ModeController* controller() const override { return controller_.get(); }
@@ -183,6 +186,16 @@ private:
     Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
     Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
     Status finish_dirty(const std::vector<DirtyRecord>& done) override;
+
+    // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
+    Status reclaim_step(bool* did_work) override;
+    // Frees part of one deleted file that nothing pins any more.
+    Status purge_step(bool* did_work);
+    // nlink is zero and nothing pins ino: free it now, or queue a large file
+    // for the reclaimer.
+    Status free_inode(Txn& t, InodeId ino);
+    // Reads chunk id at loc, or where compaction has moved it meanwhile.
+    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out);
 
     // ---- metadata helpers (caller holds a Txn) ----
     Status load_inode(Txn& t, InodeId ino, Inode* out);
@@ -241,7 +254,6 @@ private:
                 WriteUpdate* upd = nullptr);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
-    Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta);
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off);
     Status realign(InodeId ino, Stream& s, std::uint64_t write_end);
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
@@ -280,6 +292,13 @@ private:
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
+
+    ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
+    std::mutex reclaim_mu_;  // one reclaim step at a time
+    std::unique_ptr<Compactor> compactor_;
+    std::unique_ptr<Reclaimer> reclaimer_;
+    std::atomic<std::uint64_t> deletes_queued_{0};  // large deletes handed to the reclaimer
+    std::atomic<std::uint64_t> deletes_done_{0};    // deleted files the reclaimer freed
 };
 
 // ---------------------------------------------------------------------------
@@ -358,8 +377,17 @@ Status EngineImpl::init(const EngineOptions& options) {
         HIODSFS_TRY(commit_now());
         // FORMAT last: a store without it is unfinished and may be made again.
         HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_}));
-    } else if (!options.read_only) {
-        // Inodes unlinked while open when the store was last closed or crashed.
+    }
+    reclaim_mode_ = options.reclaim;
+    if (reclaim_mode_ == ReclaimMode::kBackground && !options.background_commit)
+        reclaim_mode_ = ReclaimMode::kOff;
+    if (!options.read_only)
+        compactor_ = std::make_unique<Compactor>(meta_.get(), segs_.get(),
+                                                 [this] { return commit_now(); },
+                                                 options.compact_threshold);
+    if (!fresh && !options.read_only && reclaim_mode_ == ReclaimMode::kOff) {
+        // Inodes unlinked while open when the store was last closed or
+        // crashed (with reclaim on, the reclaimer frees them).
         std::vector<InodeId> orphans;
         {
             std::unique_ptr<Txn> t;
@@ -399,6 +427,11 @@ Status EngineImpl::init(const EngineOptions& options) {
         pass_->start();
     }
     if (options.background_commit) control_ = std::thread([this] { control_loop(); });
+    if (reclaim_mode_ == ReclaimMode::kBackground) {
+        reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
+                                                 [this] { return controller_->background_speed(); });
+        reclaimer_->start();
+    }
     return Status::ok();
 }
 
@@ -414,6 +447,7 @@ void EngineImpl::stop_committer() {
 
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
+    if (reclaimer_) reclaimer_->stop();  // queued deletes stay queued; a half-copied segment stays
     if (pass_) pass_->stop();  // unfinished records stay queued for the next open
     stop_committer();
     Status result;
@@ -432,6 +466,7 @@ Status EngineImpl::close() {
         if (!st && result) result = st;
     }
     closed_ = true;
+    compactor_.reset();
     meta_.reset();
     segs_.reset();
     lock_.reset();
@@ -439,6 +474,7 @@ Status EngineImpl::close() {
 }
 
 void EngineImpl::abandon() {
+    if (reclaimer_) reclaimer_->stop();
     if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
@@ -446,6 +482,7 @@ void EngineImpl::abandon() {
         std::lock_guard<std::mutex> l(streams_mu_);
         streams_.clear();
     }
+    compactor_.reset();
     meta_.reset();  // aborts the open group
     segs_.reset();
     lock_.reset();
@@ -708,16 +745,6 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     return Status::ok();
 }
 
-Status EngineImpl::add_segment_live(Txn& t, SegmentId seg, std::int64_t delta) {
-    std::string sk = key_u64(seg);
-    std::string_view sv;
-    bool found = false;
-    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &found));
-    std::int64_t live = found && sv.size() == 8 ? static_cast<std::int64_t>(get_be64(sv)) : 0;
-    live = std::max<std::int64_t>(0, live + delta);
-    return t.put(Db::kSegments, sk, key_u64(static_cast<std::uint64_t>(live)));
-}
-
 Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
     Inode in;
     Status st = load_inode(t, ino, &in);
@@ -750,7 +777,7 @@ Status EngineImpl::release_inode(Txn& t, InodeId ino) {
         std::lock_guard<std::mutex> l(streams_mu_);
         streams_.erase(ino);
     }
-    return purge_inode(t, ino);
+    return free_inode(t, ino);
 }
 
 // ---------------------------------------------------------------------------
@@ -1081,7 +1108,7 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
     Inode in;
     if (!load_inode(*t, ino, &in)) return;
     if (in.r.nlink == 0 && !pinned(ino)) {
-        if (purge_inode(*t, ino)) (void)t->commit();
+        if (free_inode(*t, ino)) (void)t->commit();
     }
     t.reset();
     std::lock_guard<std::mutex> l(streams_mu_);
@@ -1454,7 +1481,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         if (!whole) chunk_buf.resize(p.loc.length);
         // A chunk that fails its checks is EIO for the whole request, never
         // wrong bytes; counted for hiodsfs-stat.
-        Status st = segs_->read(p.loc, p.chunk, whole ? dst : chunk_buf.data());
+        Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data());
         if (!st) {
             read_errors_.fetch_add(1);
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
@@ -1818,6 +1845,122 @@ Status EngineImpl::run_background() {
 }
 
 // ---------------------------------------------------------------------------
+// Space reclaim: deleted files are freed in bounded steps, then segments are
+// compacted (engine/compaction.h). One step at a time, from the reclaimer
+// thread or run_reclaim().
+
+namespace {
+// Extents freed per step of a deleted file's purge: one short metadata
+// operation (a few ms), so foreground requests barely wait for it.
+constexpr std::size_t kPurgeExtentsPerStep = 4096;
+}  // namespace
+
+Status EngineImpl::run_reclaim() {
+    if (!compactor_) return Status::error(EROFS, "store is open read-only");
+    for (;;) {
+        bool did_work = false;
+        HIODSFS_TRY(reclaim_step(&did_work));
+        if (!did_work) return Status::ok();
+    }
+}
+
+Status EngineImpl::reclaim_step(bool* did_work) {
+    std::lock_guard<std::mutex> l(reclaim_mu_);
+    *did_work = false;
+    if (!compactor_) return Status::ok();
+    // Deleted files first: their chunks' death is what makes segments dead.
+    HIODSFS_TRY(purge_step(did_work));
+    if (*did_work) return Status::ok();
+    return compactor_->step(did_work);
+}
+
+Status EngineImpl::free_inode(Txn& t, InodeId ino) {
+    if (reclaim_mode_ != ReclaimMode::kOff) {
+        Inode in;
+        if (load_inode(t, ino, &in) && S_ISREG(in.r.mode) && in.r.mapped > opts_.async_delete_bytes) {
+            HIODSFS_TRY(t.put(Db::kOrphans, key_u64(ino), ""));
+            deletes_queued_ += 1;
+            if (reclaimer_) reclaimer_->wake();
+            return Status::ok();
+        }
+    }
+    return purge_inode(t, ino);
+}
+
+Status EngineImpl::purge_step(bool* did_work) {
+    *did_work = false;
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    InodeId ino = 0;
+    {
+        // Orphans still pinned (open, or known to the kernel) wait for unpin.
+        Cursor c = t->cursor(Db::kOrphans);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            InodeId cand = get_be64(c.key());
+            if (!pinned(cand)) {
+                ino = cand;
+                break;
+            }
+        }
+        HIODSFS_TRY(c.status());
+    }
+    if (ino == 0) return Status::ok();
+    *did_work = true;
+    Inode in;
+    Status st = load_inode(*t, ino, &in);
+    if (st && S_ISREG(in.r.mode)) {
+        // Unmap the first extents of the file; the last step purges the inode.
+        std::uint64_t first = 0, end = 0;
+        std::size_t n = 0;
+        {
+            Cursor c = t->cursor(Db::kExtents);
+            const std::string prefix = key_u64(ino);
+            for (bool ok = c.seek(prefix); ok && n < kPurgeExtentsPerStep; ok = c.next()) {
+                std::string_view k = c.key();
+                if (k.size() != 16 || k.substr(0, 8) != prefix) break;
+                ExtentRecord e;
+                if (!from_bytes(c.value(), &e)) return Status::error(EUCLEAN, "extent record is damaged");
+                if (n == 0) first = get_be64(k, 8);
+                end = get_be64(k, 8) + e.length;
+                ++n;
+            }
+            HIODSFS_TRY(c.status());
+        }
+        if (n == kPurgeExtentsPerStep) {
+            HIODSFS_TRY(replace_range(*t, ino, in, first, end - first, nullptr));
+            HIODSFS_TRY(store_inode(*t, ino, in));
+            return t->commit();
+        }
+    }
+    HIODSFS_TRY(purge_inode(*t, ino));
+    HIODSFS_TRY(t->commit());
+    deletes_done_ += 1;
+    return Status::ok();
+}
+
+Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out) {
+    Status st = segs_->read(loc, id, out);
+    // A failed read of a chunk that compaction moved (and whose old segment
+    // it deleted) after our lookup: read the new place. A location that did
+    // not change means the error is real.
+    for (int attempt = 0; !st && attempt < 3; ++attempt) {
+        ChunkRecord rec;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            std::string_view v;
+            bool found = false;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(id), &v, &found));
+            if (!found || !from_bytes(v, &rec)) return st;
+        }
+        if (rec.location() == loc) return st;
+        loc = rec.location();
+        st = segs_->read(loc, id, out);
+    }
+    return st;
+}
+
+// ---------------------------------------------------------------------------
 // Status for hiodsfs-stat
 
 namespace {
@@ -1863,6 +2006,14 @@ std::string EngineImpl::status_json() {
     u64("backlog_records", c.backlog_records);
     u64("backlog_bytes", c.backlog_bytes);
     u64("read_errors", read_errors_.load());
+    if (compactor_) {
+        const CompactionStats cs = compactor_->stats();
+        u64("reclaim_deletes_queued", deletes_queued_.load());
+        u64("reclaim_deletes_done", deletes_done_.load());
+        u64("compaction_segments_deleted", cs.segments_deleted);
+        u64("compaction_bytes_moved", cs.bytes_moved);
+        u64("compaction_bytes_freed", cs.bytes_freed);
+    }
     j += "  \"chunking\": \"" + chunking_.describe() + "\",\n";
     const char* setting = controller_->setting() == ModeController::Setting::kInline ? "inline"
                           : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"

@@ -1,0 +1,86 @@
+#include "dedup/reclaimer.h"
+
+#include <algorithm>
+
+namespace hiodsfs {
+namespace {
+constexpr auto kPausedPoll = std::chrono::milliseconds(200);
+constexpr auto kErrorBackoff = std::chrono::milliseconds(1000);
+constexpr auto kMaxRest = std::chrono::milliseconds(2000);
+constexpr double kMinSpeed = 0.02;  // below this reclaim counts as paused (as the dedup pass)
+}  // namespace
+
+Reclaimer::Reclaimer(ReclaimTarget* target, std::function<double()> speed,
+                     std::chrono::milliseconds idle_poll)
+    : target_(target), speed_(std::move(speed)), idle_poll_(idle_poll) {}
+
+Reclaimer::~Reclaimer() { stop(); }
+
+void Reclaimer::start() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (worker_.joinable()) return;
+    stop_ = false;
+    worker_ = std::thread([this] { run(); });
+}
+
+void Reclaimer::stop() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+}
+
+void Reclaimer::wake() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        woken_ = true;
+    }
+    cv_.notify_all();
+}
+
+std::uint64_t Reclaimer::steps() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return steps_;
+}
+
+Status Reclaimer::last_error() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_error_;
+}
+
+void Reclaimer::run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+        const double speed = speed_();
+        if (speed < kMinSpeed) {
+            cv_.wait_for(l, kPausedPoll, [this] { return stop_; });
+            continue;
+        }
+        woken_ = false;
+        l.unlock();
+        bool did_work = false;
+        const auto began = std::chrono::steady_clock::now();
+        Status st = target_->reclaim_step(&did_work);
+        const auto took = std::chrono::steady_clock::now() - began;
+        l.lock();
+        if (!st) {
+            last_error_ = st;
+            cv_.wait_for(l, kErrorBackoff, [this] { return stop_; });
+            continue;
+        }
+        if (!did_work) {
+            cv_.wait_for(l, idle_poll_, [this] { return stop_ || woken_; });
+            continue;
+        }
+        ++steps_;
+        if (speed < 1.0) {
+            // A step that took t runs at speed s if followed by t(1/s - 1) of rest.
+            auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(took * (1.0 / speed - 1.0));
+            cv_.wait_for(l, std::min<std::chrono::milliseconds>(rest, kMaxRest), [this] { return stop_; });
+        }
+    }
+}
+
+}  // namespace hiodsfs

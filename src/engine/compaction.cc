@@ -1,0 +1,262 @@
+#include "engine/compaction.h"
+
+#include <algorithm>
+#include <map>
+
+#include "hiodsfs/records.h"
+
+namespace hiodsfs {
+namespace {
+// Chunk records looked up per metadata operation while classifying a scan,
+// so foreground operations wait at most for one batch of lookups.
+constexpr std::size_t kLookupsPerTxn = 2048;
+
+std::string seg_name(SegmentId seg) { return "segment " + std::to_string(seg); }
+
+Status segment_live(Txn& t, SegmentId seg, std::uint64_t* live, bool* present) {
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kSegments, key_u64(seg), &v, &found));
+    *present = found;
+    *live = found && v.size() == 8 ? get_be64(v) : 0;
+    return Status::ok();
+}
+
+// Whether chunk `id`'s record points exactly at `loc` (it is live there).
+Status points_at(Txn& t, ChunkId id, const ChunkLocation& loc, ChunkRecord* rec, bool* yes) {
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kChunks, key_u64(id), &v, &found));
+    *yes = found && from_bytes(v, rec) && rec->segment == loc.segment && rec->offset == loc.offset &&
+           rec->length == loc.length;
+    return Status::ok();
+}
+}  // namespace
+
+Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta) {
+    std::string sk = key_u64(seg);
+    std::string_view sv;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &found));
+    std::int64_t live = found && sv.size() == 8 ? static_cast<std::int64_t>(get_be64(sv)) : 0;
+    live = std::max<std::int64_t>(0, live + delta);
+    return t.put(Db::kSegments, sk, key_u64(static_cast<std::uint64_t>(live)));
+}
+
+Compactor::Compactor(MetaStore* meta, SegmentStore* segs, std::function<Status()> commit,
+                     double threshold)
+    : meta_(meta), segs_(segs), commit_(std::move(commit)), threshold_(threshold) {}
+
+CompactionStats Compactor::stats() const {
+    CompactionStats s;
+    s.segments_deleted = segments_deleted_.load();
+    s.segments_compacted = segments_compacted_.load();
+    s.chunks_moved = chunks_moved_.load();
+    s.bytes_moved = bytes_moved_.load();
+    s.bytes_freed = bytes_freed_.load();
+    return s;
+}
+
+Status Compactor::step(bool* did_work) {
+    *did_work = true;
+    if (job_) return job_->next < job_->moves.size() ? copy_batch() : finish_job();
+    bool found = false;
+    HIODSFS_TRY(pick(&found));
+    *did_work = found;
+    return Status::ok();
+}
+
+void Compactor::give_up(SegmentId seg) {
+    skip_.insert(seg);
+    job_.reset();
+}
+
+// The sealed segment with the lowest live fraction below the threshold; a
+// segment without live bytes is deleted right here.
+Status Compactor::pick(bool* found) {
+    *found = false;
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    // Read after the list: every listed id other than this one is sealed
+    // for good (the active id only grows).
+    const SegmentId active = segs_->active_segment();
+    struct Candidate {
+        SegmentId seg;
+        std::uint64_t size, live;
+        bool present;
+    };
+    std::optional<Candidate> best;
+    bool seal_active = false;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        for (const auto& [seg, size] : files) {
+            if (seg == 0 || skip_.count(seg) != 0) continue;
+            std::uint64_t live = 0;
+            bool present = false;
+            HIODSFS_TRY(segment_live(*t, seg, &live, &present));
+            if (live > 0 && !(static_cast<double>(live) < threshold_ * static_cast<double>(size)))
+                continue;
+            if (seg == active) {
+                // The segment being appended to cannot be compacted; once it
+                // is big and mostly dead (a large file written, then deleted)
+                // it is sealed so the next step can take it.
+                if (size > 0 && (live == 0 || size >= kMinSealBytes)) seal_active = true;
+                continue;
+            }
+            // live/size < best.live/best.size, without dividing.
+            if (!best || static_cast<double>(live) * static_cast<double>(best->size) <
+                             static_cast<double>(best->live) * static_cast<double>(size))
+                best = Candidate{seg, size, live, present};
+        }
+    }
+    if (!best) {
+        if (!seal_active) return Status::ok();
+        *found = true;
+        return segs_->seal();
+    }
+    *found = true;
+    if (best->live == 0) {
+        // Its dead bytes were counted when its chunks died, unless its entry
+        // is gone already (a compaction committed before a crash, or nothing
+        // in it was ever committed).
+        return delete_segment(best->seg, best->size, best->present ? best->size : 0);
+    }
+    return start_job(best->seg, best->size);
+}
+
+Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
+    Job job;
+    job.seg = seg;
+    job.file_bytes = file_bytes;
+    std::vector<Move> records;
+    HIODSFS_TRY(segs_->scan(seg, false, [&](const SegmentRecord& r) {
+        records.push_back(Move{r.chunk, r.location, {}});
+        job.payload_bytes += r.location.length;
+        return true;
+    }));
+    for (std::size_t i = 0; i < records.size();) {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        for (std::size_t end = std::min(records.size(), i + kLookupsPerTxn); i < end; ++i) {
+            ChunkRecord rec;
+            bool live_here = false;
+            HIODSFS_TRY(points_at(*t, records[i].chunk, records[i].from, &rec, &live_here));
+            if (live_here) job.moves.push_back(records[i]);
+        }
+    }
+    job_ = std::move(job);
+    return Status::ok();
+}
+
+Status Compactor::copy_batch() {
+    Job& job = *job_;
+    std::vector<std::uint8_t> buf;
+    std::uint64_t copied = 0;
+    while (job.next < job.moves.size() && copied < kBatchBytes) {
+        Move& m = job.moves[job.next];
+        buf.resize(m.from.length);
+        Status st = segs_->read(m.from, m.chunk, buf.data());
+        if (!st) {
+            // A damaged record matters only if a chunk still lives there.
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            ChunkRecord rec;
+            bool live_here = false;
+            HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+            if (live_here) {
+                const SegmentId seg = job.seg;
+                give_up(seg);
+                return Status::error(st.err(), "compaction of " + seg_name(seg) +
+                                                   " stopped, the segment stays: " + st.message());
+            }
+            m.to = ChunkLocation{};  // dead meanwhile: nothing to move
+            ++job.next;
+            continue;
+        }
+        HIODSFS_TRY(segs_->append(m.chunk, buf.data(), m.from.length, &m.to));
+        copied += m.from.length;
+        ++job.next;
+    }
+    return Status::ok();
+}
+
+Status Compactor::finish_job() {
+    const Job job = std::move(*job_);
+    // Whatever happens below, this job is over: a switch folded into the
+    // group must never be applied twice.
+    job_.reset();
+    std::uint64_t moved = 0, moved_chunks = 0, dead_copies = 0, live_left = 0;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::map<SegmentId, std::int64_t> gained;
+        for (const Move& m : job.moves) {
+            if (m.to.segment == 0) continue;
+            ChunkRecord rec;
+            bool live_here = false;
+            HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+            if (!live_here) {  // freed while it was copied: the copy is dead
+                dead_copies += m.to.length;
+                continue;
+            }
+            rec.segment = m.to.segment;
+            rec.offset = m.to.offset;
+            HIODSFS_TRY(t->put(Db::kChunks, key_u64(m.chunk), as_bytes(rec)));
+            gained[m.to.segment] += m.to.length;
+            moved += m.to.length;
+            ++moved_chunks;
+        }
+        for (const auto& [seg, bytes] : gained) HIODSFS_TRY(add_segment_live(*t, seg, bytes));
+        std::uint64_t live = 0;
+        bool present = false;
+        HIODSFS_TRY(segment_live(*t, job.seg, &live, &present));
+        live_left = live > moved ? live - moved : 0;
+        auto& c = t->super().counters;
+        c.dead_bytes += dead_copies;
+        if (live_left == 0) {
+            HIODSFS_TRY(t->del(Db::kSegments, key_u64(job.seg)));
+            c.dead_bytes -= std::min(c.dead_bytes, job.payload_bytes - std::min(job.payload_bytes, moved));
+        } else {
+            HIODSFS_TRY(add_segment_live(*t, job.seg, -static_cast<std::int64_t>(moved)));
+        }
+        HIODSFS_TRY(t->commit());
+    }
+    chunks_moved_ += moved_chunks;
+    bytes_moved_ += moved;
+    if (live_left != 0) {
+        skip_.insert(job.seg);
+        return Status::error(EUCLEAN, "compaction of " + seg_name(job.seg) + ": " +
+                                          std::to_string(live_left) +
+                                          " live bytes are in records its scan did not reach; "
+                                          "the segment stays (hiodsfs-fsck can tell more)");
+    }
+    // The copies are synced before the switch commits; the old file goes
+    // only once nothing durable refers to it.
+    HIODSFS_TRY(commit_());
+    HIODSFS_TRY(segs_->remove(job.seg));
+    segments_deleted_ += 1;
+    segments_compacted_ += 1;
+    bytes_freed_ += job.file_bytes;
+    return Status::ok();
+}
+
+Status Compactor::delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload) {
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
+        auto& c = t->super().counters;
+        c.dead_bytes -= std::min(c.dead_bytes, dead_payload);
+        HIODSFS_TRY(t->commit());
+    }
+    // The frees that emptied it must be durable before its bytes go: a
+    // crash must not bring back chunks that point into a deleted file.
+    HIODSFS_TRY(commit_());
+    HIODSFS_TRY(segs_->remove(seg));
+    segments_deleted_ += 1;
+    bytes_freed_ += file_bytes;
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

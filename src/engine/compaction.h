@@ -1,0 +1,109 @@
+// Compactor: gives back the space of dead chunks by rewriting segments.
+//
+// A sealed segment whose live payload (Db::kSegments) is below `threshold`
+// of its file size is compacted: its records are scanned, the ones a chunk
+// record still points at are copied (verified reads) to the active segment
+// in batches, then ONE metadata operation switches every copied chunk whose
+// record still points at its old place to the copy, moves the live bytes
+// between the segments' counters and drops the old segment's entry; the
+// group commit that follows syncs the copies before the metadata (as every
+// commit does), and only after it has returned is the old file deleted. A
+// segment without live bytes is deleted at once (after a commit, so its
+// zero count is durable first). The active segment is sealed when it
+// qualifies too (and holds at least kMinSealBytes, or nothing live), so the
+// tail of a large deleted file does not stay on disk.
+//
+// Crashes: before the commit the old segment is still referenced and intact
+// (the copies are dead bytes); after it nothing refers to the old file, its
+// entry is gone (live 0), and the next pass deletes it.
+// Concurrency: chunk ids never change, and a chunk freed or re-referenced
+// while it is being copied is handled by the re-check under the switch (a
+// copy of a chunk that died meanwhile is dead space). Readers that looked up
+// the old location may find the file deleted: the engine's read path looks
+// the chunk up again and reads the new place.
+// Thread-safety: one thread at a time calls step()/run_until_idle().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "hiodsfs/meta_store.h"
+#include "hiodsfs/segment_store.h"
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+// Adds delta to a segment's live payload bytes in Db::kSegments (clamped at 0).
+Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta);
+
+struct CompactionStats {
+    std::uint64_t segments_deleted = 0;
+    std::uint64_t segments_compacted = 0;  // of those, segments whose live chunks were copied
+    std::uint64_t chunks_moved = 0;
+    std::uint64_t bytes_moved = 0;
+    std::uint64_t bytes_freed = 0;  // file bytes of deleted segments
+};
+
+class Compactor {
+public:
+    // Live fraction below which a segment is compacted by default: the copy
+    // costs at most as much writing as it frees (see docs/architecture.md).
+    static constexpr double kDefaultThreshold = 0.5;
+    // Bytes copied per step, so a step stays short and can be paced.
+    static constexpr std::uint64_t kBatchBytes = 4ull << 20;
+    // The active segment is sealed for compaction when it qualifies and
+    // holds at least this much, or holds nothing live at all.
+    static constexpr std::uint64_t kMinSealBytes = 1ull << 20;
+
+    // commit makes the open metadata group durable (segments synced first).
+    // threshold <= 0 switches compaction off (fully dead segments are still
+    // deleted).
+    Compactor(MetaStore* meta, SegmentStore* segs, std::function<Status()> commit,
+              double threshold = kDefaultThreshold);
+
+    // One bounded piece of work: pick a segment and scan it, or copy one
+    // batch, or switch, commit and delete. *did_work false: nothing to do.
+    Status step(bool* did_work);
+    // Totals since construction (may be read while another thread steps).
+    CompactionStats stats() const;
+    // Chunk copies of a job are made and the switch is next (for tests that
+    // crash at that point).
+    bool copies_done() const { return job_ && job_->next == job_->moves.size(); }
+
+private:
+    struct Move {
+        ChunkId chunk = 0;
+        ChunkLocation from, to;
+    };
+    struct Job {
+        SegmentId seg = 0;
+        std::uint64_t file_bytes = 0;
+        std::uint64_t payload_bytes = 0;  // every record's payload in the segment
+        std::vector<Move> moves;          // records a chunk pointed at when scanned
+        std::size_t next = 0;             // first move not yet copied
+    };
+
+    Status pick(bool* found);
+    Status start_job(SegmentId seg, std::uint64_t file_bytes);
+    Status copy_batch();
+    Status finish_job();
+    Status delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload);
+    void give_up(SegmentId seg);
+
+    MetaStore* meta_;
+    SegmentStore* segs_;
+    std::function<Status()> commit_;
+    double threshold_;
+    std::optional<Job> job_;
+    // Segments that could not be compacted (unreadable chunk, live bytes the
+    // scan did not find): left alone until the store is reopened.
+    std::set<SegmentId> skip_;
+    std::atomic<std::uint64_t> segments_deleted_{0}, segments_compacted_{0}, chunks_moved_{0},
+        bytes_moved_{0}, bytes_freed_{0};
+};
+
+}  // namespace hiodsfs
