@@ -441,6 +441,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.control = opt.control;
     eo.policy = opt.policy;
     eo.background_threads = opt.background_threads;
+    eo.compact_threshold = opt.compact_threshold / 100.0;
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
     eo.publish_status = !opt.read_only;
     std::unique_ptr<Engine> engine;

@@ -173,6 +173,13 @@ public:
             out_->background_threads = static_cast<unsigned>(v);
             return true;
         }
+        if (key == "compact_threshold") {
+            if (!need_value()) return false;
+            std::uint64_t v = 0;
+            if (!parse_uint(*value, 0, 100, &v)) return bad_value("expected a percentage, 0 to 100");
+            out_->compact_threshold = static_cast<unsigned>(v);
+            return true;
+        }
         if (key == "commit_interval") {
             if (!need_value()) return false;
             std::uint64_t v = 0;
@@ -297,6 +304,7 @@ const char* const kValueOptions[] = {"chunking",
                                      "policy",
                                      "control_interval",
                                      "background_threads",
+                                     "compact_threshold",
                                      "commit_interval",
                                      "max_write",
                                      "threads",
@@ -504,6 +512,8 @@ std::string usage_text() {
          "  policy=NAME             hybrid's mode policy: capacity (default) or hiods\n"
          "  control_interval=MS     controller sampling interval (default 1000)\n"
          "  background_threads=N    background deduplication workers (default 2)\n"
+         "  compact_threshold=PCT   compact segments less than PCT % live (default 50;\n"
+         "                          0: only delete segments without live data)\n"
          "  commit_interval=MS      metadata group commit interval (default 1000)\n"
          "  writeback_cache         kernel writeback cache (default)\n"
          "  no_writeback_cache      write through to the daemon on every write\n"

@@ -33,6 +33,8 @@ struct DaemonOptions {
     ControlConfig control;  // target_ops, target_bytes, control_interval
     std::string policy;     // "" = the engine's default
     unsigned background_threads = 2;
+    // Compact segments with less than this percentage live (0: only delete dead ones).
+    unsigned compact_threshold = 50;
     std::uint32_t commit_interval_ms = 1000;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;

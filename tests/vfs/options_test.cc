@@ -125,6 +125,17 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
 
+TEST_CASE("compact_threshold is a percentage") {
+    Parsed h = parse({"/s", "/m", "-o", "compact_threshold=30"});
+    INFO(h.error);
+    REQUIRE(h.ok);
+    CHECK(h.opt.compact_threshold == 30);
+    CHECK(parse({"/s", "/m"}).opt.compact_threshold == 50);
+    CHECK(parse({"/s", "/m", "--compact-threshold=0"}).opt.compact_threshold == 0);
+    CHECK(error_of({"/s", "/m", "-o", "compact_threshold=101"}).find("compact_threshold") !=
+          std::string::npos);
+}
+
 TEST_CASE("modes and the controller's settings") {
     Parsed h = parse({"/s", "/m", "-o", "target_ops=5000,target_bytes=200M,policy=hiods",
                       "--control-interval=500", "--background-threads=4"});
