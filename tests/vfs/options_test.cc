@@ -132,8 +132,9 @@ TEST_CASE("compact_threshold is a percentage") {
     CHECK(h.opt.compact_threshold == 30);
     CHECK(parse({"/s", "/m"}).opt.compact_threshold == 50);
     CHECK(parse({"/s", "/m", "--compact-threshold=0"}).opt.compact_threshold == 0);
-    CHECK(error_of({"/s", "/m", "-o", "compact_threshold=101"}).find("compact_threshold") !=
-          std::string::npos);
+    Parsed bad = parse({"/s", "/m", "-o", "compact_threshold=101"});
+    CHECK_FALSE(bad.ok);
+    CHECK(bad.error.find("compact_threshold") != std::string::npos);
 }
 
 TEST_CASE("modes and the controller's settings") {
