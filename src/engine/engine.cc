@@ -385,9 +385,10 @@ Status EngineImpl::init(const EngineOptions& options) {
         compactor_ = std::make_unique<Compactor>(meta_.get(), segs_.get(),
                                                  [this] { return commit_now(); },
                                                  options.compact_threshold);
-    if (!fresh && !options.read_only && reclaim_mode_ == ReclaimMode::kOff) {
+    if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
-        // crashed (with reclaim on, the reclaimer frees them).
+        // crashed, and large deletes still queued: freed now, except that
+        // large files are left to the reclaimer when it runs.
         std::vector<InodeId> orphans;
         {
             std::unique_ptr<Txn> t;
@@ -399,7 +400,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         for (InodeId ino : orphans) {
             std::unique_ptr<Txn> t;
             HIODSFS_TRY(meta_->begin(&t));
-            HIODSFS_TRY(purge_inode(*t, ino));
+            HIODSFS_TRY(free_inode(*t, ino));
             HIODSFS_TRY(t->commit());
         }
         if (!orphans.empty()) HIODSFS_TRY(commit_now());
