@@ -81,7 +81,9 @@ struct EngineOptions {
     // every mode.
     ReclaimMode reclaim = ReclaimMode::kBackground;
     // A sealed segment whose live bytes are below this fraction of its size
-    // is compacted; 0 deletes only segments without live bytes.
+    // is compacted, and below 0.9 while reclaim may run at full speed (the
+    // foreground idle, or no goal); 0 deletes only segments without live
+    // bytes.
     double compact_threshold = 0.5;
     // A deleted file that maps more than this many bytes is freed by the
     // reclaimer in bounded steps; the deleting request only queues it.

@@ -57,11 +57,12 @@ CompactionStats Compactor::stats() const {
     return s;
 }
 
-Status Compactor::step(bool* did_work) {
+Status Compactor::step(bool full_speed, bool* did_work) {
     *did_work = true;
     if (job_) return job_->next < job_->moves.size() ? copy_batch() : finish_job();
     bool found = false;
-    HIODSFS_TRY(pick(&found));
+    const double threshold = full_speed && threshold_ > 0 ? std::max(threshold_, kIdleThreshold) : threshold_;
+    HIODSFS_TRY(pick(threshold, &found));
     *did_work = found;
     return Status::ok();
 }
@@ -73,7 +74,7 @@ void Compactor::give_up(SegmentId seg) {
 
 // The sealed segment with the lowest live fraction below the threshold; a
 // segment without live bytes is deleted right here.
-Status Compactor::pick(bool* found) {
+Status Compactor::pick(double threshold, bool* found) {
     *found = false;
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
@@ -95,7 +96,7 @@ Status Compactor::pick(bool* found) {
             std::uint64_t live = 0;
             bool present = false;
             HIODSFS_TRY(segment_live(*t, seg, &live, &present));
-            if (live > 0 && !(static_cast<double>(live) < threshold_ * static_cast<double>(size)))
+            if (live > 0 && !(static_cast<double>(live) < threshold * static_cast<double>(size)))
                 continue;
             if (seg == active) {
                 // The segment being appended to cannot be compacted; once it

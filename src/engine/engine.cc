@@ -1872,7 +1872,8 @@ Status EngineImpl::reclaim_step(bool* did_work) {
     // Deleted files first: their chunks' death is what makes segments dead.
     HIODSFS_TRY(purge_step(did_work));
     if (*did_work) return Status::ok();
-    return compactor_->step(did_work);
+    const bool full_speed = !reclaimer_ || controller_->background_speed() >= 1.0;
+    return compactor_->step(full_speed, did_work);
 }
 
 Status EngineImpl::free_inode(Txn& t, InodeId ino) {

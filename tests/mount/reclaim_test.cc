@@ -17,10 +17,10 @@ using namespace hiodsfs::mt;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+double seconds_since(SteadyClock::time_point t0) {
+    return std::chrono::duration<double>(SteadyClock::now() - t0).count();
 }
 
 // Disk usage of a directory tree in bytes, as `du -sB1` counts it.
@@ -34,10 +34,10 @@ std::uint64_t du_bytes(const std::string& path) {
 // Polls pred every 200 ms until it holds or timeout passes.
 template <typename Pred>
 bool wait_for(std::chrono::seconds timeout, Pred pred) {
-    auto deadline = Clock::now() + timeout;
+    auto deadline = SteadyClock::now() + timeout;
     for (;;) {
         if (pred()) return true;
-        if (Clock::now() >= deadline) return false;
+        if (SteadyClock::now() >= deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
 }
@@ -67,21 +67,28 @@ TEST_CASE("deleting a large file returns at once and du of the store comes back"
     const std::uint64_t size = reclaim_size();
     MountFixture m({"mode=inline", "control_interval=200"});
     REQUIRE(wait_for(std::chrono::seconds(10), [&] { return status_field(m.store(), "reclaim_deletes_queued") >= 0; }));
+    const std::uint64_t slack = size / 20;  // 5 % of what is written
+    // A first round sizes the LMDB file, which reuses its free pages but
+    // never shrinks: "where it started" is a store that has been used.
+    const std::uint64_t du_empty = du_bytes(m.store());
+    write_blocks(m.path("warmup"), size, size, 3);
+    REQUIRE(::unlink(m.path("warmup").c_str()) == 0);
+    REQUIRE(wait_for(std::chrono::seconds(90), [&] { return du_bytes(m.store() + "/segments") <= slack; }));
     const std::uint64_t du0 = du_bytes(m.store());
     write_blocks(m.path("big"), size, size, 1);
     const std::uint64_t du1 = du_bytes(m.store());
-    INFO("du of the store: " << du0 << " empty, " << du1 << " with " << size << " bytes written");
+    INFO("du of the store: " << du_empty << " empty, " << du0 << " after the first round, " << du1 << " with "
+                             << size << " bytes written");
     REQUIRE(du1 >= du0 + size * 9 / 10);
     const long long queued0 = status_field(m.store(), "reclaim_deletes_queued");
 
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     REQUIRE(::unlink(m.path("big").c_str()) == 0);
     const double unlink_s = seconds_since(t0);
     // The request queued the file for the reclaimer instead of freeing it.
     CHECK(wait_for(std::chrono::seconds(10), [&] {
         return status_field(m.store(), "reclaim_deletes_queued") == queued0 + 1;
     }));
-    const std::uint64_t slack = size / 20;  // 5 % of what was written
     std::uint64_t du2 = 0;
     const bool back = wait_for(std::chrono::seconds(90), [&] {
         du2 = du_bytes(m.store());
@@ -91,7 +98,9 @@ TEST_CASE("deleting a large file returns at once and du of the store comes back"
     INFO("after the delete du is " << du2 << " (allowed " << du0 + slack << ") after " << reclaim_s
                                    << " s; daemon log: " << m.daemon_log());
     REQUIRE(back);
-    CHECK(status_field(m.store(), "compaction_segments_deleted") >= static_cast<long long>(size / (64 * kMiB)));
+    CHECK(wait_for(std::chrono::seconds(5), [&] {
+        return status_field(m.store(), "compaction_segments_deleted") >= static_cast<long long>(size / (64 * kMiB));
+    }));
     WARN("unlink of " << size / kMiB << " MiB took " << unlink_s << " s; du was back within 5 % after "
                       << reclaim_s << " s");
     // The store is still consistent and usable.
@@ -106,7 +115,6 @@ TEST_CASE("du of the store drops to the deduplicated size once deferred duplicat
     const std::uint64_t unique = size / 8;  // eight copies of the same data
     MountFixture m({"mode=deferred", "control_interval=200"});
     REQUIRE(wait_for(std::chrono::seconds(10), [&] { return status_field(m.store(), "raw_bytes") >= 0; }));
-    const std::uint64_t du0 = du_bytes(m.store());
     write_blocks(m.path("dups"), size, unique, 2);
     const std::uint64_t slack = size / 20;
     std::uint64_t du1 = 0;
@@ -115,14 +123,18 @@ TEST_CASE("du of the store drops to the deduplicated size once deferred duplicat
     });
     INFO("daemon log: " << m.daemon_log());
     REQUIRE(drained);
+    // The segments (all of the store but the LMDB file, which grew with
+    // the metadata of 8 raw copies and does not shrink) come down to the
+    // unique data.
     const bool back = wait_for(std::chrono::seconds(90), [&] {
-        du1 = du_bytes(m.store());
-        return du1 <= du0 + unique + slack;
+        du1 = du_bytes(m.store() + "/segments");
+        return du1 <= unique + slack;
     });
-    INFO("du of the store: " << du0 << " empty, " << du1 << " after the pass (allowed " << du0 + unique + slack
-                             << "); stored " << status_field(m.store(), "stored_bytes"));
+    INFO("du of the segments: " << du1 << " after the pass (allowed " << unique + slack << "); stored "
+                                << status_field(m.store(), "stored_bytes") << "; du of the store "
+                                << du_bytes(m.store()));
     REQUIRE(back);
-    CHECK(du1 + slack >= du0 + unique);  // the unique data is still there
+    CHECK(du1 + slack >= unique);  // the unique data is still there
     m.remount();
     std::string expect(kMiB, '\0');
     fill_random(expect.data(), expect.size(), 2 * 1000003 + 3);
