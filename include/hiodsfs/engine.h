@@ -88,6 +88,11 @@ struct EngineOptions {
     // A deleted file that maps more than this many bytes is freed by the
     // reclaimer in bounded steps; the deleting request only queues it.
     std::uint64_t async_delete_bytes = 1ull << 20;
+    // Free space on the store's file system kept back from file data, so
+    // that metadata commits, deletes and compaction can still run when the
+    // disk is full (file data writes fail with ENOSPC first). UINT64_MAX:
+    // 2 % of the file system, at least 16 MiB and at most 512 MiB.
+    std::uint64_t space_reserve = UINT64_MAX;
 };
 
 struct Attr {

@@ -105,6 +105,7 @@ Status Compactor::pick(double threshold, bool* found) {
                 if (size > 0 && (live == 0 || size >= kMinSealBytes)) seal_active = true;
                 continue;
             }
+            if (live > 0 && room_for_ && !room_for_(live)) continue;
             // live/size < best.live/best.size, without dividing.
             if (!best || static_cast<double>(live) * static_cast<double>(best->size) <
                              static_cast<double>(best->live) * static_cast<double>(size))

@@ -69,6 +69,12 @@ public:
     // deleted).
     Compactor(MetaStore* meta, SegmentStore* segs, std::function<Status()> commit,
               double threshold = kDefaultThreshold);
+    // Asked before copying a segment's live bytes: false when the file
+    // system cannot take them now (a full disk: whole dead segments, which
+    // need no copy, are still deleted, and copying waits for the space).
+    void set_room_for(std::function<bool(std::uint64_t bytes)> room_for) {
+        room_for_ = std::move(room_for);
+    }
 
     // One bounded piece of work: pick a segment and scan it, or copy one
     // batch, or switch, commit and delete. *did_work false: nothing to do.
@@ -104,6 +110,7 @@ private:
     MetaStore* meta_;
     SegmentStore* segs_;
     std::function<Status()> commit_;
+    std::function<bool(std::uint64_t)> room_for_;
     double threshold_;
     std::optional<Job> job_;
     // Segments that could not be compacted (unreadable chunk, live bytes the

@@ -287,6 +287,9 @@ private:
     std::thread committer_;
     std::thread control_;
     bool closed_ = false;
+    std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    // ENOSPC when the store's file system has no more than the reserve free.
+    Status check_space(std::uint64_t len);
     std::unique_ptr<ModeController> controller_;
 
     std::atomic<bool> deferred_{false};
@@ -303,6 +306,18 @@ private:
 
 // ---------------------------------------------------------------------------
 // Opening and closing
+
+Status EngineImpl::check_space(std::uint64_t len) {
+    if (space_reserve_ == 0) return Status::ok();
+    struct statvfs v {};
+    if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return Status::ok();  // let the write say
+    const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
+    if (avail < space_reserve_ || avail - space_reserve_ < len)
+        return Status::error(ENOSPC, "the store's file system is full (" +
+                                         std::to_string(space_reserve_ >> 20) +
+                                         " MiB kept for metadata and reclaim)");
+    return Status::ok();
+}
 
 Status EngineImpl::init(const EngineOptions& options) {
     opts_ = options;
@@ -326,6 +341,13 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::from_errno(errno, "store " + dir + " is not accessible");
 
     HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
+    space_reserve_ = options.space_reserve;
+    if (space_reserve_ == UINT64_MAX) {
+        struct statvfs v {};
+        const std::uint64_t fs_bytes =
+            ::statvfs(dir.c_str(), &v) == 0 ? std::uint64_t{v.f_blocks} * v.f_frsize : 0;
+        space_reserve_ = std::clamp<std::uint64_t>(fs_bytes / 50, 16ull << 20, 512ull << 20);
+    }
 
     StoreFormat format;
     bool exists = false;
@@ -385,6 +407,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         compactor_ = std::make_unique<Compactor>(meta_.get(), segs_.get(),
                                                  [this] { return commit_now(); },
                                                  options.compact_threshold);
+    if (compactor_)
+        compactor_->set_room_for([this](std::uint64_t bytes) { return check_space(bytes).is_ok(); });
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
         // crashed, and large deletes still queued: freed now, except that
@@ -1404,6 +1428,7 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         std::uint64_t arrival, bytes;
         ~Measured() { m.request_finished(arrival, bytes); }
     } measured{controller_->monitor(), controller_->monitor().request_started(), len};
+    HIODSFS_TRY(check_space(len));
     auto s = stream(ino);
     std::lock_guard<std::mutex> l(s->mu);
     Inode in;
@@ -2073,8 +2098,10 @@ Status EngineImpl::statfs(FsStats* out) {
     // shows is what the store can really still take.
     out->block_size = v.f_frsize;
     out->blocks = v.f_blocks;
-    out->blocks_free = v.f_bfree;
-    out->blocks_avail = v.f_bavail;
+    // What file data can still take: the reserve is kept back from it.
+    const std::uint64_t reserve_blocks = v.f_frsize ? space_reserve_ / v.f_frsize : 0;
+    out->blocks_free = v.f_bfree > reserve_blocks ? v.f_bfree - reserve_blocks : 0;
+    out->blocks_avail = v.f_bavail > reserve_blocks ? v.f_bavail - reserve_blocks : 0;
     SpaceCounters c;
     HIODSFS_TRY(counters(&c));
     out->files = c.inode_count + v.f_favail;
