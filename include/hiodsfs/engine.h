@@ -163,6 +163,7 @@ struct SpaceCounters {
     std::uint64_t backlog_bytes = 0;     // bytes those records cover
     std::uint64_t raw_bytes = 0;         // payload bytes of live chunks not yet deduplicated
     std::uint64_t disk_bytes = 0;        // segment files on disk (not a counter: measured)
+    std::uint64_t file_count = 0;        // regular files (inodes; hard links count once)
 };
 
 enum class SeekWhence { kData, kHole };

@@ -55,6 +55,18 @@ struct DirentValue {
     std::uint32_t reserved = 0;
 };
 
+// Db::kHistory: key = big-endian wall-clock time (ns since the epoch), value
+// = one sample of the daemon's activity, written by the control loop (see
+// include/hiodsfs/history.h) and shown by hiodsfs-stat --history.
+struct HistoryRecord {
+    std::uint8_t mode = 0;  // 0 inline, 1 deferred (at the end of the period)
+    std::uint8_t reserved[7] = {};
+    std::uint64_t period_ns = 0;  // the period the rates are averaged over
+    double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0;
+    std::uint64_t backlog_records = 0, backlog_bytes = 0;
+    std::uint64_t logical_bytes = 0, stored_bytes = 0;
+};
+
 template <typename T>
 std::string_view as_bytes(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);

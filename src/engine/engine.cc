@@ -39,6 +39,7 @@
 #include "engine/compaction.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
+#include "hiodsfs/history.h"
 #include "hiodsfs/meta_store.h"
 #include "hiodsfs/records.h"
 
@@ -62,6 +63,11 @@ struct timespec now_ts() {
 void set_time(std::int64_t* s, std::uint32_t* ns, const struct timespec& ts) {
     *s = ts.tv_sec;
     *ns = static_cast<std::uint32_t>(ts.tv_nsec);
+}
+
+std::uint64_t wall_ns() {
+    auto ts = now_ts();
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 struct timespec get_time(std::int64_t s, std::uint32_t ns) {
@@ -266,6 +272,7 @@ private:
     void control_loop();
     void stop_committer();
     Status publish_status();
+    Status record_history(const IntervalSample& s, const SpaceCounters& c);
 
     EngineOptions opts_;
     Env* env_ = nullptr;
@@ -291,6 +298,8 @@ private:
     // ENOSPC when the store's file system has no more than the reserve free.
     Status check_space(std::uint64_t len);
     std::unique_ptr<ModeController> controller_;
+    HistoryRecorder history_;  // the control thread's
+    Clock* clock_ = nullptr;   // the controller's
 
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
@@ -441,6 +450,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         if (!policy) return Status::error(EINVAL, error);
     }
     Clock* clock = options.clock != nullptr ? options.clock : Clock::system();
+    clock_ = clock;
     controller_ = std::make_unique<ModeController>(clock, options.control, setting, std::move(policy));
     deferred_.store(controller_->mode() == WriteMode::kDeferred);
     if (options.read_only) return Status::ok();
@@ -534,14 +544,29 @@ void EngineImpl::control_loop() {
         SpaceCounters c;
         if (counters(&c)) {
             std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
-            controller_->tick(c.backlog_records, c.backlog_bytes, processed - last_processed);
+            IntervalSample s =
+                controller_->tick(c.backlog_records, c.backlog_bytes, processed - last_processed);
             last_processed = processed;
             if (controller_->setting() == ModeController::Setting::kHybrid)
                 deferred_.store(controller_->mode() == WriteMode::kDeferred);
+            (void)record_history(s, c);  // best effort: history is informational
             if (opts_.publish_status) (void)publish_status();
         }
         l.lock();
     }
+}
+
+// A sample of Db::kHistory now and then (see history.h), folded into the
+// open group like any operation.
+Status EngineImpl::record_history(const IntervalSample& s, const SpaceCounters& c) {
+    HistoryEntry e;
+    if (!history_.tick(s, wall_ns(), deferred_.load() ? WriteMode::kDeferred : WriteMode::kInline,
+                       c, &e))
+        return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(append_history(*t, e));
+    return t->commit();
 }
 
 void EngineImpl::committer_loop() {
@@ -788,6 +813,7 @@ Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
     HIODSFS_TRY(t.del(Db::kInodes, key_u64(ino)));
     HIODSFS_TRY(t.del(Db::kOrphans, key_u64(ino)));
     t.super().counters.inode_count -= 1;
+    if (S_ISREG(in.r.mode)) t.super().counters.file_count -= 1;
     return Status::ok();
 }
 
@@ -894,6 +920,7 @@ Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& 
         HIODSFS_TRY(t->put(Db::kXattrs, key_u64_str(ino, xname), xvalue));
     HIODSFS_TRY(touch_dir(*t, parent, type == S_IFDIR ? 1 : 0));
     t->super().counters.inode_count += 1;
+    if (type == S_IFREG) t->super().counters.file_count += 1;
     HIODSFS_TRY(t->commit());
     *out = to_attr(ino, in);
     return Status::ok();
@@ -2041,6 +2068,20 @@ std::string EngineImpl::status_json() {
         u64("compaction_bytes_moved", cs.bytes_moved);
         u64("compaction_bytes_freed", cs.bytes_freed);
     }
+    u64("file_count", c.file_count);
+    u64("pid", static_cast<std::uint64_t>(::getpid()));
+    {
+        std::vector<std::pair<SegmentId, std::uint64_t>> segs;
+        (void)segs_->list_segments(&segs);
+        u64("segment_count", segs.size());
+    }
+    // Controller times (mode_since_ns, events) are on the monotonic clock of
+    // now_ns; unix_time_ns is the wall clock at the same moment.
+    u64("now_ns", clock_->now_ns());
+    u64("unix_time_ns", wall_ns());
+    u64("interval_ms", opts_.control.interval_ms);
+    num("target_ops", opts_.control.target_ops);
+    num("target_bytes_per_s", opts_.control.target_bytes_per_s);
     j += "  \"chunking\": \"" + chunking_.describe() + "\",\n";
     const char* setting = controller_->setting() == ModeController::Setting::kInline ? "inline"
                           : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
@@ -2053,6 +2094,43 @@ std::string EngineImpl::status_json() {
     if (!samples.empty()) {
         num("ops_per_s", samples.back().ops_per_s());
         num("bytes_per_s", samples.back().bytes_per_s());
+        const double secs = samples.back().seconds();
+        num("background_bytes_per_s",
+            secs > 0 ? static_cast<double>(samples.back().background_bytes) / secs : 0);
+    }
+    // The persisted history (history.h): the last samples and the last
+    // sample of each recent day.
+    {
+        std::vector<HistoryEntry> tail, daily;
+        std::unique_ptr<Txn> t;
+        if (meta_->begin(&t)) {
+            (void)read_history_tail(*t, 60, &tail);
+            (void)read_history_daily(*t, 31, &daily);
+        }
+        auto list = [&](const char* key, const std::vector<HistoryEntry>& v) {
+            j += std::string("  \"") + key + "\": [";
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const auto& e = v[i];
+                char buf[400];
+                std::snprintf(buf, sizeof(buf),
+                              "%s\n    {\"unix_time_ns\": %llu, \"period_ns\": %llu, \"mode\": \"%s\", "
+                              "\"ops_per_s\": %.6g, \"bytes_per_s\": %.6g, "
+                              "\"background_bytes_per_s\": %.6g, \"backlog_records\": %llu, "
+                              "\"backlog_bytes\": %llu, \"logical_bytes\": %llu, \"stored_bytes\": %llu}",
+                              i == 0 ? "" : ",", static_cast<unsigned long long>(e.time_ns),
+                              static_cast<unsigned long long>(e.r.period_ns),
+                              e.r.mode == 1 ? "deferred" : "inline", e.r.ops_per_s, e.r.bytes_per_s,
+                              e.r.background_bytes_per_s,
+                              static_cast<unsigned long long>(e.r.backlog_records),
+                              static_cast<unsigned long long>(e.r.backlog_bytes),
+                              static_cast<unsigned long long>(e.r.logical_bytes),
+                              static_cast<unsigned long long>(e.r.stored_bytes));
+                j += buf;
+            }
+            j += v.empty() ? "],\n" : "\n  ],\n";
+        };
+        list("history", tail);
+        list("history_daily", daily);
     }
     j += "  \"events\": [";
     auto events = controller_->events();
@@ -2062,11 +2140,13 @@ std::string EngineImpl::status_json() {
         char buf[256];
         std::snprintf(buf, sizeof(buf),
                       "%s\n    {\"time_ns\": %llu, \"kind\": \"%s\", \"mode\": \"%s\", \"ops_per_s\": "
-                      "%.6g, \"speed\": %.3g, \"backlog_records\": %llu, \"reason\": \"",
+                      "%.6g, \"bytes_per_s\": %.6g, \"speed\": %.3g, \"backlog_records\": %llu, "
+                      "\"backlog_bytes\": %llu, \"reason\": \"",
                       i == first ? "" : ",", static_cast<unsigned long long>(e.time_ns),
                       e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle",
-                      to_string(e.mode), e.ops_per_s, e.speed,
-                      static_cast<unsigned long long>(e.backlog_records));
+                      to_string(e.mode), e.ops_per_s, e.bytes_per_s, e.speed,
+                      static_cast<unsigned long long>(e.backlog_records),
+                      static_cast<unsigned long long>(e.backlog_bytes));
         j += buf + json_escape(e.reason) + "\"}";
     }
     j += events.empty() ? "]\n" : "\n  ]\n";

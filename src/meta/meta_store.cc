@@ -1,8 +1,12 @@
 #include "hiodsfs/meta_store.h"
 
+#include "hiodsfs/records.h"
+
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -35,6 +39,30 @@ std::string_view from_val(const MDB_val& v) {
 // SuperState is stored as its raw bytes: the store's format version guards
 // the layout (it only runs on little-endian 64-bit hosts).
 static_assert(std::is_trivially_copyable_v<SuperState>);
+
+// The super record before SpaceCounters::file_count (the last counter) was
+// added: 11 counters, then next_ino, next_chunk, next_dirty.
+constexpr std::size_t kLegacyCounters = 11;
+constexpr std::size_t kLegacySuperBytes = (kLegacyCounters + 3) * 8;
+static_assert(sizeof(SpaceCounters) == (kLegacyCounters + 1) * 8 &&
+              offsetof(SpaceCounters, file_count) == kLegacyCounters * 8);
+static_assert(sizeof(SuperState) == kLegacySuperBytes + 8);
+
+// Regular files among the inodes (mode is an InodeRecord's first field).
+Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
+    MDB_cursor* c = nullptr;
+    int rc = mdb_cursor_open(txn, inodes, &c);
+    if (rc != 0) return lmdb_error(rc, "metadata cursor");
+    MDB_val k{}, v{};
+    *out = 0;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        InodeRecord r;
+        if (from_bytes(from_val(v), &r) && S_ISREG(r.mode)) ++*out;
+    }
+    mdb_cursor_close(c);
+    if (rc != MDB_NOTFOUND) return lmdb_error(rc, "metadata inodes");
+    return Status::ok();
+}
 
 }  // namespace
 
@@ -192,7 +220,24 @@ Status MetaStore::open(const std::string& dir, std::uint64_t map_bytes, bool rea
     }
     MDB_val k = to_val(kSuperKey), v{};
     rc = mdb_get(txn, m->dbi_[0], &k, &v);
-    if (rc == 0) {
+    if (rc == 0 && v.mv_size == kLegacySuperBytes) {
+        // Made before file_count existed: the counters were one field
+        // shorter. Take the record over and count the regular files once;
+        // the next group commit writes the record in the current layout.
+        std::uint64_t f[kLegacySuperBytes / 8];
+        std::memcpy(f, v.mv_data, sizeof(f));
+        auto* c = reinterpret_cast<std::uint64_t*>(&m->super_.counters);
+        std::copy(f, f + kLegacyCounters, c);
+        m->super_.next_ino = f[kLegacyCounters];
+        m->super_.next_chunk = f[kLegacyCounters + 1];
+        m->super_.next_dirty = f[kLegacyCounters + 2];
+        Status st = count_files(txn, m->dbi_[static_cast<int>(Db::kInodes)],
+                                &m->super_.counters.file_count);
+        if (!st) {
+            mdb_txn_abort(txn);
+            return st;
+        }
+    } else if (rc == 0) {
         if (v.mv_size != sizeof(SuperState)) {
             mdb_txn_abort(txn);
             return Status::error(EUCLEAN, "metadata super record has the wrong size");

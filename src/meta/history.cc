@@ -1,0 +1,98 @@
+#include "hiodsfs/history.h"
+
+#include <algorithm>
+#include <string>
+
+namespace hiodsfs {
+
+namespace {
+constexpr std::size_t kMaxPrunePerCall = 64;
+
+bool decode(std::string_view k, std::string_view v, HistoryEntry* e) {
+    if (k.size() != 8) return false;
+    e->time_ns = get_be64(k);
+    return from_bytes(v, &e->r);
+}
+}  // namespace
+
+Status append_history(Txn& t, const HistoryEntry& e, std::uint64_t retention_ns) {
+    HIODSFS_TRY(t.put(Db::kHistory, key_u64(e.time_ns), as_bytes(e.r)));
+    if (e.time_ns <= retention_ns) return Status::ok();
+    const std::uint64_t cutoff = e.time_ns - retention_ns;
+    std::vector<std::string> old;
+    {
+        Cursor c = t.cursor(Db::kHistory);
+        for (bool ok = c.first(); ok && old.size() < kMaxPrunePerCall; ok = c.next()) {
+            if (c.key().size() == 8 && get_be64(c.key()) >= cutoff) break;
+            old.emplace_back(c.key());
+        }
+        HIODSFS_TRY(c.status());
+    }
+    for (const auto& k : old) HIODSFS_TRY(t.del(Db::kHistory, k));
+    return Status::ok();
+}
+
+Status read_history_tail(Txn& t, std::size_t max, std::vector<HistoryEntry>* out) {
+    out->clear();
+    Cursor c = t.cursor(Db::kHistory);
+    for (bool ok = c.last(); ok && out->size() < max; ok = c.prev()) {
+        HistoryEntry e;
+        if (decode(c.key(), c.value(), &e)) out->push_back(e);
+    }
+    HIODSFS_TRY(c.status());
+    std::reverse(out->begin(), out->end());
+    return Status::ok();
+}
+
+Status read_history_daily(Txn& t, std::size_t days, std::vector<HistoryEntry>* out) {
+    out->clear();
+    Cursor c = t.cursor(Db::kHistory);
+    bool ok = c.last();
+    while (ok && out->size() < days) {
+        HistoryEntry e;
+        if (!decode(c.key(), c.value(), &e)) {
+            ok = c.prev();
+            continue;
+        }
+        out->push_back(e);
+        // The last sample of the previous day with samples: the one before
+        // the first key of this day.
+        const std::uint64_t day_start = e.time_ns / kNsPerDay * kNsPerDay;
+        ok = c.seek(key_u64(day_start)) ? c.prev() : c.last();
+        if (ok && c.key().size() == 8 && get_be64(c.key()) >= day_start) ok = false;
+    }
+    HIODSFS_TRY(c.status());
+    std::reverse(out->begin(), out->end());
+    return Status::ok();
+}
+
+bool HistoryRecorder::tick(const IntervalSample& s, std::uint64_t wall_ns, WriteMode mode,
+                           const SpaceCounters& c, HistoryEntry* out) {
+    if (start_wall_ns_ == 0) start_wall_ns_ = wall_ns - std::min(wall_ns, s.end_ns - std::min(s.end_ns, s.start_ns));
+    ops_ += s.ops;
+    bytes_ += s.bytes;
+    background_bytes_ += s.background_bytes;
+    elapsed_ns_ += s.end_ns - std::min(s.end_ns, s.start_ns);
+    const std::uint64_t since = wall_ns - std::min(wall_ns, start_wall_ns_);
+    const bool active = ops_ > 0 || background_bytes_ > 0 || c.backlog_records > 0 ||
+                        c.backlog_records != last_backlog_;
+    if (since < (active ? kHistoryActivePeriodNs : kHistoryIdlePeriodNs)) return false;
+    const double secs = elapsed_ns_ > 0 ? static_cast<double>(elapsed_ns_) / 1e9 : 1.0;
+    out->time_ns = wall_ns;
+    out->r = HistoryRecord{};
+    out->r.mode = static_cast<std::uint8_t>(mode);
+    out->r.period_ns = elapsed_ns_;
+    out->r.ops_per_s = static_cast<double>(ops_) / secs;
+    out->r.bytes_per_s = static_cast<double>(bytes_) / secs;
+    out->r.background_bytes_per_s = static_cast<double>(background_bytes_) / secs;
+    out->r.backlog_records = c.backlog_records;
+    out->r.backlog_bytes = c.backlog_bytes;
+    out->r.logical_bytes = c.logical_bytes;
+    out->r.stored_bytes = c.stored_bytes;
+    start_wall_ns_ = wall_ns;
+    ops_ = bytes_ = background_bytes_ = elapsed_ns_ = 0;
+    last_backlog_ = c.backlog_records;
+    return true;
+}
+
+}  // namespace hiodsfs
