@@ -1,0 +1,621 @@
+#include "stat/report.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "hiodsfs/engine.h"
+#include "hiodsfs/segment_store.h"
+
+namespace hiodsfs::stat {
+
+// ---------------------------------------------------------------------------
+// Derived figures
+
+std::uint64_t Report::saved_bytes() const {
+    return logical_bytes > stored_bytes ? logical_bytes - stored_bytes : 0;
+}
+
+double Report::ratio() const {
+    return stored_bytes == 0 ? 1.0 : static_cast<double>(logical_bytes) / static_cast<double>(stored_bytes);
+}
+
+double Report::mean_chunk_bytes() const {
+    return chunk_count == 0 ? 0.0 : static_cast<double>(stored_bytes) / static_cast<double>(chunk_count);
+}
+
+std::uint64_t Report::reclaimable_bytes() const {
+    const std::uint64_t live = stored_bytes + chunk_count * SegmentStore::kHeaderBytes;
+    return disk_bytes > live ? disk_bytes - live : 0;
+}
+
+double Report::drain_rate() const {
+    if (background_bytes_per_s > 0) return background_bytes_per_s;
+    // Between two batches the last interval may show nothing: fall back to
+    // the last history sample's average.
+    if (!history.empty()) return history.back().background_bytes_per_s;
+    return 0;
+}
+
+std::optional<double> Report::drain_eta_s() const {
+    if (backlog_bytes == 0 && backlog_records == 0) return 0.0;
+    const double rate = drain_rate();
+    if (rate <= 0) return std::nullopt;
+    return static_cast<double>(backlog_bytes) / rate;
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+namespace {
+
+double now_unix() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+std::string unescape_mountinfo(const std::string& s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7') {
+            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
+            i += 3;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+struct MountEntry {
+    std::string mountpoint, source;
+};
+
+// hiodsfs mounts (fuse.hiodsfs) in /proc/self/mountinfo.
+std::vector<MountEntry> hiodsfs_mounts() {
+    std::vector<MountEntry> out;
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::size_t sep = line.find(" - ");
+        if (sep == std::string::npos) continue;
+        std::istringstream head(line.substr(0, sep)), rest(line.substr(sep + 3));
+        std::string id, parent, dev, root, mnt, fstype, source;
+        head >> id >> parent >> dev >> root >> mnt;
+        rest >> fstype >> source;
+        if (fstype != "fuse.hiodsfs") continue;
+        out.push_back({unescape_mountinfo(mnt), unescape_mountinfo(source)});
+    }
+    return out;
+}
+
+bool is_store(const std::string& dir) {
+    struct stat st{};
+    return ::stat((dir + "/FORMAT").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool read_text(const std::string& path, std::string* out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    *out = ss.str();
+    return true;
+}
+
+// The pid in STORE/lock (the holder writes it), or 0.
+long lock_pid(const std::string& store) {
+    std::string text;
+    if (!read_text(store + "/lock", &text)) return 0;
+    return std::strtol(text.c_str(), nullptr, 10);
+}
+
+thread_local std::uint64_t g_du_bytes = 0;
+int du_one(const char*, const struct stat* st, int, struct FTW*) {
+    g_du_bytes += static_cast<std::uint64_t>(st->st_blocks) * 512;
+    return 0;
+}
+
+// Like du -sB1: allocated bytes of everything under dir.
+std::uint64_t du_bytes(const std::string& dir) {
+    g_du_bytes = 0;
+    ::nftw(dir.c_str(), du_one, 16, FTW_PHYS | FTW_MOUNT);
+    return g_du_bytes;
+}
+
+Status parse_file(const std::string& path, json::Value* out, bool* exists) {
+    std::string text;
+    *exists = read_text(path, &text);
+    if (!*exists) return Status::ok();
+    Status st = json::parse(text, out);
+    if (!st) return Status::error(EINVAL, path + ": " + st.message());
+    return Status::ok();
+}
+
+std::vector<Event> events_from(const json::Value& status) {
+    std::vector<Event> out;
+    const json::Value* ev = status.get("events");
+    if (ev == nullptr) return out;
+    // Controller times are on the daemon's monotonic clock; now_ns and
+    // unix_time_ns were taken at the same moment.
+    const double mono_now = static_cast<double>(status.get("now_ns") ? status.get("now_ns")->u64() : 0);
+    const double unix_now = static_cast<double>(status.get("unix_time_ns") ? status.get("unix_time_ns")->u64() : 0);
+    for (const auto& e : ev->items) {
+        Event x;
+        auto g = [&](const char* k) -> const json::Value& {
+            static const json::Value null;
+            const json::Value* v = e.get(k);
+            return v != nullptr ? *v : null;
+        };
+        x.unix_time = (unix_now - (mono_now - static_cast<double>(g("time_ns").u64()))) / 1e9;
+        x.kind = g("kind").str();
+        x.mode = g("mode").str();
+        x.ops_per_s = g("ops_per_s").num();
+        x.bytes_per_s = g("bytes_per_s").num();
+        x.speed = g("speed").num();
+        x.backlog_records = g("backlog_records").u64();
+        x.backlog_bytes = g("backlog_bytes").u64();
+        x.reason = g("reason").str();
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+std::vector<Sample> samples_from(const json::Value* list) {
+    std::vector<Sample> out;
+    if (list == nullptr) return out;
+    for (const auto& e : list->items) {
+        auto g = [&](const char* k) -> const json::Value& {
+            static const json::Value null;
+            const json::Value* v = e.get(k);
+            return v != nullptr ? *v : null;
+        };
+        Sample s;
+        s.unix_time = static_cast<double>(g("unix_time_ns").u64()) / 1e9;
+        s.period_s = static_cast<double>(g("period_ns").u64()) / 1e9;
+        s.mode = g("mode").str();
+        s.ops_per_s = g("ops_per_s").num();
+        s.bytes_per_s = g("bytes_per_s").num();
+        s.background_bytes_per_s = g("background_bytes_per_s").num();
+        s.backlog_records = g("backlog_records").u64();
+        s.backlog_bytes = g("backlog_bytes").u64();
+        s.logical_bytes = g("logical_bytes").u64();
+        s.stored_bytes = g("stored_bytes").u64();
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+}  // namespace
+
+Status report_from_status(const json::Value& st, Report* r) {
+    if (st.type != json::Value::Type::kObject || st.get("logical_bytes") == nullptr)
+        return Status::error(EINVAL, "status is not a hiodsfs status object");
+    auto u = [&](const char* k) { return st.get(k) ? st.get(k)->u64() : 0; };
+    auto d = [&](const char* k) { return st.get(k) ? st.get(k)->num() : 0.0; };
+    auto s = [&](const char* k) { return st.get(k) ? st.get(k)->str() : std::string(); };
+    r->logical_bytes = u("logical_bytes");
+    r->stored_bytes = u("stored_bytes");
+    r->disk_bytes = u("disk_bytes");
+    r->dead_bytes = u("dead_bytes");
+    r->raw_bytes = u("raw_bytes");
+    r->chunk_count = u("chunk_count");
+    r->file_count = u("file_count");
+    r->inode_count = u("inode_count");
+    r->segment_count = u("segment_count");
+    r->dedup_hits = u("dedup_hits");
+    r->cloned_bytes = u("cloned_bytes");
+    r->backlog_records = u("backlog_records");
+    r->backlog_bytes = u("backlog_bytes");
+    // The engine's read-corruption counter, under whichever name it has.
+    r->read_errors = 0;
+    for (const char* k : {"read_errors", "read_error_count", "corrupt_reads", "checksum_errors"})
+        if (st.get(k) != nullptr) {
+            r->read_errors = u(k);
+            break;
+        }
+    r->chunking = s("chunking");
+    r->setting = s("setting");
+    r->mode = s("mode");
+    r->ops_per_s = d("ops_per_s");
+    r->bytes_per_s = d("bytes_per_s");
+    r->background_bytes_per_s = d("background_bytes_per_s");
+    r->background_speed = d("background_speed");
+    r->target_ops = d("target_ops");
+    r->target_bytes_per_s = d("target_bytes_per_s");
+    const double mono_now = static_cast<double>(u("now_ns")), unix_now = static_cast<double>(u("unix_time_ns"));
+    if (st.get("mode_since_ns") != nullptr && unix_now > 0)
+        r->mode_since = (unix_now - (mono_now - static_cast<double>(u("mode_since_ns")))) / 1e9;
+    r->events = events_from(st);
+    r->history = samples_from(st.get("history"));
+    r->daily = samples_from(st.get("history_daily"));
+    return Status::ok();
+}
+
+Status load_report(const std::string& arg, Report* out) {
+    *out = Report{};
+    char* real = ::realpath(arg.c_str(), nullptr);
+    if (real == nullptr) return Status::from_errno(errno, arg);
+    std::string path = real;
+    std::free(real);
+
+    const auto mounts = hiodsfs_mounts();
+    std::string store, mountpoint;
+    if (is_store(path)) {
+        store = path;
+        for (const auto& m : mounts)
+            if (m.source == store) mountpoint = m.mountpoint;
+    } else {
+        for (const auto& m : mounts)
+            if (m.mountpoint == path) {
+                store = m.source;
+                mountpoint = m.mountpoint;
+            }
+        if (store.empty())
+            return Status::error(EINVAL, arg + " is neither a hiodsfs store nor a hiodsfs mount point");
+        if (!is_store(store))
+            return Status::error(EINVAL, arg + " is mounted from " + store +
+                                             ", which is not a store directory (fsname= changed?)");
+    }
+    out->store = store;
+
+    EngineOptions eo;
+    eo.store_dir = store;
+    eo.read_only = true;
+    eo.create_if_missing = false;
+    eo.background_commit = false;
+    eo.background_threads = 0;
+    std::unique_ptr<Engine> engine;
+    Status st = Engine::open(eo, &engine);
+    if (st) {
+        // Unmounted: the engine renders the same status JSON the daemon writes.
+        json::Value v;
+        HIODSFS_TRY(json::parse(engine->status_json(), &v));
+        HIODSFS_TRY(report_from_status(v, out));
+        (void)engine->close();
+        engine.reset();
+        out->mounted = false;
+        out->mountpoint.clear();
+        out->mode = "not mounted";
+        out->setting.clear();
+        out->mode_since.reset();
+        out->ops_per_s = out->bytes_per_s = out->background_bytes_per_s = out->background_speed = 0;
+        out->target_ops = out->target_bytes_per_s = 0;
+        out->events.clear();
+        // The last session's events, from the status it left behind.
+        json::Value last;
+        bool exists = false;
+        if (parse_file(store + "/status.json", &last, &exists) && exists) {
+            out->events = events_from(last);
+            out->events_as_of = last.get("unix_time_ns") ? static_cast<double>(last.get("unix_time_ns")->u64()) / 1e9 : 0;
+            if (out->read_errors == 0) {
+                Report prev;
+                if (report_from_status(last, &prev)) out->read_errors = prev.read_errors;
+            }
+        }
+        out->store_dir_bytes = du_bytes(store);
+        return Status::ok();
+    }
+    if (st.err() != EBUSY) return st;
+
+    // Mounted (or held by another tool): read what the daemon publishes. A
+    // daemon that has just started has not written its first status yet:
+    // wait for one with its pid, up to a few intervals.
+    const long holder = lock_pid(store);
+    json::Value v;
+    bool exists = false;
+    for (int tries = 0;; ++tries) {
+        HIODSFS_TRY(parse_file(store + "/status.json", &v, &exists));
+        const bool fresh = exists && (holder == 0 || v.get("pid") == nullptr ||
+                                      static_cast<long>(v.get("pid")->u64()) == holder);
+        if (fresh) break;
+        if (tries >= 50)
+            return Status::error(EBUSY, "store " + store + " is in use by " +
+                                            (holder ? "pid " + std::to_string(holder) : "another process") +
+                                            ", which publishes no status.json (a read-only mount or another tool)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    HIODSFS_TRY(report_from_status(v, out));
+    out->mounted = true;
+    out->mountpoint = mountpoint;
+    const json::Value* t = v.get("unix_time_ns");
+    out->status_age_s = t ? std::max(0.0, now_unix() - static_cast<double>(t->u64()) / 1e9) : 0;
+    out->store_dir_bytes = du_bytes(store);
+    return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Formatting
+
+std::string human_bytes(double b) {
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (std::fabs(b) >= 1024 && u < 6) {
+        b /= 1024;
+        ++u;
+    }
+    char buf[32];
+    if (u == 0) std::snprintf(buf, sizeof(buf), "%.0f B", b);
+    else std::snprintf(buf, sizeof(buf), "%.*f %s", std::fabs(b) < 10 ? 2 : std::fabs(b) < 100 ? 1 : 0, b, units[u]);
+    return buf;
+}
+
+std::string human_duration(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    char buf[48];
+    if (s < 60) std::snprintf(buf, sizeof(buf), "%.0f s", s);
+    else if (s < 3600) std::snprintf(buf, sizeof(buf), "%d min %d s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+    else if (s < 86400) std::snprintf(buf, sizeof(buf), "%d h %d min", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+    else std::snprintf(buf, sizeof(buf), "%d d %d h", static_cast<int>(s / 86400), static_cast<int>(s / 3600) % 24);
+    return buf;
+}
+
+namespace {
+
+std::string grouped(std::uint64_t v) {
+    std::string d = std::to_string(v), out;
+    for (std::size_t i = 0; i < d.size(); ++i) {
+        if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+        out += d[i];
+    }
+    return out;
+}
+
+std::string local_time(double unix_time, const char* fmt) {
+    time_t t = static_cast<time_t>(unix_time);
+    struct tm tm{};
+    localtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof(buf), fmt, &tm);
+    return buf;
+}
+
+std::string utc_date(double unix_time) {
+    time_t t = static_cast<time_t>(unix_time);
+    struct tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+    return buf;
+}
+
+struct Painter {
+    bool on;
+    std::string operator()(const std::string& s, const char* code) const {
+        return on ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+    }
+};
+
+// One aligned line: label column, value column, note.
+void line(std::string* o, const std::string& label, const std::string& value, const std::string& note = "",
+          const Painter* paint = nullptr, const char* code = nullptr) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "  %-14s", label.c_str());
+    std::string v = value;
+    std::string pad = v.size() < 12 ? std::string(12 - v.size(), ' ') : " ";
+    if (paint != nullptr && code != nullptr) v = (*paint)(v, code);
+    *o += buf + pad + v + (note.empty() ? "" : "  " + note) + "\n";
+}
+
+std::string rate_text(double bytes_per_s) { return human_bytes(bytes_per_s) + "/s"; }
+
+}  // namespace
+
+std::string format_text(const Report& r, const Style& style) {
+    Painter paint{style.color};
+    std::string o;
+    o += paint("hiodsfs store " + r.store, "1");
+    if (r.mounted) {
+        char age[32];
+        std::snprintf(age, sizeof(age), "%.1f s", r.status_age_s);
+        o += "  (mounted" + (r.mountpoint.empty() ? std::string() : " on " + r.mountpoint) + ", status " + age + " old)";
+    } else {
+        o += "  (not mounted)";
+    }
+    o += "\n";
+    if (r.mounted && r.status_age_s > 30)
+        o += paint("warning: the daemon has not updated its status for " + human_duration(r.status_age_s), "33") + "\n";
+    o += "  chunking      " + r.chunking + "\n\n";
+
+    o += paint("Space", "1") + "\n";
+    line(&o, "logical", human_bytes(static_cast<double>(r.logical_bytes)),
+         "what the files hold (" + grouped(r.file_count) + " files, " + grouped(r.inode_count) + " inodes)");
+    line(&o, "stored", human_bytes(static_cast<double>(r.stored_bytes)), "live chunk bytes");
+    line(&o, "on disk", human_bytes(static_cast<double>(r.disk_bytes)),
+         grouped(r.segment_count) + " segment files, dead space included");
+    char ratio[48];
+    std::snprintf(ratio, sizeof(ratio), "ratio %.2f : 1", r.ratio());
+    line(&o, "saved", human_bytes(static_cast<double>(r.saved_bytes())), ratio, &paint, "32");
+    line(&o, "reclaimable", human_bytes(static_cast<double>(r.reclaimable_bytes())),
+         human_bytes(static_cast<double>(r.dead_bytes)) + " of dead chunks; compaction gives it back");
+    line(&o, "chunks", grouped(r.chunk_count),
+         "mean " + human_bytes(r.mean_chunk_bytes()) + ", " + grouped(r.dedup_hits) + " duplicate chunks found");
+    line(&o, "store dir", human_bytes(static_cast<double>(r.store_dir_bytes)), "allocated under the store (du)");
+    o += "\n";
+
+    o += paint("Activity", "1") + "\n";
+    if (r.mounted) {
+        std::string since;
+        if (r.mode_since)
+            since = "since " + local_time(*r.mode_since, "%Y-%m-%d %H:%M:%S") + " (" +
+                    human_duration(std::max(0.0, (r.mode_since ? *r.mode_since : 0) > 0 ? std::time(nullptr) - *r.mode_since : 0)) + " ago)";
+        std::string goal;
+        if (r.target_ops > 0) goal += ", goal " + grouped(static_cast<std::uint64_t>(r.target_ops)) + " ops/s";
+        if (r.target_bytes_per_s > 0) goal += ", goal " + rate_text(r.target_bytes_per_s);
+        line(&o, "mode", r.mode, since + " (setting " + r.setting + goal + ")", &paint,
+             r.mode == "deferred" ? "33" : "36");
+        char ops[32];
+        std::snprintf(ops, sizeof(ops), "%.0f ops/s", r.ops_per_s);
+        line(&o, "writes now", ops, rate_text(r.bytes_per_s));
+        char speed[48];
+        std::snprintf(speed, sizeof(speed), "throttle speed %.2f", r.background_speed);
+        line(&o, "background", rate_text(r.background_bytes_per_s), speed);
+    } else {
+        line(&o, "mode", "not mounted");
+    }
+    std::string eta;
+    if (r.backlog_records > 0) {
+        auto e = r.drain_eta_s();
+        eta = e ? "drains in ~" + human_duration(*e) + " at " + rate_text(r.drain_rate())
+                : std::string(r.mounted ? "not draining now (background paused)" : "drains when mounted");
+    }
+    line(&o, "backlog", human_bytes(static_cast<double>(r.backlog_bytes)),
+         grouped(r.backlog_records) + " records" + (eta.empty() ? "" : ", " + eta));
+    line(&o, "read errors", grouped(r.read_errors), "chunks that failed their checksum on read", &paint,
+         r.read_errors > 0 ? "31" : nullptr);
+
+    std::vector<const Event*> switches;
+    for (const auto& e : r.events)
+        if (e.kind == "mode_switch") switches.push_back(&e);
+    if (!switches.empty()) {
+        o += "\n" + paint(r.mounted ? "Mode switches" : "Mode switches (last mounted session)", "1") + "\n";
+        std::size_t first = switches.size() > 8 ? switches.size() - 8 : 0;
+        for (std::size_t i = first; i < switches.size(); ++i) {
+            const Event& e = *switches[i];
+            o += "  " + local_time(e.unix_time, "%m-%d %H:%M:%S") + "  -> " + e.mode +
+                 std::string(e.mode.size() < 9 ? 9 - e.mode.size() : 1, ' ') + e.reason + "\n";
+        }
+    }
+    return o;
+}
+
+std::string format_history(const Report& r, const Style& style) {
+    Painter paint{style.color};
+    std::string o = paint("History", "1") + " (a sample every 10 s while active, every minute when idle)\n";
+    if (r.history.empty()) {
+        o += "  no samples yet\n";
+    } else {
+        char buf[256];
+        std::snprintf(buf, sizeof(buf), "  %-19s %-8s %9s %11s %11s %12s %11s %7s\n", "time", "mode", "ops/s",
+                      "write/s", "backgr./s", "backlog", "saved", "ratio");
+        o += buf;
+        for (const auto& s : r.history) {
+            double ratio = s.stored_bytes ? static_cast<double>(s.logical_bytes) / static_cast<double>(s.stored_bytes) : 1.0;
+            std::snprintf(buf, sizeof(buf), "  %-19s %-8s %9.0f %11s %11s %12s %11s %7.2f\n",
+                          local_time(s.unix_time, "%Y-%m-%d %H:%M:%S").c_str(), s.mode.c_str(), s.ops_per_s,
+                          human_bytes(s.bytes_per_s).c_str(), human_bytes(s.background_bytes_per_s).c_str(),
+                          human_bytes(static_cast<double>(s.backlog_bytes)).c_str(),
+                          human_bytes(static_cast<double>(s.logical_bytes > s.stored_bytes ? s.logical_bytes - s.stored_bytes : 0)).c_str(),
+                          ratio);
+            o += buf;
+        }
+    }
+    o += "\n" + paint("Space saved per day", "1") + " (UTC days, at the last sample of each day)\n";
+    if (r.daily.empty()) {
+        o += "  no samples yet\n";
+        return o;
+    }
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "  %-10s %12s %12s %12s %12s\n", "day", "logical", "stored", "saved", "change");
+    o += buf;
+    std::int64_t prev = 0;
+    for (std::size_t i = 0; i < r.daily.size(); ++i) {
+        const auto& s = r.daily[i];
+        std::int64_t saved = static_cast<std::int64_t>(s.logical_bytes) - static_cast<std::int64_t>(s.stored_bytes);
+        if (saved < 0) saved = 0;
+        std::string change = i == 0 ? "" : (saved >= prev ? "+" : "-") + human_bytes(static_cast<double>(std::llabs(saved - prev)));
+        std::snprintf(buf, sizeof(buf), "  %-10s %12s %12s %12s %12s\n", utc_date(s.unix_time).c_str(),
+                      human_bytes(static_cast<double>(s.logical_bytes)).c_str(),
+                      human_bytes(static_cast<double>(s.stored_bytes)).c_str(),
+                      human_bytes(static_cast<double>(saved)).c_str(), change.c_str());
+        o += buf;
+        prev = saved;
+    }
+    return o;
+}
+
+namespace {
+
+std::string opt_num(const std::optional<double>& v) { return v ? json::number(*v) : "null"; }
+
+void sample_json(std::string* o, const Sample& s) {
+    *o += "{\"unix_time\": " + json::number(s.unix_time) + ", \"period_s\": " + json::number(s.period_s) +
+          ", \"mode\": " + json::quote(s.mode) + ", \"ops_per_s\": " + json::number(s.ops_per_s) +
+          ", \"bytes_per_s\": " + json::number(s.bytes_per_s) +
+          ", \"background_bytes_per_s\": " + json::number(s.background_bytes_per_s) +
+          ", \"backlog_records\": " + std::to_string(s.backlog_records) +
+          ", \"backlog_bytes\": " + std::to_string(s.backlog_bytes) +
+          ", \"logical_bytes\": " + std::to_string(s.logical_bytes) +
+          ", \"stored_bytes\": " + std::to_string(s.stored_bytes) + "}";
+}
+
+}  // namespace
+
+std::string format_json(const Report& r, bool with_history) {
+    auto u = [](std::uint64_t v) { return std::to_string(v); };
+    std::string o = "{\n";
+    o += "  \"schema\": \"hiodsfs-stat/1\",\n";
+    o += "  \"store\": " + json::quote(r.store) + ",\n";
+    o += "  \"mounted\": " + std::string(r.mounted ? "true" : "false") + ",\n";
+    o += "  \"mountpoint\": " + (r.mountpoint.empty() ? std::string("null") : json::quote(r.mountpoint)) + ",\n";
+    o += "  \"status_age_s\": " + (r.mounted ? json::number(r.status_age_s) : std::string("null")) + ",\n";
+    o += "  \"chunking\": " + json::quote(r.chunking) + ",\n";
+    o += "  \"space\": {\"logical_bytes\": " + u(r.logical_bytes) + ", \"stored_bytes\": " + u(r.stored_bytes) +
+         ", \"disk_bytes\": " + u(r.disk_bytes) + ", \"saved_bytes\": " + u(r.saved_bytes()) +
+         ", \"ratio\": " + json::number(r.ratio()) + ", \"dead_bytes\": " + u(r.dead_bytes) +
+         ", \"reclaimable_bytes\": " + u(r.reclaimable_bytes()) + ", \"raw_bytes\": " + u(r.raw_bytes) +
+         ", \"cloned_bytes\": " + u(r.cloned_bytes) + ", \"segment_count\": " + u(r.segment_count) +
+         ", \"store_dir_bytes\": " + u(r.store_dir_bytes) + "},\n";
+    o += "  \"chunks\": {\"count\": " + u(r.chunk_count) + ", \"mean_bytes\": " + json::number(r.mean_chunk_bytes()) +
+         ", \"dedup_hits\": " + u(r.dedup_hits) + "},\n";
+    o += "  \"files\": {\"count\": " + u(r.file_count) + ", \"inodes\": " + u(r.inode_count) + "},\n";
+    o += "  \"backlog\": {\"records\": " + u(r.backlog_records) + ", \"bytes\": " + u(r.backlog_bytes) +
+         ", \"drain_bytes_per_s\": " + json::number(r.drain_rate()) + ", \"eta_s\": " + opt_num(r.drain_eta_s()) + "},\n";
+    o += "  \"activity\": {\"setting\": " + (r.setting.empty() ? std::string("null") : json::quote(r.setting)) +
+         ", \"mode\": " + json::quote(r.mode) + ", \"mode_since\": " + opt_num(r.mode_since) +
+         ", \"ops_per_s\": " + json::number(r.ops_per_s) + ", \"bytes_per_s\": " + json::number(r.bytes_per_s) +
+         ", \"background_bytes_per_s\": " + json::number(r.background_bytes_per_s) +
+         ", \"background_speed\": " + json::number(r.background_speed) +
+         ", \"target_ops\": " + json::number(r.target_ops) +
+         ", \"target_bytes_per_s\": " + json::number(r.target_bytes_per_s) + "},\n";
+    o += "  \"read_errors\": " + u(r.read_errors) + ",\n";
+    o += "  \"events_as_of\": " + (r.events_as_of > 0 ? json::number(r.events_as_of) : std::string("null")) + ",\n";
+    o += "  \"events\": [";
+    for (std::size_t i = 0; i < r.events.size(); ++i) {
+        const Event& e = r.events[i];
+        o += std::string(i ? "," : "") + "\n    {\"unix_time\": " + json::number(e.unix_time) +
+             ", \"kind\": " + json::quote(e.kind) + ", \"mode\": " + json::quote(e.mode) +
+             ", \"ops_per_s\": " + json::number(e.ops_per_s) + ", \"bytes_per_s\": " + json::number(e.bytes_per_s) +
+             ", \"speed\": " + json::number(e.speed) + ", \"backlog_records\": " + u(e.backlog_records) +
+             ", \"backlog_bytes\": " + u(e.backlog_bytes) + ", \"reason\": " + json::quote(e.reason) + "}";
+    }
+    o += r.events.empty() ? "]" : "\n  ]";
+    if (with_history) {
+        o += ",\n  \"history\": [";
+        for (std::size_t i = 0; i < r.history.size(); ++i) {
+            o += std::string(i ? "," : "") + "\n    ";
+            sample_json(&o, r.history[i]);
+        }
+        o += r.history.empty() ? "]" : "\n  ]";
+        o += ",\n  \"daily\": [";
+        std::int64_t prev = 0;
+        for (std::size_t i = 0; i < r.daily.size(); ++i) {
+            const Sample& s = r.daily[i];
+            std::int64_t saved = std::max<std::int64_t>(
+                0, static_cast<std::int64_t>(s.logical_bytes) - static_cast<std::int64_t>(s.stored_bytes));
+            o += std::string(i ? "," : "") + "\n    {\"date\": " + json::quote(utc_date(s.unix_time)) +
+                 ", \"unix_time\": " + json::number(s.unix_time) + ", \"logical_bytes\": " + u(s.logical_bytes) +
+                 ", \"stored_bytes\": " + u(s.stored_bytes) + ", \"saved_bytes\": " + std::to_string(saved) +
+                 ", \"saved_change_bytes\": " + (i == 0 ? std::string("null") : std::to_string(saved - prev)) + "}";
+            prev = saved;
+        }
+        o += r.daily.empty() ? "]" : "\n  ]";
+    }
+    o += "\n}\n";
+    return o;
+}
+
+}  // namespace hiodsfs::stat

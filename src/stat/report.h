@@ -1,0 +1,82 @@
+// hiodsfs-stat's figures for one store, mounted or not, and how they are
+// printed. A mounted store is read from STORE/status.json, which the daemon
+// rewrites every control interval (the LMDB environment belongs to the
+// daemon alone); an unmounted store is opened read-only with the engine,
+// which renders the same JSON, so the figures are computed by the same code
+// either way. The JSON schema of report_json() is docs/hiodsfs-stat.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/status.h"
+#include "stat/json.h"
+
+namespace hiodsfs::stat {
+
+struct Event {
+    double unix_time = 0;  // seconds since the epoch
+    std::string kind;      // "mode_switch" or "throttle"
+    std::string mode;
+    double ops_per_s = 0, bytes_per_s = 0, speed = 0;
+    std::uint64_t backlog_records = 0, backlog_bytes = 0;
+    std::string reason;
+};
+
+struct Sample {
+    double unix_time = 0, period_s = 0;
+    std::string mode;
+    double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0;
+    std::uint64_t backlog_records = 0, backlog_bytes = 0, logical_bytes = 0, stored_bytes = 0;
+};
+
+struct Report {
+    std::string store;       // absolute path
+    std::string mountpoint;  // "" when not mounted
+    bool mounted = false;
+    double status_age_s = 0;  // mounted: how old status.json is
+    std::string chunking;
+    std::string setting;      // inline | deferred | hybrid ("" when not mounted)
+    std::string mode;         // inline | deferred | "not mounted"
+    std::optional<double> mode_since;  // unix time
+    std::uint64_t logical_bytes = 0, stored_bytes = 0, disk_bytes = 0, dead_bytes = 0,
+                  raw_bytes = 0, chunk_count = 0, file_count = 0, inode_count = 0,
+                  segment_count = 0, dedup_hits = 0, cloned_bytes = 0, backlog_records = 0,
+                  backlog_bytes = 0, read_errors = 0, store_dir_bytes = 0;
+    double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0, background_speed = 0;
+    double target_ops = 0, target_bytes_per_s = 0;
+    std::vector<Event> events;  // mounted: this session's; unmounted: the last session's
+    double events_as_of = 0;    // unmounted: when the last session wrote them (0 = none)
+    std::vector<Sample> history, daily;
+
+    // Derived figures.
+    std::uint64_t saved_bytes() const;
+    double ratio() const;  // logical / stored (1 when nothing is stored)
+    double mean_chunk_bytes() const;
+    std::uint64_t reclaimable_bytes() const;   // disk bytes not holding live records
+    double drain_rate() const;                 // background bytes/s used for the ETA
+    std::optional<double> drain_eta_s() const;  // empty when the rate is 0 and a backlog is left
+};
+
+// arg: a store directory or the mount point of a hiodsfs mount. Errors are
+// one line for the user.
+Status load_report(const std::string& arg, Report* out);
+// Fills the report from a status JSON (what STORE/status.json holds).
+Status report_from_status(const json::Value& status, Report* out);
+
+struct Style {
+    bool color = false;
+};
+std::string format_text(const Report& r, const Style& style);
+std::string format_history(const Report& r, const Style& style);
+// The documented JSON (docs/hiodsfs-stat.md); history included when asked.
+std::string format_json(const Report& r, bool with_history);
+
+// "1.50 GiB", "812 B".
+std::string human_bytes(double bytes);
+// "3 h 12 min", "45 s".
+std::string human_duration(double seconds);
+
+}  // namespace hiodsfs::stat
