@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     po::options_description opts;
     opts.add_options()("json", "")("history", "")("watch", po::value<double>()->implicit_value(2.0), "")(
         "no-color", "")("estimate", "")("compare", "")("cache", po::value<std::string>(), "")("no-cache", "")(
-        "o", po::value<std::vector<std::string>>(), "")("help,h", "")("version,V", "")(
+        "option,o", po::value<std::vector<std::string>>(), "")("help,h", "")("version,V", "")(
         "paths", po::value<std::vector<std::string>>(), "");
     po::positional_options_description pos;
     pos.add("paths", -1);
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     if (vm.count("paths")) paths = vm["paths"].as<std::vector<std::string>>();
     const bool json = vm.count("json") != 0;
     std::vector<std::string> chunk_opts;
-    if (vm.count("o")) chunk_opts = vm["o"].as<std::vector<std::string>>();
+    if (vm.count("option")) chunk_opts = vm["option"].as<std::vector<std::string>>();
 
     struct sigaction sa{};
     sa.sa_handler = on_signal;
