@@ -939,6 +939,8 @@ private:
         }
         want.chunk_count = chunks_.size();
         want.inode_count = inodes_.size();
+        want.file_count = 0;
+        for (const auto& [ino, in] : inodes_) want.file_count += S_ISREG(in.r.mode) ? 1 : 0;
         want.backlog_records = backlog_records_;
         want.backlog_bytes = backlog_bytes_;
         struct Field {
@@ -951,6 +953,7 @@ private:
             {"not-deduplicated bytes", &SpaceCounters::raw_bytes},
             {"chunk count", &SpaceCounters::chunk_count},
             {"inode count", &SpaceCounters::inode_count},
+            {"file count", &SpaceCounters::file_count},
             {"dirty-queue records", &SpaceCounters::backlog_records},
             {"dirty-queue bytes", &SpaceCounters::backlog_bytes},
         };
