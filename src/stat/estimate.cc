@@ -459,7 +459,9 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
             if (next.count(p) != 0) continue;
             if (!under_roots(p) || out->interrupted) next.emplace(p, std::move(e));
         }
-        HIODSFS_TRY(save_cache(opt.cache_path, next));
+        // Nothing read and nothing dropped: the cache on disk is already this.
+        const bool same = out->cache_loaded && out->files_read == 0 && next.size() == cache.size();
+        if (!same) HIODSFS_TRY(save_cache(opt.cache_path, next));
     }
     out->elapsed_s = elapsed();
     return Status::ok();
