@@ -40,6 +40,7 @@
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
 #include "hiodsfs/history.h"
+#include "hiodsfs/json_quote.h"
 #include "hiodsfs/meta_store.h"
 #include "hiodsfs/records.h"
 
@@ -2017,25 +2018,6 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out) 
 // ---------------------------------------------------------------------------
 // Status for hiodsfs-stat
 
-namespace {
-std::string json_escape(std::string_view in) {
-    std::string out;
-    for (char ch : in) {
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (static_cast<unsigned char>(ch) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    return out;
-}
-}  // namespace
-
 std::string EngineImpl::status_json() {
     SpaceCounters c;
     (void)counters(&c);
@@ -2141,13 +2123,13 @@ std::string EngineImpl::status_json() {
         std::snprintf(buf, sizeof(buf),
                       "%s\n    {\"time_ns\": %llu, \"kind\": \"%s\", \"mode\": \"%s\", \"ops_per_s\": "
                       "%.6g, \"bytes_per_s\": %.6g, \"speed\": %.3g, \"backlog_records\": %llu, "
-                      "\"backlog_bytes\": %llu, \"reason\": \"",
+                      "\"backlog_bytes\": %llu, \"reason\": ",
                       i == first ? "" : ",", static_cast<unsigned long long>(e.time_ns),
                       e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle",
                       to_string(e.mode), e.ops_per_s, e.bytes_per_s, e.speed,
                       static_cast<unsigned long long>(e.backlog_records),
                       static_cast<unsigned long long>(e.backlog_bytes));
-        j += buf + json_escape(e.reason) + "\"}";
+        j += buf + json_quote(e.reason) + "}";
     }
     j += events.empty() ? "]\n" : "\n  ]\n";
     j += "}\n";

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "hiodsfs/json_quote.h"
+
 namespace hiodsfs::json {
 
 const Value* Value::get(std::string_view key) const {
@@ -220,22 +222,7 @@ Status parse(std::string_view text, Value* out) {
     return Parser(text).run(out);
 }
 
-std::string quote(std::string_view in) {
-    std::string out = "\"";
-    for (char ch : in) {
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (static_cast<unsigned char>(ch) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    return out + "\"";
-}
+std::string quote(std::string_view in) { return json_quote(in); }
 
 std::string number(double v) {
     if (!std::isfinite(v)) return "null";
