@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -296,6 +297,10 @@ private:
     std::thread control_;
     bool closed_ = false;
     std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    // check_space's view: free bytes at the last statvfs (steady-clock
+    // time), and bytes asked for since.
+    std::atomic<std::uint64_t> known_avail_{0}, asked_since_{0};
+    std::atomic<std::int64_t> known_at_{0};
     // ENOSPC when the store's file system has no more than the reserve free.
     Status check_space(std::uint64_t len);
     std::unique_ptr<ModeController> controller_;
@@ -319,9 +324,22 @@ private:
 
 Status EngineImpl::check_space(std::uint64_t len) {
     if (space_reserve_ == 0) return Status::ok();
+    // Far from the reserve, the last statvfs less what was asked for since
+    // answers without a system call per write request; it is refreshed at
+    // least every second, and on every request once within kSpaceSlack.
+    constexpr std::uint64_t kSpaceSlack = 64ull << 20;
+    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    const std::uint64_t known = known_avail_.load(std::memory_order_relaxed);
+    const std::uint64_t since = asked_since_.fetch_add(len, std::memory_order_relaxed) + len;
+    if (now - known_at_.load(std::memory_order_relaxed) < std::int64_t{1'000'000'000} &&
+        known > since && known - since >= space_reserve_ + kSpaceSlack)
+        return Status::ok();
     struct statvfs v {};
     if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return Status::ok();  // let the write say
     const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
+    known_avail_.store(avail, std::memory_order_relaxed);
+    asked_since_.store(0, std::memory_order_relaxed);
+    known_at_.store(now, std::memory_order_relaxed);
     if (avail < space_reserve_ || avail - space_reserve_ < len)
         return Status::error(ENOSPC, "the store's file system is full (" +
                                          std::to_string(space_reserve_ >> 20) +
