@@ -12,8 +12,6 @@ namespace {
 constexpr std::size_t kBatchRecords = 256;
 // Idle polling: dirty records also arrive from writes made before a restart.
 constexpr auto kIdleWait = std::chrono::milliseconds(200);
-constexpr auto kErrorBackoff = std::chrono::milliseconds(1000);
-constexpr double kMinSpeed = 0.02;  // below this the pass counts as paused
 
 struct FileWork {
     InodeId ino = 0;
@@ -23,38 +21,11 @@ struct FileWork {
 }  // namespace
 
 BackgroundPass::BackgroundPass(DedupTarget* target, std::function<double()> speed, unsigned threads)
-    : target_(target), speed_(std::move(speed)), threads_(std::max(1u, threads)) {}
+    : target_(target),
+      threads_(std::max(1u, threads)),
+      worker_([this](bool* did_work) { return step(did_work); }, std::move(speed), kIdleWait) {}
 
 BackgroundPass::~BackgroundPass() { stop(); }
-
-void BackgroundPass::start() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (worker_.joinable()) return;
-    stop_ = false;
-    worker_ = std::thread([this] { run(); });
-}
-
-void BackgroundPass::stop() {
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        stop_ = true;
-    }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
-}
-
-void BackgroundPass::wake() {
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        woken_ = true;
-    }
-    cv_.notify_all();
-}
-
-Status BackgroundPass::last_error() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return last_error_;
-}
 
 Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<DirtyRecord>& batch,
                                      unsigned threads, std::uint64_t* bytes_out) {
@@ -101,39 +72,15 @@ Status BackgroundPass::run_until_idle(DedupTarget* target, unsigned threads) {
     }
 }
 
-void BackgroundPass::run() {
-    std::unique_lock<std::mutex> l(mu_);
-    while (!stop_) {
-        double speed = speed_();
-        if (speed < kMinSpeed) {
-            cv_.wait_for(l, kIdleWait, [this] { return stop_; });
-            continue;
-        }
-        l.unlock();
-        std::vector<DirtyRecord> batch;
-        Status st = target_->take_dirty(kBatchRecords, &batch);
-        auto began = std::chrono::steady_clock::now();
-        std::uint64_t bytes = 0;
-        if (st && !batch.empty()) st = process_batch(target_, batch, threads_, &bytes);
-        processed_bytes_ += bytes;
-        auto took = std::chrono::steady_clock::now() - began;
-        l.lock();
-        if (!st) {
-            last_error_ = st;
-            cv_.wait_for(l, kErrorBackoff, [this] { return stop_; });
-            continue;
-        }
-        if (batch.empty()) {
-            cv_.wait_for(l, kIdleWait, [this] { return stop_ || woken_; });
-            woken_ = false;
-            continue;
-        }
-        if (speed < 1.0) {
-            // Pace: a batch that took t runs at speed s if followed by t(1/s - 1) of rest.
-            auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(took * (1.0 / speed - 1.0));
-            cv_.wait_for(l, std::min(rest, std::chrono::milliseconds(2000)), [this] { return stop_; });
-        }
-    }
+Status BackgroundPass::step(bool* did_work) {
+    std::vector<DirtyRecord> batch;
+    HIODSFS_TRY(target_->take_dirty(kBatchRecords, &batch));
+    *did_work = !batch.empty();
+    if (batch.empty()) return Status::ok();
+    std::uint64_t bytes = 0;
+    Status st = process_batch(target_, batch, threads_, &bytes);
+    processed_bytes_ += bytes;
+    return st;
 }
 
 }  // namespace hiodsfs

@@ -12,13 +12,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "dedup/paced_worker.h"
 #include "hiodsfs/status.h"
 #include "hiodsfs/types.h"
 
@@ -52,14 +50,14 @@ public:
     BackgroundPass(const BackgroundPass&) = delete;
     BackgroundPass& operator=(const BackgroundPass&) = delete;
 
-    void start();
-    void stop();
+    void start() { worker_.start(); }
+    void stop() { worker_.stop(); }
     // New records exist: wake the worker if it sleeps.
-    void wake();
+    void wake() { worker_.wake(); }
     // Bytes of dirty ranges processed since start (for the controller).
     std::uint64_t processed_bytes() const { return processed_bytes_.load(); }
     // The last error the pass met (ok if none); it retries after a pause.
-    Status last_error() const;
+    Status last_error() const { return worker_.last_error(); }
 
     // Processes one batch on `threads` workers: merges each file's ranges,
     // re-chunks them, then finishes the records. *bytes is the merged size.
@@ -69,18 +67,13 @@ public:
     static Status run_until_idle(DedupTarget* target, unsigned threads);
 
 private:
-    void run();
+    // One batch, for the worker: *did_work is false when none was left.
+    Status step(bool* did_work);
 
     DedupTarget* target_;
-    std::function<double()> speed_;
     unsigned threads_;
-    std::thread worker_;
-    mutable std::mutex mu_;
-    std::condition_variable cv_;
-    bool stop_ = false;
-    bool woken_ = false;
-    Status last_error_;
     std::atomic<std::uint64_t> processed_bytes_{0};
+    PacedWorker worker_;  // last: its thread calls step() on the members above
 };
 
 }  // namespace hiodsfs

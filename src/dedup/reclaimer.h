@@ -10,12 +10,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <utility>
 
+#include "dedup/paced_worker.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
@@ -28,37 +26,13 @@ public:
     virtual Status reclaim_step(bool* did_work) = 0;
 };
 
-class Reclaimer {
+class Reclaimer : public PacedWorker {
 public:
     // speed() returns the throttle's current background speed in [0, 1].
     Reclaimer(ReclaimTarget* target, std::function<double()> speed,
-              std::chrono::milliseconds idle_poll = std::chrono::milliseconds(1000));
-    ~Reclaimer();  // stops
-    Reclaimer(const Reclaimer&) = delete;
-    Reclaimer& operator=(const Reclaimer&) = delete;
-
-    void start();
-    void stop();
-    // New work exists (a deleted file was queued): run soon.
-    void wake();
-    // Steps that did work since start.
-    std::uint64_t steps() const;
-    // The last error a step returned (ok if none); it retries after a pause.
-    Status last_error() const;
-
-private:
-    void run();
-
-    ReclaimTarget* target_;
-    std::function<double()> speed_;
-    std::chrono::milliseconds idle_poll_;
-    std::thread worker_;
-    mutable std::mutex mu_;
-    std::condition_variable cv_;
-    bool stop_ = false;
-    bool woken_ = false;
-    std::uint64_t steps_ = 0;
-    Status last_error_;
+              std::chrono::milliseconds idle_poll = std::chrono::milliseconds(1000))
+        : PacedWorker([target](bool* did_work) { return target->reclaim_step(did_work); },
+                      std::move(speed), idle_poll) {}
 };
 
 }  // namespace hiodsfs

@@ -1,4 +1,4 @@
-#include "dedup/reclaimer.h"
+#include "dedup/paced_worker.h"
 
 #include <algorithm>
 
@@ -7,23 +7,23 @@ namespace {
 constexpr auto kPausedPoll = std::chrono::milliseconds(200);
 constexpr auto kErrorBackoff = std::chrono::milliseconds(1000);
 constexpr auto kMaxRest = std::chrono::milliseconds(2000);
-constexpr double kMinSpeed = 0.02;  // below this reclaim counts as paused (as the dedup pass)
+constexpr double kMinSpeed = 0.02;  // below this the worker counts as paused
 }  // namespace
 
-Reclaimer::Reclaimer(ReclaimTarget* target, std::function<double()> speed,
-                     std::chrono::milliseconds idle_poll)
-    : target_(target), speed_(std::move(speed)), idle_poll_(idle_poll) {}
+PacedWorker::PacedWorker(std::function<Status(bool*)> step, std::function<double()> speed,
+                         std::chrono::milliseconds idle_poll)
+    : step_(std::move(step)), speed_(std::move(speed)), idle_poll_(idle_poll) {}
 
-Reclaimer::~Reclaimer() { stop(); }
+PacedWorker::~PacedWorker() { stop(); }
 
-void Reclaimer::start() {
+void PacedWorker::start() {
     std::lock_guard<std::mutex> l(mu_);
     if (worker_.joinable()) return;
     stop_ = false;
     worker_ = std::thread([this] { run(); });
 }
 
-void Reclaimer::stop() {
+void PacedWorker::stop() {
     {
         std::lock_guard<std::mutex> l(mu_);
         stop_ = true;
@@ -32,7 +32,7 @@ void Reclaimer::stop() {
     if (worker_.joinable()) worker_.join();
 }
 
-void Reclaimer::wake() {
+void PacedWorker::wake() {
     {
         std::lock_guard<std::mutex> l(mu_);
         woken_ = true;
@@ -40,17 +40,17 @@ void Reclaimer::wake() {
     cv_.notify_all();
 }
 
-std::uint64_t Reclaimer::steps() const {
+std::uint64_t PacedWorker::steps() const {
     std::lock_guard<std::mutex> l(mu_);
     return steps_;
 }
 
-Status Reclaimer::last_error() const {
+Status PacedWorker::last_error() const {
     std::lock_guard<std::mutex> l(mu_);
     return last_error_;
 }
 
-void Reclaimer::run() {
+void PacedWorker::run() {
     std::unique_lock<std::mutex> l(mu_);
     while (!stop_) {
         const double speed = speed_();
@@ -62,7 +62,7 @@ void Reclaimer::run() {
         l.unlock();
         bool did_work = false;
         const auto began = std::chrono::steady_clock::now();
-        Status st = target_->reclaim_step(&did_work);
+        Status st = step_(&did_work);
         const auto took = std::chrono::steady_clock::now() - began;
         l.lock();
         if (!st) {
