@@ -31,6 +31,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -53,6 +54,11 @@ constexpr std::size_t kMaxName = 255;
 constexpr std::size_t kMaxXattrName = 255;
 constexpr std::size_t kMaxXattrValue = 65536;
 constexpr std::size_t kMaxSymlink = 4095;
+// A write this far ahead of its file's stream, while the file is being
+// written sequentially, waits for the requests before it (wait_for_gap),
+// at most kReorderWait.
+constexpr std::uint64_t kReorderWindow = 16 << 20;
+constexpr auto kReorderWait = std::chrono::milliseconds(50);
 // Old data is re-read in pieces of at most this size while re-chunking.
 constexpr std::uint64_t kRechunkPiece = 256 * 1024;
 
@@ -118,6 +124,10 @@ struct MappedExtent {
 // The open write stream of one file (see the comment at the top).
 struct Stream {
     std::mutex mu;
+    std::condition_variable moved;  // a write to the file finished
+    std::atomic<int> writers{0};    // write requests inside write() for this file
+    int streak = 0;                 // consecutive writes that continued the stream
+    std::multiset<std::uint64_t> waiting;  // offsets of writes waiting for a gap to fill
     bool active = false;
     std::uint64_t off = 0;  // file offset of buf[head]; always a cut point
     std::vector<std::uint8_t> buf;
@@ -260,6 +270,7 @@ private:
                           std::size_t len, WriteUpdate* upd);
     Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
                 WriteUpdate* upd = nullptr);
+    static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off);
@@ -1453,8 +1464,11 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
                 next_is_raw = found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
             }
         }
-        // A hole is a cut point: its zeros are not chunked into the data.
-        if (hole_at_pos || (at_boundary && !next_is_raw && s.size() == 0) ||
+        // A hole is a cut point: its zeros are not chunked into the data. The
+        // stream stays open, so a write that continues it (filling the hole,
+        // as into a preallocated file) needs no restart.
+        if (hole_at_pos) return Status::ok();
+        if ((at_boundary && !next_is_raw && s.size() == 0) ||
             (at_boundary && !next_is_raw && pos >= give_up))
             return close_stream(ino, s, true);  // inline even when the pass runs this
         piece.resize(piece_end - pos);
@@ -1462,6 +1476,21 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
         HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
         HIODSFS_TRY(feed(ino, s, piece.data(), piece.size()));
     }
+}
+
+// Waits until the stream reaches offset, while another write in flight may
+// still take it there: one not itself waiting, or (when every one is) an
+// earlier waiter, which goes on first.
+void EngineImpl::wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset) {
+    auto me = s.waiting.insert(offset);
+    const auto deadline = std::chrono::steady_clock::now() + kReorderWait;
+    while (s.active && s.end() < offset) {
+        const bool others_busy = s.writers.load() > static_cast<int>(s.waiting.size());
+        if (!others_busy && *s.waiting.begin() == offset) break;
+        if (s.moved.wait_until(l, deadline) == std::cv_status::timeout) break;
+    }
+    s.waiting.erase(me);
+    s.moved.notify_all();  // the next waiter may be first now
 }
 
 Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) {
@@ -1476,7 +1505,25 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     } measured{controller_->monitor(), controller_->monitor().request_started(), len};
     HIODSFS_TRY(check_space(len));
     auto s = stream(ino);
-    std::lock_guard<std::mutex> l(s->mu);
+    s->writers.fetch_add(1);
+    std::unique_lock<std::mutex> l(s->mu);
+    struct Leave {
+        Stream& s;
+        ~Leave() {
+            s.writers.fetch_sub(1);
+            s.moved.notify_all();
+        }
+    } leave{*s};
+    // The kernel's writeback sends one file's pages from several threads, so
+    // a request may overtake the one before it. It waits briefly for the
+    // others in flight: the stream then continues, with the cut points one
+    // writer would make, instead of closing and restarting (an extra chunk
+    // and a re-read of old bytes each time).
+    // Only a stream being continued waits: random writers never do.
+    if (!deferred_.load() && s->active && s->streak >= 2 && offset > s->end() &&
+        offset - s->end() <= kReorderWindow)
+        wait_for_gap(*s, l, offset);
+    s->streak = s->active && offset == s->end() ? s->streak + 1 : 0;
     Inode in;
     HIODSFS_TRY(regular_file(ino, &in));
     std::uint64_t old_size = in.r.size;

@@ -1,0 +1,194 @@
+// A file's write stream under concurrent appends: several threads
+// continuing one file at once, overtaking each other as the kernel's
+// writeback threads do, with readers, fsyncs and I/O faults in between.
+// Reads must see every acknowledged byte, and a failed commit must lose
+// nothing that was acknowledged before it.
+#include <atomic>
+#include <thread>
+
+#include "engine_test_util.h"
+#include "hiodsfs/fault_env.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+
+const ChunkingParams kCdc = ChunkingParams::cdc(1024, 4096, 16384);
+
+// Writes `data` to ino in `piece`-sized appends from `threads` threads, each
+// piece issued after the one before it was (so the requests overlap in the
+// engine, in order as far as the scheduler allows). Returns the status of
+// every piece; sets (*acked)[k] once piece k's write returned success.
+std::vector<Status> append_concurrently(Engine& e, InodeId ino, const std::vector<std::uint8_t>& data,
+                                        std::size_t piece, int threads,
+                                        std::vector<std::atomic<bool>>* acked = nullptr) {
+    const std::size_t pieces = (data.size() + piece - 1) / piece;
+    std::vector<Status> result(pieces);
+    std::atomic<std::size_t> next{0}, turn{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < threads; ++i) {
+        ts.emplace_back([&] {
+            for (;;) {
+                std::size_t k = next.fetch_add(1);
+                if (k >= pieces) return;
+                while (turn.load() != k) std::this_thread::yield();
+                turn.store(k + 1);
+                std::size_t off = k * piece, n = std::min(piece, data.size() - off);
+                result[k] = e.write(ino, off, data.data() + off, n);
+                if (acked != nullptr && result[k].is_ok()) (*acked)[k] = true;
+            }
+        });
+    }
+    for (auto& t : ts) t.join();
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("concurrent in-order appends read back exactly, with readers and fsyncs in between",
+          "[engine][stream]") {
+    for (auto params : {kCdc, ChunkingParams::fixed(4096)}) {
+        DYNAMIC_SECTION(params.describe()) {
+            TempDir dir;
+            auto e = open_engine(options_for(dir.store(), params));
+            Attr a = make_file(*e, "f");
+            std::mt19937_64 rng(5);
+            auto data = random_bytes(rng, 24 << 20);
+            // Some duplicate regions, so shared and new chunks mix in a request.
+            std::copy(data.begin(), data.begin() + (4 << 20), data.begin() + (12 << 20));
+            const std::size_t piece = 128 * 1024;
+            std::vector<std::atomic<bool>> acked(data.size() / piece);
+            std::atomic<bool> done{false};
+            std::atomic<int> bad_reads{0};
+            std::thread reader([&] {
+                // A piece acknowledged before the read began reads back
+                // exactly; a piece still in flight (the threads may overtake
+                // each other) reads as its bytes or as a hole.
+                std::vector<std::uint8_t> buf(256 * 1024);
+                std::mt19937_64 r(9);
+                while (!done.load()) {
+                    Attr cur;
+                    if (!e->getattr(a.ino, &cur).is_ok()) { bad_reads++; continue; }
+                    if (cur.size == 0) continue;
+                    std::uint64_t off = r() % cur.size;
+                    std::vector<char> was_acked(acked.size());
+                    for (std::size_t k = 0; k < acked.size(); ++k) was_acked[k] = acked[k].load();
+                    std::size_t got = 0;
+                    if (!e->read(a.ino, off, buf.size(), buf.data(), &got).is_ok()) { bad_reads++; continue; }
+                    for (std::size_t i = 0; i < got; ++i) {
+                        std::uint64_t at = off + i;
+                        if (buf[i] == data[at]) continue;
+                        if (was_acked[at / piece] || buf[i] != 0) {
+                            UNSCOPED_INFO("wrong byte at " << at);
+                            bad_reads++;
+                            break;
+                        }
+                    }
+                    if (r() % 8 == 0) (void)e->fsync(a.ino, false);
+                }
+            });
+            auto st = append_concurrently(*e, a.ino, data, piece, 4, &acked);
+            done = true;
+            reader.join();
+            for (std::size_t k = 0; k < st.size(); ++k) {
+                INFO("piece " << k << ": " << st[k].to_string());
+                REQUIRE(st[k].is_ok());
+            }
+            CHECK(bad_reads.load() == 0);
+            CHECK(read_all(*e, a.ino) == data);
+            REQUIRE(e->close().is_ok());
+            auto problems = check_invariants(dir.store());
+            for (auto& p : problems) UNSCOPED_INFO(p);
+            CHECK(problems.empty());
+            auto again = open_engine(options_for(dir.store(), params));
+            Attr b;
+            REQUIRE(again->lookup(kRootInode, "f", &b).is_ok());
+            CHECK(read_all(*again, b.ino) == data);
+        }
+    }
+}
+
+TEST_CASE("a commit failing under concurrent appends loses nothing acknowledged",
+          "[engine][stream][fault]") {
+    for (bool permanent : {false, true}) {
+        for (std::uint64_t at = 1; at < 40; at += 4) {
+            INFO((permanent ? "permanent" : "one") << " I/O error at segment write " << at);
+            TempDir dir;
+            FaultInjectionEnv fenv(Env::posix());
+            fenv.set_forward_syncs(false);
+            EngineOptions o = options_for(dir.store(), kCdc);
+            o.env = &fenv;
+            o.background_commit = false;
+            o.segments.write_buffer_bytes = 32 * 1024;
+            std::mt19937_64 rng(at);
+            auto data = random_bytes(rng, 4 << 20);
+            const std::size_t piece = 64 * 1024;
+            std::vector<Status> st;
+            bool synced = false;
+            {
+                auto e = open_engine(o);
+                Attr a = make_file(*e, "f");
+                // The first megabyte is durable before the fault can fire.
+                std::vector<std::uint8_t> head(data.begin(), data.begin() + (1 << 20));
+                write_all(*e, a.ino, 0, head, piece);
+                REQUIRE(e->fsync(a.ino, false).is_ok());
+                fenv.fail_write_at(at, WriteFault::kIoError, permanent);
+                st = append_concurrently(*e, a.ino, data, piece, 4);
+                Status fs = e->fsync(a.ino, false);
+                synced = fs.is_ok();
+                if (!synced) CHECK(fs.err() == EIO);
+                (void)e->close();
+            }
+            std::size_t failed = 0;
+            for (const auto& s : st) failed += !s.is_ok();
+            CHECK((failed > 0 || synced));
+            fenv.clear_faults();
+            {
+                auto e = open_engine(o);
+                Attr a;
+                REQUIRE(e->lookup(kRootInode, "f", &a).is_ok());
+                auto got = read_all(*e, a.ino);
+                got.resize(std::max(got.size(), data.size()));  // a short file reads as zeros past its end
+                CHECK(std::equal(data.begin(), data.begin() + (1 << 20), got.begin()));
+                // A piece acknowledged before a successful fsync is there
+                // exactly; any other byte is the written byte or a hole.
+                std::size_t lost = 0, wrong = 0;
+                for (std::size_t k = 0; k < st.size(); ++k) {
+                    for (std::size_t i = k * piece; i < std::min(data.size(), (k + 1) * piece); ++i) {
+                        if (got[i] == data[i]) continue;
+                        if (synced && st[k].is_ok()) ++lost;
+                        else if (got[i] != 0) ++wrong;
+                    }
+                }
+                CHECK(lost == 0);
+                CHECK(wrong == 0);
+                REQUIRE(e->close().is_ok());
+            }
+            auto problems = check_invariants(dir.store());
+            for (auto& p : problems) UNSCOPED_INFO(p);
+            CHECK(problems.empty());
+        }
+    }
+}
+
+TEST_CASE("sequential writes into a preallocated file cut the chunks an append would",
+          "[engine][stream]") {
+    std::mt19937_64 rng(17);
+    auto data = random_bytes(rng, 8 << 20);
+    auto stored = [&](bool preallocate) {
+        TempDir dir;
+        auto e = open_engine(options_for(dir.store(), kCdc));
+        Attr a = make_file(*e, "f");
+        if (preallocate) REQUIRE(e->fallocate(a.ino, 0, 0, data.size()).is_ok());
+        write_all(*e, a.ino, 0, data, 100 * 1000);
+        REQUIRE(e->fsync(a.ino, false).is_ok());
+        CHECK(read_all(*e, a.ino) == data);
+        SpaceCounters c;
+        REQUIRE(e->counters(&c).is_ok());
+        REQUIRE(e->close().is_ok());
+        return std::make_pair(c.chunk_count, c.stored_bytes);
+    };
+    // The holes ahead of each write are no reason to cut at its end.
+    CHECK(stored(true) == stored(false));
+}
