@@ -1,0 +1,49 @@
+# shellcheck shell=bash
+# scripts/bench-lib/common.sh — helpers for the benchmark scripts, sourced
+# (not run). Needs bash; sets nothing on its own.
+
+# bench_is_mounted DIR: DIR is a mount point of this namespace now.
+bench_is_mounted() { awk -v m="$1" '$2 == m {f = 1} END {exit !f}' /proc/self/mounts; }
+
+# bench_default_daemon REPO: the hiodsfs binary a run uses when none is
+# given: the build tree's, else the installed one. Prints nothing if neither.
+bench_default_daemon() {
+    if [ -x "$1/build/src/fuse/hiodsfs" ]; then
+        echo "$1/build/src/fuse/hiodsfs"
+    else
+        command -v hiodsfs || true
+    fi
+}
+
+# bench_cpu_s PID: user + system CPU seconds of a live process.
+bench_cpu_s() {
+    local rest
+    # Fields after "(comm)": utime is the 12th, stime the 13th.
+    rest=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+    awk -v r="$rest" -v t="$(getconf CLK_TCK)" 'BEGIN {split(r, f, " "); printf "%.2f\n", (f[12] + f[13]) / t}'
+}
+
+# bench_mem_kib PID FIELD...: the named /proc/PID/status figures (VmRSS,
+# RssAnon, RssFile, RssShmem, VmHWM ...) in KiB, blank-separated, in order.
+bench_mem_kib() {
+    local pid=$1; shift
+    awk -v want="$*" '
+        BEGIN {n = split(want, w, " ")}
+        {sub(/:$/, "", $1); v[$1] = $2}
+        END {for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), ((w[i] in v) ? v[w[i]] : "-"); print ""}
+    ' "/proc/$pid/status"
+}
+
+# bench_machine DIR: the machine lines of a results header (CPUs, memory,
+# kernel, OS, the file system and disk that hold DIR, load now).
+bench_machine() {
+    local dev
+    dev=$(findmnt -n -o SOURCE -T "$1")
+    echo "host cpus:   $(nproc) × $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "memory:      $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+    echo "kernel:      $(uname -srm)"
+    echo "os:          $(grep -oP '^PRETTY_NAME="?\K[^"]*' /etc/os-release)"
+    echo "test dir:    $1 on $dev ($(findmnt -n -o FSTYPE,OPTIONS -T "$1"))"
+    echo "disk:        $(lsblk -dn -o NAME,SIZE,ROTA,MODEL "$dev" 2>/dev/null | awk '{printf "%s %s rotational=%s %s", $1, $2, $3, $4}')"
+    echo "load avg:    $(cut -d' ' -f1-3 /proc/loadavg) at start"
+}
