@@ -233,10 +233,15 @@ private:
     // chunk reference the caller has already taken). Updates mapped bytes.
     Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
                          const ExtentRecord* add);
+    // Maps [off, off + e.length), which must be unmapped (a hole).
+    Status map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, const ExtentRecord& e);
     Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);
     // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
+    // New chunks' live bytes per segment, added once per request (most of a
+    // request's chunks land in one segment).
+    using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
-                       ExtentRecord* out);
+                       ExtentRecord* out, SegmentGains* gains = nullptr);
     Status purge_inode(Txn& t, InodeId ino);
     bool pinned(InodeId ino);
     // nlink reached zero: free now, or when the last pin goes.
@@ -783,16 +788,19 @@ Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_
         c.logical_bytes -= removed;
         HIODSFS_TRY(chunk_ref(t, m.e.chunk, pieces - 1));
     }
-    if (add != nullptr) {
-        HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), as_bytes(*add)));
-        inode.r.mapped += add->length;
-        c.logical_bytes += add->length;
-    }
+    return add != nullptr ? map_extent(t, ino, inode, off, *add) : Status::ok();
+}
+
+Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
+                              const ExtentRecord& e) {
+    HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), as_bytes(e)));
+    inode.r.mapped += e.length;
+    t.super().counters.logical_bytes += e.length;
     return Status::ok();
 }
 
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
-                               const Digest& digest, ExtentRecord* out) {
+                               const Digest& digest, ExtentRecord* out, SegmentGains* gains) {
     auto& c = t.super().counters;
     std::string fk(reinterpret_cast<const char*>(digest.bytes.data()), 32);
     std::string_view fv;
@@ -818,7 +826,13 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.digest = digest;
     HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
     HIODSFS_TRY(t.put(Db::kFingerprints, fk, key_u64(id)));
-    HIODSFS_TRY(add_segment_live(t, loc.segment, len));
+    if (gains == nullptr) {
+        HIODSFS_TRY(add_segment_live(t, loc.segment, len));
+    } else if (!gains->empty() && gains->back().first == loc.segment) {
+        gains->back().second += len;
+    } else {
+        gains->emplace_back(loc.segment, len);
+    }
     c.stored_bytes += len;
     c.chunk_count += 1;
     *out = ExtentRecord{id, 0, len};
@@ -1246,16 +1260,27 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
+    // Appending (or filling a hole) replaces nothing: one lookup for the
+    // whole request instead of one per chunk.
+    std::vector<MappedExtent> old;
+    HIODSFS_TRY(extents_in(*t, ino, chunks.front().off, chunks.back().off + chunks.back().len, &old));
+    const bool fresh = old.empty();
+    SegmentGains gains;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
         const ChunkSpan& c = chunks[i];
         if (zero[i]) {
-            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, nullptr));
-        } else {
-            ExtentRecord e;
-            HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e));
-            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
+            if (!fresh) HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, nullptr));
+            continue;
         }
+        ExtentRecord e;
+        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains));
+        if (fresh)
+            HIODSFS_TRY(map_extent(*t, ino, in, c.off, e));
+        else
+            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
     }
+    for (const auto& [seg, bytes] : gains)
+        HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
     WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
     if (upd != nullptr) apply_update(in, &pending);
     HIODSFS_TRY(store_inode(*t, ino, in));
@@ -1327,25 +1352,32 @@ Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
 // before this call, with the chunker state rebuilt to match.
 Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
                         WriteUpdate* upd) {
-    std::size_t before = s.buf.size();
-    s.buf.insert(s.buf.end(), data, data + len);
-    std::size_t scanned = before;
+    // The bytes are chunked where they are: only the chunk that completes
+    // the stream's tail, and the new tail, are copied into the stream.
+    const std::size_t before = s.buf.size();
     std::vector<ChunkSpan> chunks;
     std::uint64_t off = s.off;
-    std::size_t head = s.head;
-    while (scanned < s.buf.size()) {
-        std::size_t n = s.chunker->next_cut(s.buf.data() + scanned, s.buf.size() - scanned);
-        if (n == Chunker::kNoCut) break;
-        scanned += n;
-        std::size_t chunk_len = scanned - head;
-        chunks.push_back(ChunkSpan{off, s.buf.data() + head, chunk_len});
-        off += chunk_len;
-        head = scanned;
+    std::size_t pos = 0;
+    std::size_t n = s.chunker->next_cut(data, len);
+    if (n != Chunker::kNoCut) {
+        s.buf.insert(s.buf.end(), data, data + n);
+        chunks.push_back(ChunkSpan{off, s.buf.data() + s.head, s.buf.size() - s.head});
+        off += chunks.back().len;
+        pos = n;
+        while (pos < len && (n = s.chunker->next_cut(data + pos, len - pos)) != Chunker::kNoCut) {
+            chunks.push_back(ChunkSpan{off, data + pos, n});
+            off += n;
+            pos += n;
+        }
     }
     Status st = emit_chunks(ino, chunks, upd);
-    if (st) {
+    if (st && chunks.empty()) {
+        s.buf.insert(s.buf.end(), data, data + len);
+    } else if (st) {
+        s.buf.clear();
+        s.head = 0;
+        s.buf.insert(s.buf.end(), data + pos, data + len);
         s.off = off;
-        s.head = head;
     } else {
         // Nothing of this call was emitted: drop its bytes and rebuild the
         // chunker's state over what the stream held before.
