@@ -6,9 +6,10 @@
 // boundaries do not depend on how writes are split. A complete chunk is
 // fingerprinted, looked up, stored once, and mapped in one metadata
 // operation. A write that does not continue the stream first closes it, then
-// re-chunks from the start of the extent it lands in (the cut point before
-// the write) and goes on through the old data after it until a new cut falls
-// on an old boundary again, so a small overwrite re-chunks only its region.
+// re-chunks from the start of the chunk holding the byte before the write
+// (the cut point before it) and goes on through the old data after it until
+// a new cut falls on an old chunk boundary again, so a small overwrite
+// re-chunks only its region.
 //
 // Lock order: Stream::mu, then the MetaStore lock (a Txn), then pins_mu_.
 #include "hiodsfs/engine.h"
@@ -278,8 +279,14 @@ private:
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
-    Status start_stream(InodeId ino, Stream& s, std::uint64_t off);
-    Status realign(InodeId ino, Stream& s, std::uint64_t write_end);
+    // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
+    // which must leave canonical cut points however far that takes it).
+    static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
+    Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach);
+    Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach);
+    // Whether m begins a chunk cut by the chunker (raw data and the tail of
+    // a chunk whose head was overwritten do not).
+    Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
                        std::uint8_t* out, std::size_t* got);
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
@@ -1405,65 +1412,85 @@ Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
     return Status::ok();
 }
 
+Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
+    *out = false;
+    if (m.e.chunk_off != 0) return Status::ok();
+    std::string_view v;
+    bool found = false;
+    ChunkRecord rec;
+    HIODSFS_TRY(t.get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+    *out = found && from_bytes(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+    return Status::ok();
+}
+
 // Opens a stream for a write at `off` that does not continue the current
 // one: it starts at the cut point before `off` and is preloaded with the old
-// bytes between that cut point and `off`.
-Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off) {
+// bytes between that cut point and `off`. With CDC that is the start of the
+// chunk holding the byte before off, even when that chunk ends at off (its
+// end may be where the file ended when it was cut, not a content-defined
+// cut); raw data and chunk tails are passed over back to a chunk's start, a
+// hole or the file's start. If that lies more than `reach` before off, the
+// stream starts at off.
+Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach) {
     std::uint64_t start = off;
-    std::uint64_t size = 0;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
-        size = in.r.size;
         if (chunking_.kind == ChunkingParams::Kind::kFixed) {
             // Fixed chunks sit at multiples of the size: restart at the one
             // that holds off, preloaded with the old bytes before off.
             start = off - off % chunking_.avg_size;
-        } else if (off > 0 && off <= size) {
-            std::vector<MappedExtent> ex;
-            HIODSFS_TRY(extents_in(*t, ino, off - 1, off, &ex));
-            if (!ex.empty()) {
-                // The extent holding the byte before off. If off is its end
-                // inside the file, off is already a cut point; at the end of
-                // the file the short tail chunk (cut by an earlier close) is
-                // re-cut together with what follows.
-                start = ex.front().start;
-                if (ex.front().end() == off && off < size) start = off;
+        } else if (off <= in.r.size) {  // past the end, the gap stays a hole: a cut point
+            for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
+                std::vector<MappedExtent> ex;
+                HIODSFS_TRY(extents_in(*t, ino, pos - 1, pos, &ex));
+                if (ex.empty()) break;  // a hole ends at pos: a cut point
+                bool is_start = false;
+                HIODSFS_TRY(starts_chunk(*t, ex.front(), &is_start));
+                pos = ex.front().start;
+                if (is_start) {
+                    start = pos;
+                    break;
+                }
+                start = pos;  // the file's start, if the walk ends there
             }
+            if (off - start > reach) start = off;  // never preload unbounded
         }
     }
-    if (start + chunking_.max_size * 4ull < off) start = off;  // never preload unbounded
     s.active = true;
     s.off = start;
     s.buf.clear();
     s.head = 0;
     if (!s.chunker) s.chunker = Chunker::make(chunking_);
     s.chunker->reset(start);
-    if (start < off) {
-        std::vector<std::uint8_t> old(off - start);  // past EOF stays zeros
+    std::vector<std::uint8_t> old;
+    for (std::uint64_t pos = start; pos < off;) {
+        old.resize(static_cast<std::size_t>(std::min(off - pos, kRechunkPiece)));
+        std::fill(old.begin(), old.end(), 0);  // past EOF stays zeros
         std::size_t got = 0;
-        Status st = read_locked(ino, nullptr, start, old.size(), old.data(), &got);
+        Status st = read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
         if (st) st = feed(ino, s, old.data(), old.size());
         if (!st) {
             s.clear();
             return st;
         }
+        pos += old.size();
     }
     return Status::ok();
 }
 
 // After an overwrite inside old data: keep chunking the old bytes that follow
 // until a cut falls on an old extent boundary, so the chunks after it stay.
-Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
-    const std::uint64_t give_up = write_end + std::uint64_t(chunking_.max_size) * 4;
+Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach) {
+    const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
     std::vector<std::uint8_t> piece;
     for (;;) {
         std::uint64_t pos = s.end();
         std::uint64_t size = 0;
         bool at_boundary = false;
-        bool next_is_raw = false;
+        bool next_starts_chunk = false;
         bool hole_at_pos = false;
         std::uint64_t piece_end = 0;
         {
@@ -1486,22 +1513,17 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end) {
             }
             piece_end = std::min({piece_end, size, pos + kRechunkPiece});
             hole_at_pos = ex.empty() || ex.front().start > pos;
-            if (!ex.empty()) {
-                // Raw (not yet deduplicated) data ahead is no boundary to stop
-                // at: chunking on through it cuts it as inline mode would.
-                std::string_view v;
-                bool found = false;
-                ChunkRecord rec;
-                HIODSFS_TRY(t->get(Db::kChunks, key_u64(ex.front().e.chunk), &v, &found));
-                next_is_raw = found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
-            }
+            // Raw (not yet deduplicated) data ahead, or the tail of a chunk
+            // whose head was overwritten, is no boundary to stop at:
+            // chunking on through it cuts it as inline mode would.
+            if (!ex.empty()) HIODSFS_TRY(starts_chunk(*t, ex.front(), &next_starts_chunk));
         }
         // A hole is a cut point: its zeros are not chunked into the data. The
         // stream stays open, so a write that continues it (filling the hole,
         // as into a preallocated file) needs no restart.
         if (hole_at_pos) return Status::ok();
-        if ((at_boundary && !next_is_raw && s.size() == 0) ||
-            (at_boundary && !next_is_raw && pos >= give_up))
+        if ((at_boundary && next_starts_chunk && s.size() == 0) ||
+            (at_boundary && next_starts_chunk && pos >= give_up))
             return close_stream(ino, s, true);  // inline even when the pass runs this
         piece.resize(piece_end - pos);
         std::size_t got = 0;
@@ -1564,7 +1586,7 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     if (deferred_.load()) return write_deferred(ino, *s, offset, bytes, len, &upd);
     if (!(s->active && offset == s->end())) {
         HIODSFS_TRY(close_stream(ino, *s));
-        HIODSFS_TRY(start_stream(ino, *s, offset));
+        HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4));
     }
     Status st = feed(ino, *s, bytes, len, &upd);
     // A failed feed accepted nothing of this write.
@@ -1582,7 +1604,8 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         HIODSFS_TRY(t->commit());
     }
     HIODSFS_TRY(st);
-    if (offset + len < old_size) HIODSFS_TRY(realign(ino, *s, offset + len));
+    if (offset + len < old_size)
+        HIODSFS_TRY(realign(ino, *s, offset + len, std::uint64_t{chunking_.max_size} * 4));
     return Status::ok();
 }
 
@@ -1963,19 +1986,13 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
             }
         }
         if (!any_raw) return Status::ok();
-        // Restart at the chunk before the range: it may be a tail cut by an
-        // earlier sweep at what was then the end of the file (re-cutting a
-        // natural chunk just finds it again).
-        if (offset > 0) {
-            std::vector<MappedExtent> before;
-            HIODSFS_TRY(extents_in(*t, ino, offset - 1, offset, &before));
-            if (!before.empty()) offset = before.front().start;
-        }
     }
     HIODSFS_TRY(close_stream(ino, *s, true));
-    // Exactly the inline path over the current bytes of the range: start at
-    // the cut point before it, and realign with the chunks after it.
-    Status result = start_stream(ino, *s, offset);
+    // The inline path over the current bytes of the range: start at the cut
+    // point before it, and realign with the chunks after it. Unlike a write
+    // it never gives up early: a cut left where the stream stopped would be
+    // no content-defined one, and nothing would come back to fix it.
+    Status result = start_stream(ino, *s, offset, kUnbounded);
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
@@ -1985,7 +2002,7 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
         if (result) result = feed(ino, *s, buf.data(), n);
         pos += n;
     }
-    if (result) result = realign(ino, *s, end);
+    if (result) result = realign(ino, *s, end, kUnbounded);
     Status closed = close_stream(ino, *s, true);
     s->clear();
     return result ? closed : result;
