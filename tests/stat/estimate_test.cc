@@ -124,7 +124,6 @@ TEST_CASE("estimate: the cache makes a re-run read nothing, and survives an inte
     CHECK(second.bytes_read == 0);
     CHECK(second.files_read == 0);
     CHECK(second.files_cached == t.files);
-    CHECK(second.elapsed_s < first.elapsed_s / 2);
     REQUIRE(second.results.size() == first.results.size());
     for (std::size_t i = 0; i < first.results.size(); ++i) {
         CHECK(second.results[i].stored_bytes == first.results[i].stored_bytes);
