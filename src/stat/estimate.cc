@@ -369,7 +369,7 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
     auto report = [&](bool force) {
         if (!opt.progress) return;
         double now = elapsed();
-        if (!force && now - last_report < 0.2) return;
+        if (!force && now - last_report < opt.progress_interval_s) return;
         last_report = now;
         prog.elapsed_s = now;
         opt.progress(prog);

@@ -47,7 +47,8 @@ struct EstimateOptions {
     std::string cache_path;                 // "" = no cache
     // Set from a signal handler to stop; the cache is still saved.
     const std::atomic<bool>* interrupt = nullptr;
-    std::function<void(const EstimateProgress&)> progress;  // called a few times a second
+    std::function<void(const EstimateProgress&)> progress;
+    double progress_interval_s = 0.2;  // least time between progress calls (0: every read)
 };
 
 struct EstimateReport {
