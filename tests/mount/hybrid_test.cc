@@ -45,17 +45,6 @@ void write_synced(const std::string& path, const std::string& data) {
     REQUIRE(::close(fd) == 0);
 }
 
-// Waits until the mounted daemon reports an empty dirty queue.
-bool wait_drained(const MountFixture& m, std::chrono::seconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (status_field(m.store(), "backlog_records") == 0 && status_field(m.store(), "raw_bytes") == 0)
-            return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return false;
-}
-
 void check_contents(const MountFixture& m, const std::vector<TestFile>& files) {
     for (const auto& f : files) {
         INFO(f.name);
@@ -82,7 +71,7 @@ TEST_CASE("deferred writes are deduplicated in the background and match inline's
     MountFixture m({"mode=deferred", "control_interval=200", "no_writeback_cache"});
     for (const auto& f : files) write_synced(m.path(f.name), f.data);
     INFO("daemon log: " << m.daemon_log());
-    REQUIRE(wait_drained(m, std::chrono::seconds(120)));
+    REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
     m.unmount();
     deferred_c = m.counters();
     INFO("inline: " << describe(inline_c) << "\ndeferred: " << describe(deferred_c));
@@ -109,7 +98,7 @@ TEST_CASE("the dirty queue survives an unmount and drains at the next mount", "[
     CHECK(before.raw_bytes > 0);
     m.set_options({"mode=inline", "control_interval=200"});
     m.mount();
-    REQUIRE(wait_drained(m, std::chrono::seconds(120)));
+    REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
     check_contents(m, files);
     m.unmount();
     SpaceCounters after = m.counters();
@@ -129,7 +118,7 @@ TEST_CASE("kill -9 in the middle of a backlog loses nothing fsynced; the queue r
     m.crash();
     m.set_options({"mode=hybrid", "control_interval=200"});
     m.mount();
-    REQUIRE(wait_drained(m, std::chrono::seconds(120)));
+    REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
     check_contents(m, files);
     m.remount();
     check_contents(m, files);

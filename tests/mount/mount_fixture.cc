@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -467,6 +468,24 @@ long long status_field(const std::string& store, const std::string& field) {
     const auto at = text.find("\"" + field + "\":");
     if (at == std::string::npos) return -1;
     return std::atoll(text.c_str() + at + field.size() + 3);
+}
+
+bool wait_drained(const std::string& store, std::chrono::seconds timeout) {
+    struct timespec began{};
+    ::clock_gettime(CLOCK_REALTIME, &began);
+    auto after_began = [&](const struct stat& st) {
+        return st.st_mtim.tv_sec > began.tv_sec ||
+               (st.st_mtim.tv_sec == began.tv_sec && st.st_mtim.tv_nsec > began.tv_nsec);
+    };
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        struct stat st{};
+        if (::stat((store + "/status.json").c_str(), &st) == 0 && after_began(st) &&
+            status_field(store, "backlog_records") == 0 && status_field(store, "raw_bytes") == 0)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
 }
 
 std::string describe(const SpaceCounters& c) {

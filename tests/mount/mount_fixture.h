@@ -136,6 +136,10 @@ std::string describe(const SpaceCounters& c);
 // A number from STORE/status.json, which the daemon rewrites every control
 // interval; -1 when the file or the field is not there.
 long long status_field(const std::string& store, const std::string& field);
+// Waits until the daemon on `store` reports an empty dirty queue and no raw
+// bytes, in a status.json it published after this call began (an older one
+// may predate the writes the caller wants drained).
+bool wait_drained(const std::string& store, std::chrono::seconds timeout);
 
 // Deterministic pseudo-random bytes (fast; not for cryptography).
 std::string random_bytes(std::size_t n, std::uint64_t seed);

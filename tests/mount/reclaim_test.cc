@@ -118,9 +118,7 @@ TEST_CASE("du of the store drops to the deduplicated size once deferred duplicat
     write_blocks(m.path("dups"), size, unique, 2);
     const std::uint64_t slack = size / 20;
     std::uint64_t du1 = 0;
-    bool drained = wait_for(std::chrono::seconds(120), [&] {
-        return status_field(m.store(), "backlog_records") == 0 && status_field(m.store(), "raw_bytes") == 0;
-    });
+    bool drained = wait_drained(m.store(), std::chrono::seconds(120));
     INFO("daemon log: " << m.daemon_log());
     REQUIRE(drained);
     // The segments (all of the store but the LMDB file, which grew with
