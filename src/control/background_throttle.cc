@@ -46,9 +46,18 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         return speed_;
     }
 
-    // Not under stress, the foreground gets what it asks for: treat it as
-    // comfortably above the goal. Without a goal there is nothing to protect.
     const bool stressed = under_stress(s, cfg_);
+    if (stressed && !has_goal(cfg_)) {
+        // Without a goal a foreground under stress wants all it can get:
+        // pause, and ramp up from nothing once it calms down or stops.
+        speed_ = 0.0;
+        integral_ = 0.0;
+        prev_stressed_ = false;
+        regime_ = "no goal, foreground under stress";
+        return speed_;
+    }
+    // Not under stress, the foreground gets what it asks for: treat it as
+    // comfortably above the goal.
     double e = 1.0;
     if (!has_goal(cfg_)) {
         regime_ = "no goal";

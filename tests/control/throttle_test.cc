@@ -270,15 +270,22 @@ TEST_CASE("throttle: the derivative does not kick when stress begins") {
           pi.update(sample(k, 300), WriteMode::kInline, 1.0));
 }
 
-TEST_CASE("throttle: without a goal the background is only ramp-limited") {
+TEST_CASE("throttle: without a goal the background yields to a foreground under stress") {
     ControlConfig cfg;  // no goal
     BackgroundThrottle t(cfg);
     std::uint64_t k = 0;
-    t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
-    double prev =
-        t.update(sample(k++, 100), WriteMode::kInline, 1.0);  // a switch restarts the ramp
-    CHECK(prev <= 0.05 + 1e-12);
-    for (int i = 0; i < 30; ++i) prev = t.update(sample(k++, 100), WriteMode::kInline, 1.0);
+    // Idle: full speed.
+    CHECK(t.update(sample(k++, 0, Load::kIdle), WriteMode::kDeferred, 1.0) == 1.0);
+    // A foreground under stress (a deferred-mode burst): paused at once.
+    double s = t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
+    CHECK(s == 0.0);
+    for (int i = 0; i < 10; ++i) s = t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
+    CHECK(s == 0.0);
+    CHECK(std::string(t.regime()) == "no goal, foreground under stress");
+    // Calm: ramp-limited back to full speed.
+    double prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
+    CHECK(prev <= cfg.ramp_per_s + 1e-12);
+    for (int i = 0; i < 30; ++i) prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
     CHECK(prev == 1.0);
     CHECK(std::string(t.regime()) == "no goal");
 }
