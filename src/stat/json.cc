@@ -16,6 +16,12 @@ const Value* Value::get(std::string_view key) const {
     return nullptr;
 }
 
+const Value& Value::at(std::string_view key) const {
+    static const Value null;
+    const Value* v = get(key);
+    return v != nullptr ? *v : null;
+}
+
 double Value::num(double def) const {
     if (type != Type::kNumber) return def;
     return std::strtod(text.c_str(), nullptr);

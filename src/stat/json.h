@@ -24,6 +24,8 @@ struct Value {
 
     // The member `key` of an object, or null when absent (or not an object).
     const Value* get(std::string_view key) const;
+    // The same, but a null Value when absent: reads of optional fields.
+    const Value& at(std::string_view key) const;
     double num(double def = 0) const;            // numbers only, else def
     std::uint64_t u64(std::uint64_t def = 0) const;  // non-negative integers exactly
     std::string str(const std::string& def = "") const;

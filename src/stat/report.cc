@@ -155,20 +155,15 @@ std::vector<Event> events_from(const json::Value& status) {
     const double unix_now = static_cast<double>(status.get("unix_time_ns") ? status.get("unix_time_ns")->u64() : 0);
     for (const auto& e : ev->items) {
         Event x;
-        auto g = [&](const char* k) -> const json::Value& {
-            static const json::Value null;
-            const json::Value* v = e.get(k);
-            return v != nullptr ? *v : null;
-        };
-        x.unix_time = (unix_now - (mono_now - static_cast<double>(g("time_ns").u64()))) / 1e9;
-        x.kind = g("kind").str();
-        x.mode = g("mode").str();
-        x.ops_per_s = g("ops_per_s").num();
-        x.bytes_per_s = g("bytes_per_s").num();
-        x.speed = g("speed").num();
-        x.backlog_records = g("backlog_records").u64();
-        x.backlog_bytes = g("backlog_bytes").u64();
-        x.reason = g("reason").str();
+        x.unix_time = (unix_now - (mono_now - static_cast<double>(e.at("time_ns").u64()))) / 1e9;
+        x.kind = e.at("kind").str();
+        x.mode = e.at("mode").str();
+        x.ops_per_s = e.at("ops_per_s").num();
+        x.bytes_per_s = e.at("bytes_per_s").num();
+        x.speed = e.at("speed").num();
+        x.backlog_records = e.at("backlog_records").u64();
+        x.backlog_bytes = e.at("backlog_bytes").u64();
+        x.reason = e.at("reason").str();
         out.push_back(std::move(x));
     }
     return out;
@@ -178,22 +173,17 @@ std::vector<Sample> samples_from(const json::Value* list) {
     std::vector<Sample> out;
     if (list == nullptr) return out;
     for (const auto& e : list->items) {
-        auto g = [&](const char* k) -> const json::Value& {
-            static const json::Value null;
-            const json::Value* v = e.get(k);
-            return v != nullptr ? *v : null;
-        };
         Sample s;
-        s.unix_time = static_cast<double>(g("unix_time_ns").u64()) / 1e9;
-        s.period_s = static_cast<double>(g("period_ns").u64()) / 1e9;
-        s.mode = g("mode").str();
-        s.ops_per_s = g("ops_per_s").num();
-        s.bytes_per_s = g("bytes_per_s").num();
-        s.background_bytes_per_s = g("background_bytes_per_s").num();
-        s.backlog_records = g("backlog_records").u64();
-        s.backlog_bytes = g("backlog_bytes").u64();
-        s.logical_bytes = g("logical_bytes").u64();
-        s.stored_bytes = g("stored_bytes").u64();
+        s.unix_time = static_cast<double>(e.at("unix_time_ns").u64()) / 1e9;
+        s.period_s = static_cast<double>(e.at("period_ns").u64()) / 1e9;
+        s.mode = e.at("mode").str();
+        s.ops_per_s = e.at("ops_per_s").num();
+        s.bytes_per_s = e.at("bytes_per_s").num();
+        s.background_bytes_per_s = e.at("background_bytes_per_s").num();
+        s.backlog_records = e.at("backlog_records").u64();
+        s.backlog_bytes = e.at("backlog_bytes").u64();
+        s.logical_bytes = e.at("logical_bytes").u64();
+        s.stored_bytes = e.at("stored_bytes").u64();
         out.push_back(std::move(s));
     }
     return out;
@@ -204,9 +194,9 @@ std::vector<Sample> samples_from(const json::Value* list) {
 Status report_from_status(const json::Value& st, Report* r) {
     if (st.type != json::Value::Type::kObject || st.get("logical_bytes") == nullptr)
         return Status::error(EINVAL, "status is not a hiodsfs status object");
-    auto u = [&](const char* k) { return st.get(k) ? st.get(k)->u64() : 0; };
-    auto d = [&](const char* k) { return st.get(k) ? st.get(k)->num() : 0.0; };
-    auto s = [&](const char* k) { return st.get(k) ? st.get(k)->str() : std::string(); };
+    auto u = [&](const char* k) { return st.at(k).u64(); };
+    auto d = [&](const char* k) { return st.at(k).num(); };
+    auto s = [&](const char* k) { return st.at(k).str(); };
     r->logical_bytes = u("logical_bytes");
     r->stored_bytes = u("stored_bytes");
     r->disk_bytes = u("disk_bytes");
