@@ -37,16 +37,33 @@ struct ExtentRecord {
 
 struct ChunkRecord {
     enum : std::uint8_t {
-        kIndexed = 1,  // digest is valid and the fingerprint index points here
+        kIndexed = 1,  // digest is valid (the chunk was fingerprinted, not raw)
+        // Failed its checksum once: its fingerprint entry is gone, so no new
+        // write is ever shared onto it (hiodsfs-fsck --repair heals its users).
+        kDamaged = 2,
     };
+    // The reference count has 56 bits: the low 32 in refs_low and the high
+    // 24 in refs_high (bytes that were zero padding, so older records read
+    // the same), so no number of extents a store can hold makes it wrap.
+    static constexpr std::uint64_t kMaxRefs = (std::uint64_t{1} << 56) - 1;
     SegmentId segment = 0;
     std::uint32_t length = 0;
     std::uint64_t offset = 0;  // payload offset in the segment
-    std::uint32_t refs = 0;    // number of extents that refer to this chunk
+    std::uint32_t refs_low = 0;
     std::uint8_t flags = 0;
-    std::uint8_t reserved[3] = {};
+    std::uint8_t refs_high[3] = {};
     Digest digest;
     ChunkLocation location() const { return ChunkLocation{segment, offset, length}; }
+    // Number of extents that refer to this chunk.
+    std::uint64_t refs() const {
+        return refs_low | std::uint64_t{refs_high[0]} << 32 | std::uint64_t{refs_high[1]} << 40 |
+               std::uint64_t{refs_high[2]} << 48;
+    }
+    // n <= kMaxRefs (callers check; chunk_ref reports EOVERFLOW past it).
+    void set_refs(std::uint64_t n) {
+        refs_low = static_cast<std::uint32_t>(n);
+        for (int i = 0; i < 3; ++i) refs_high[i] = static_cast<std::uint8_t>(n >> (32 + 8 * i));
+    }
 };
 
 struct DirentValue {

@@ -745,10 +745,13 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     ChunkRecord rec;
     if (!found || !from_bytes(v, &rec))
         return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " is missing or damaged");
-    std::int64_t refs = static_cast<std::int64_t>(rec.refs) + delta;
-    if (refs < 0) return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " reference count underflow");
-    rec.refs = static_cast<std::uint32_t>(refs);
-    if (rec.refs > 0) return t.put(Db::kChunks, k, as_bytes(rec));
+    const std::uint64_t refs = rec.refs();
+    if (delta < 0 && refs < static_cast<std::uint64_t>(-delta))
+        return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " reference count underflow");
+    if (delta > 0 && ChunkRecord::kMaxRefs - refs < static_cast<std::uint64_t>(delta))
+        return Status::error(EOVERFLOW, "chunk " + std::to_string(id) + " is shared by too many extents");
+    rec.set_refs(refs + static_cast<std::uint64_t>(delta));
+    if (rec.refs() > 0) return t.put(Db::kChunks, k, as_bytes(rec));
 
     // Last reference gone: the bytes are dead (reclaimable by compaction).
     HIODSFS_TRY(t.del(Db::kChunks, k));
@@ -828,7 +831,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.segment = loc.segment;
     rec.offset = loc.offset;
     rec.length = len;
-    rec.refs = 1;
+    rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;
     HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
@@ -1319,7 +1322,7 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
         rec.segment = loc.segment;
         rec.offset = loc.offset;
         rec.length = n;
-        rec.refs = 1;
+        rec.set_refs(1);
         rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
         HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
         HIODSFS_TRY(add_segment_live(*t, loc.segment, n));

@@ -657,7 +657,7 @@ private:
                 ci.r.segment = r.location.segment;
                 ci.r.offset = r.location.offset;
                 ci.r.length = r.location.length;
-                ci.r.refs = static_cast<std::uint32_t>(uses.size());
+                ci.r.set_refs(uses.size());
                 ci.counted = uses.size();
                 // Indexed again if its fingerprint is free or still names it.
                 std::vector<std::uint8_t> buf(ci.r.length);
@@ -720,11 +720,11 @@ private:
                 HIODSFS_TRY(fix("chunk " + u(id) + " (" + u(ci.r.length) +
                                     " bytes) is referenced by no file; its bytes become dead space",
                                 [&, id = id] { return drop_chunk(id); }));
-            } else if (ci.r.refs != ci.counted) {
-                HIODSFS_TRY(fix("chunk " + u(id) + " has reference count " + u(ci.r.refs) + ", but " +
+            } else if (ci.r.refs() != ci.counted) {
+                HIODSFS_TRY(fix("chunk " + u(id) + " has reference count " + u(ci.r.refs()) + ", but " +
                                     u(ci.counted) + " extents refer to it",
                                 [&, id = id] {
-                                    ci.r.refs = static_cast<std::uint32_t>(ci.counted);
+                                    ci.r.set_refs(ci.counted);
                                     return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
                                 }));
             }

@@ -145,8 +145,8 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
     for (const auto& [id, n] : refs) {
         auto it = chunks.find(id);
         if (it == chunks.end()) problems.push_back("extent refers to missing chunk " + std::to_string(id));
-        else if (it->second.refs != n)
-            problems.push_back("chunk " + std::to_string(id) + " refs " + std::to_string(it->second.refs) +
+        else if (it->second.refs() != n)
+            problems.push_back("chunk " + std::to_string(id) + " refs " + std::to_string(it->second.refs()) +
                                " but " + std::to_string(n) + " extents");
     }
     for (const auto& [id, r] : chunks)

