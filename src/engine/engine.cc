@@ -205,6 +205,7 @@ private:
     Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
     Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
     Status finish_dirty(const std::vector<DirtyRecord>& done) override;
+    Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length);
 
     // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
     Status reclaim_step(bool* did_work) override;
@@ -245,6 +246,10 @@ private:
                        ExtentRecord* out, SegmentGains* gains = nullptr);
     Status purge_inode(Txn& t, InodeId ino);
     bool pinned(InodeId ino);
+    // Forgets ino's stream once nothing holds or pins it. A stream is never
+    // replaced while in use: the pass re-chunking a file and a write after
+    // the kernel forgot and reopened it must serialize on the same lock.
+    void drop_stream(InodeId ino);
     // nlink reached zero: free now, or when the last pin goes.
     Status release_inode(Txn& t, InodeId ino);
     Attr to_attr(InodeId ino, const Inode& in) const;
@@ -878,11 +883,16 @@ bool EngineImpl::pinned(InodeId ino) {
 
 Status EngineImpl::release_inode(Txn& t, InodeId ino) {
     if (pinned(ino)) return t.put(Db::kOrphans, key_u64(ino), "");
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        streams_.erase(ino);
-    }
+    drop_stream(ino);
     return free_inode(t, ino);
+}
+
+void EngineImpl::drop_stream(InodeId ino) {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    auto it = streams_.find(ino);
+    // Copies are only made under streams_mu_, so a count of one (the map's)
+    // means nobody holds it and nobody can get it without this lock.
+    if (it != streams_.end() && it->second.use_count() == 1 && !pinned(ino)) streams_.erase(it);
 }
 
 // ---------------------------------------------------------------------------
@@ -1217,8 +1227,8 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
         if (free_inode(*t, ino)) (void)t->commit();
     }
     t.reset();
-    std::lock_guard<std::mutex> l(streams_mu_);
-    if (!pinned(ino)) streams_.erase(ino);
+    s.reset();
+    drop_stream(ino);
 }
 
 // ---------------------------------------------------------------------------
@@ -1961,8 +1971,20 @@ Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
 }
 
 Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
-    auto s = stream(ino);
-    std::lock_guard<std::mutex> l(s->mu);
+    std::shared_ptr<Stream> s = stream(ino);
+    Status st;
+    {
+        std::lock_guard<std::mutex> l(s->mu);
+        st = rechunk_locked(ino, *s, offset, length);
+    }
+    s.reset();
+    drop_stream(ino);  // a file nothing pins keeps no stream after its pass
+    return st;
+}
+
+Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t offset,
+                                  std::uint64_t length) {
+    Stream* s = &stream;
     Inode in;
     Status st = regular_file(ino, &in);
     // Stale work: the file is gone or is no longer a regular file.
