@@ -205,7 +205,8 @@ private:
     Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
     Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
     Status finish_dirty(const std::vector<DirtyRecord>& done) override;
-    Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length);
+    Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length,
+                          bool* gone);
 
     // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
     Status reclaim_step(bool* did_work) override;
@@ -249,7 +250,7 @@ private:
     // Forgets ino's stream once nothing holds or pins it. A stream is never
     // replaced while in use: the pass re-chunking a file and a write after
     // the kernel forgot and reopened it must serialize on the same lock.
-    void drop_stream(InodeId ino);
+    void drop_stream(InodeId ino, bool file_gone = false);
     // nlink reached zero: free now, or when the last pin goes.
     Status release_inode(Txn& t, InodeId ino);
     Attr to_attr(InodeId ino, const Inode& in) const;
@@ -883,16 +884,20 @@ bool EngineImpl::pinned(InodeId ino) {
 
 Status EngineImpl::release_inode(Txn& t, InodeId ino) {
     if (pinned(ino)) return t.put(Db::kOrphans, key_u64(ino), "");
-    drop_stream(ino);
+    drop_stream(ino, true);
     return free_inode(t, ino);
 }
 
-void EngineImpl::drop_stream(InodeId ino) {
+void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
     std::lock_guard<std::mutex> l(streams_mu_);
     auto it = streams_.find(ino);
     // Copies are only made under streams_mu_, so a count of one (the map's)
-    // means nobody holds it and nobody can get it without this lock.
-    if (it != streams_.end() && it->second.use_count() == 1 && !pinned(ino)) streams_.erase(it);
+    // means nobody holds it, nobody can get it without this lock, and its
+    // fields may be read without its own lock. An active stream holds bytes
+    // not yet chunked: it stays unless the file itself is gone.
+    if (it != streams_.end() && it->second.use_count() == 1 && !pinned(ino) &&
+        (file_gone || !it->second->active))
+        streams_.erase(it);
 }
 
 // ---------------------------------------------------------------------------
@@ -1973,23 +1978,26 @@ Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
 Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
     std::shared_ptr<Stream> s = stream(ino);
     Status st;
+    bool gone = false;
     {
         std::lock_guard<std::mutex> l(s->mu);
-        st = rechunk_locked(ino, *s, offset, length);
+        st = rechunk_locked(ino, *s, offset, length, &gone);
     }
     s.reset();
-    drop_stream(ino);  // a file nothing pins keeps no stream after its pass
+    drop_stream(ino, gone);  // a file nothing pins keeps no stream after its pass
     return st;
 }
 
 Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t offset,
-                                  std::uint64_t length) {
+                                  std::uint64_t length, bool* gone) {
     Stream* s = &stream;
     Inode in;
     Status st = regular_file(ino, &in);
     // Stale work: the file is gone or is no longer a regular file.
+    *gone = st.err() == ENOENT;
     if (st.err() == ENOENT || st.err() == EINVAL || st.err() == EISDIR) return Status::ok();
     HIODSFS_TRY(st);
+    *gone = in.r.nlink == 0;
     if (in.r.nlink == 0 || offset >= in.r.size) return Status::ok();
     std::uint64_t end = std::min(in.r.size, offset + length);
     {
