@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -93,6 +94,11 @@ struct EngineOptions {
     // disk is full (file data writes fail with ENOSPC first). UINT64_MAX:
     // 2 % of the file system, at least 16 MiB and at most 512 MiB.
     std::uint64_t space_reserve = UINT64_MAX;
+    // Where the engine reports what a user must know that no request
+    // returns (a failed background commit); may be empty.
+    std::function<void(const std::string&)> log;
+    // Tests: see MetaStoreOptions::commit_fault.
+    std::function<int()> commit_fault;
 };
 
 struct Attr {

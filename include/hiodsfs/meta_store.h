@@ -51,6 +51,24 @@ struct SuperState {
     std::uint64_t next_ino = 2;  // 1 is the root
     std::uint64_t next_chunk = 1;
     std::uint64_t next_dirty = 1;
+    // How far the segments were durable when this state was committed:
+    // every chunk the committed metadata refers to lies in a segment below
+    // frontier_segment, or in it below frontier_offset. 0: not known (a
+    // store made before it was recorded, until its next commit).
+    std::uint64_t frontier_segment = 0;
+    std::uint64_t frontier_offset = 0;
+};
+
+struct MetaStoreOptions {
+    std::uint64_t map_bytes = 1ull << 40;
+    bool read_only = false;
+    // Make the environment if it does not exist. Off for a store that
+    // already has its FORMAT record: its metadata must be there, and
+    // making it anew would disown every segment.
+    bool create = true;
+    // Tests: called before each group commit; a non-zero errno makes that
+    // commit fail as a failed mdb_txn_commit would (the group is gone).
+    std::function<int()> commit_fault;
 };
 
 class MetaStore;
@@ -113,6 +131,9 @@ private:
 
 class MetaStore {
 public:
+    static Status open(const std::string& dir, const MetaStoreOptions& options,
+                       std::unique_ptr<MetaStore>* out);
+    // Creates the environment if it is missing (unless read_only).
     static Status open(const std::string& dir, std::uint64_t map_bytes, bool read_only,
                        std::unique_ptr<MetaStore>* out);
     // Aborts the open group: whatever was not committed is lost, as in a crash.
@@ -123,18 +144,36 @@ public:
     Status begin(std::unique_ptr<Txn>* out);
 
     // Commits the open group. `before` runs first, under the lock, so the
-    // caller can make the data the group refers to durable.
-    Status commit_group(const std::function<Status()>& before);
+    // caller can make the data the group refers to durable (and record how
+    // far it is in the state being committed).
+    // A failed commit loses the group's operations, which callers were told
+    // had succeeded, so the store stops: from then on begin() and
+    // commit_group() fail with EIO until it is opened again.
+    Status commit_group(const std::function<Status(SuperState*)>& before);
     // Operations folded in since the last commit_group().
     std::uint64_t pending_ops();
     bool read_only() const { return read_only_; }
+    // The failure that stopped the store (ok while it runs).
+    Status failure();
+    // A copy of the in-memory state (counters), without a transaction.
+    SuperState super_snapshot();
+    // Whether the super record was there when the store was opened (a store
+    // whose FORMAT exists but whose super record does not lost its metadata).
+    bool had_super() const { return had_super_; }
+    // Reads every record of every database, so a damaged page is found now
+    // (EUCLEAN naming the database) rather than by a later request.
+    Status verify();
 
 private:
     friend class Txn;
     MetaStore() = default;
     Status ensure_group();  // caller holds mu_
+    Status check_running();  // caller holds mu_
 
     std::mutex mu_;
+    Status failed_;
+    bool had_super_ = false;
+    std::function<int()> commit_fault_;
     MDB_env* env_ = nullptr;
     MDB_dbi dbi_[static_cast<int>(Db::kCount)]{};
     MDB_txn* group_ = nullptr;

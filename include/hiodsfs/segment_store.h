@@ -22,6 +22,12 @@
 
 namespace hiodsfs {
 
+// A point in the append order: byte `offset` of segment `segment`.
+struct SegmentPosition {
+    SegmentId segment = 0;
+    std::uint64_t offset = 0;
+};
+
 struct SegmentStoreOptions {
     std::uint64_t max_segment_bytes = 64ull << 20;
     // Appends are gathered in memory and written in blocks of this size.
@@ -32,6 +38,11 @@ struct SegmentStoreOptions {
     // a torn tail is left in place (reads and scans still check every
     // record), and append/flush/remove fail with EROFS.
     bool read_only = false;
+    // How far committed metadata may refer (SuperState's frontier; segment
+    // 0: unknown). Those bytes are never cut off or appended over: open
+    // fails with EUCLEAN when the files no longer hold them, and damage
+    // inside them is kept and appending goes on in a new segment.
+    SegmentPosition committed;
 };
 
 struct SegmentRecord {
@@ -49,8 +60,9 @@ public:
 
     // Opens (creating if needed) the segment directory `dir`. Scans the
     // newest segment and drops a torn tail. If it is damaged in the middle
-    // instead (an intact record follows the damage), nothing is cut and
-    // appending continues in a new segment.
+    // instead (an intact record follows the damage), or the damage lies in
+    // bytes options.committed covers, nothing is cut and appending continues
+    // in a new segment.
     static Status open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
                        std::unique_ptr<SegmentStore>* out);
     ~SegmentStore();
@@ -71,8 +83,10 @@ public:
     // entries). Cheap when nothing was appended since the last sync. After a
     // failed fdatasync, append/flush/sync keep failing until the store is
     // reopened: the kernel may have dropped the unsynced pages, so a later
-    // sync could not promise anything. Reads still work.
-    Status sync();
+    // sync could not promise anything. Reads still work. *synced (if given)
+    // is the append position this sync made durable: everything appended
+    // before the call lies before it.
+    Status sync(SegmentPosition* synced = nullptr);
     // Writes buffered appends to the files without syncing.
     Status flush();
 

@@ -96,6 +96,10 @@ Status Compactor::pick(double threshold, bool* found) {
             std::uint64_t live = 0;
             bool present = false;
             HIODSFS_TRY(segment_live(*t, seg, &live, &present));
+            // A segment the metadata has no entry for is never touched: only
+            // committed metadata may say that a segment's bytes are dead (it
+            // may hold records of metadata that was lost; hiodsfs-fsck says).
+            if (!present) continue;
             if (live > 0 && !(static_cast<double>(live) < threshold * static_cast<double>(size)))
                 continue;
             if (seg == active) {
@@ -119,10 +123,8 @@ Status Compactor::pick(double threshold, bool* found) {
     }
     *found = true;
     if (best->live == 0) {
-        // Its dead bytes were counted when its chunks died, unless its entry
-        // is gone already (a compaction committed before a crash, or nothing
-        // in it was ever committed).
-        return delete_segment(best->seg, best->size, best->present ? best->size : 0);
+        // Its dead bytes were counted when its chunks died.
+        return delete_segment(best->seg, best->size, best->size);
     }
     return start_job(best->seg, best->size);
 }
@@ -155,6 +157,7 @@ Status Compactor::copy_batch() {
     Job& job = *job_;
     std::vector<std::uint8_t> buf;
     std::uint64_t copied = 0;
+    std::set<SegmentId> targets;
     while (job.next < job.moves.size() && copied < kBatchBytes) {
         Move& m = job.moves[job.next];
         buf.resize(m.from.length);
@@ -179,6 +182,14 @@ Status Compactor::copy_batch() {
         HIODSFS_TRY(segs_->append(m.chunk, buf.data(), m.from.length, &m.to));
         copied += m.from.length;
         ++job.next;
+        if (targets.insert(m.to.segment).second) {
+            // A segment is known to the metadata from its first record on,
+            // even if only abandoned copies end up in it.
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            HIODSFS_TRY(add_segment_live(*t, m.to.segment, 0));
+            HIODSFS_TRY(t->commit());
+        }
     }
     return Status::ok();
 }
@@ -216,12 +227,11 @@ Status Compactor::finish_job() {
         live_left = live > moved ? live - moved : 0;
         auto& c = t->super().counters;
         c.dead_bytes += dead_copies;
-        if (live_left == 0) {
-            HIODSFS_TRY(t->del(Db::kSegments, key_u64(job.seg)));
+        // Its entry stays, at 0 live bytes, until the file is gone: the
+        // committed word that it is dead (see delete_segment).
+        HIODSFS_TRY(add_segment_live(*t, job.seg, -static_cast<std::int64_t>(moved)));
+        if (live_left == 0)
             c.dead_bytes -= std::min(c.dead_bytes, job.payload_bytes - std::min(job.payload_bytes, moved));
-        } else {
-            HIODSFS_TRY(add_segment_live(*t, job.seg, -static_cast<std::int64_t>(moved)));
-        }
         HIODSFS_TRY(t->commit());
     }
     chunks_moved_ += moved_chunks;
@@ -236,7 +246,7 @@ Status Compactor::finish_job() {
     // The copies are synced before the switch commits; the old file goes
     // only once nothing durable refers to it.
     HIODSFS_TRY(commit_());
-    HIODSFS_TRY(segs_->remove(job.seg));
+    HIODSFS_TRY(remove_file(job.seg, 0));
     segments_deleted_ += 1;
     segments_compacted_ += 1;
     bytes_freed_ += job.file_bytes;
@@ -244,21 +254,25 @@ Status Compactor::finish_job() {
 }
 
 Status Compactor::delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload) {
-    {
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
-        HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
-        auto& c = t->super().counters;
-        c.dead_bytes -= std::min(c.dead_bytes, dead_payload);
-        HIODSFS_TRY(t->commit());
-    }
     // The frees that emptied it must be durable before its bytes go: a
     // crash must not bring back chunks that point into a deleted file.
     HIODSFS_TRY(commit_());
-    HIODSFS_TRY(segs_->remove(seg));
+    HIODSFS_TRY(remove_file(seg, dead_payload));
     segments_deleted_ += 1;
     bytes_freed_ += file_bytes;
     return Status::ok();
+}
+
+Status Compactor::remove_file(SegmentId seg, std::uint64_t dead_payload) {
+    HIODSFS_TRY(segs_->remove(seg));
+    // The entry goes after the file: a crash in between leaves an entry of
+    // 0 live bytes without a file, which the next open drops.
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
+    auto& c = t->super().counters;
+    c.dead_bytes -= std::min(c.dead_bytes, dead_payload);
+    return t->commit();
 }
 
 }  // namespace hiodsfs

@@ -16,7 +16,9 @@
 //
 // Crashes: before the commit the old segment is still referenced and intact
 // (the copies are dead bytes); after it nothing refers to the old file, its
-// entry is gone (live 0), and the next pass deletes it.
+// entry says 0 live bytes, and the next pass deletes it. A segment is only
+// ever deleted when a committed entry says it holds nothing live: one the
+// metadata has no entry for is never touched.
 // Concurrency: chunk ids never change, and a chunk freed or re-referenced
 // while it is being copied is handled by the re-check under the switch (a
 // copy of a chunk that died meanwhile is dead space). Readers that looked up
@@ -105,6 +107,8 @@ private:
     Status copy_batch();
     Status finish_job();
     Status delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload);
+    // Removes a segment that committed metadata says is dead, then its entry.
+    Status remove_file(SegmentId seg, std::uint64_t dead_payload);
     void give_up(SegmentId seg);
 
     MetaStore* meta_;

@@ -217,6 +217,9 @@ private:
     Status free_inode(Txn& t, InodeId ino);
     // Reads chunk id at loc, or where compaction has moved it meanwhile.
     Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out);
+    // A chunk that failed its checks (checksum, header, or bytes gone) is
+    // flagged kDamaged and leaves the fingerprint index: never shared again.
+    void mark_damaged(ChunkId id);
 
     // ---- metadata helpers (caller holds a Txn) ----
     Status load_inode(Txn& t, InodeId ino, Inode* out);
@@ -299,6 +302,7 @@ private:
     Status regular_file(InodeId ino, Inode* out);
 
     Status commit_now();
+    Status check_segment_files(const SuperState& committed, const std::string& hint);
     void committer_loop();
     void control_loop();
     void stop_committer();
@@ -336,9 +340,11 @@ private:
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's
 
+    std::atomic<bool> commit_failed_{false};  // logged once
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
+    std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
     std::mutex reclaim_mu_;  // one reclaim step at a time
@@ -430,10 +436,39 @@ Status EngineImpl::init(const EngineOptions& options) {
         chunking_ = options.chunking;
     }
 
+    // The metadata first: it says which segment bytes are committed, and a
+    // store whose metadata is gone or damaged is refused before anything
+    // of it is touched (a fresh environment would disown every segment).
+    MetaStoreOptions meta_options;
+    meta_options.map_bytes = options.lmdb_map_bytes;
+    meta_options.read_only = options.read_only;
+    meta_options.create = fresh;
+    meta_options.commit_fault = options.commit_fault;
+    const std::string fsck_hint = "; nothing was changed; hiodsfs-fsck " + dir + " tells more";
+    Status opened = MetaStore::open(dir + "/meta", meta_options, &meta_);
+    if (!opened) {
+        return Status::error(opened.err() == ENOENT ? EUCLEAN : opened.err(),
+                             "store " + dir + " cannot be opened: its metadata is unreadable (" +
+                                 opened.message() + ")" + fsck_hint);
+    }
+    if (!fresh && !meta_->had_super())
+        return Status::error(EUCLEAN, "store " + dir + " cannot be opened: its metadata has no "
+                                          "state record (made anew or damaged)" + fsck_hint);
+    if (!fresh) {
+        opened = meta_->verify();
+        if (!opened) return Status::error(EUCLEAN, "store " + dir + " cannot be opened: " + opened.message() + fsck_hint);
+    }
+    const SuperState committed = meta_->super_snapshot();
     SegmentStoreOptions seg_options = options.segments;
     seg_options.read_only = options.read_only;  // a read-only open must not cut a torn tail under a daemon
-    HIODSFS_TRY(SegmentStore::open(env_, dir + "/segments", seg_options, &segs_));
-    HIODSFS_TRY(MetaStore::open(dir + "/meta", options.lmdb_map_bytes, options.read_only, &meta_));
+    seg_options.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),
+                                            committed.frontier_offset};
+    opened = SegmentStore::open(env_, dir + "/segments", seg_options, &segs_);
+    if (opened.err() == EUCLEAN)
+        return Status::error(EUCLEAN, "store " + dir + " cannot be opened read-write: " + opened.message() +
+                                          fsck_hint + " (mount with -o ro to copy out the rest)");
+    HIODSFS_TRY(opened);
+    if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -576,7 +611,63 @@ Status EngineImpl::commit_now() {
     // Most data is synced before taking the metadata lock; the second sync,
     // under it, covers what was appended meanwhile and is usually cheap.
     HIODSFS_TRY(segs_->sync());
-    return meta_->commit_group([this] { return segs_->sync(); });
+    Status st = meta_->commit_group([this](SuperState* state) {
+        SegmentPosition synced;
+        HIODSFS_TRY(segs_->sync(&synced));
+        state->frontier_segment = synced.segment;
+        state->frontier_offset = synced.offset;
+        return Status::ok();
+    });
+    if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
+        opts_.log("hiodsfs: " + st.message());
+    return st;
+}
+
+// Segment files against what committed metadata says of them, at open.
+Status EngineImpl::check_segment_files(const SuperState& committed, const std::string& hint) {
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    std::map<SegmentId, std::uint64_t> on_disk(files.begin(), files.end());
+    std::vector<SegmentId> gone, beyond;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::set<SegmentId> known;
+        Cursor c = t->cursor(Db::kSegments);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            if (c.key().size() != 8 || c.value().size() != 8) continue;  // fsck's to repair
+            const auto seg = static_cast<SegmentId>(get_be64(c.key()));
+            const std::uint64_t live = get_be64(c.value());
+            known.insert(seg);
+            auto it = on_disk.find(seg);
+            if (it == on_disk.end() && live == 0) {
+                gone.push_back(seg);  // deleted, and the metadata not told before a crash
+            } else if (it == on_disk.end() || it->second < live) {
+                if (opts_.read_only) continue;  // reads of it fail with EIO; copy out the rest
+                return Status::error(
+                    EUCLEAN, "store " + opts_.store_dir + " cannot be opened read-write: segment " +
+                                 std::to_string(seg) + " holds " + std::to_string(live) +
+                                 " bytes of file data by the committed metadata, but its file " +
+                                 (it == on_disk.end() ? "is missing"
+                                                      : "has only " + std::to_string(it->second) + " bytes") +
+                                 hint + " (mount with -o ro to copy out the rest)");
+            }
+        }
+        HIODSFS_TRY(c.status());
+        // Segments made after the last commit hold nothing committed metadata
+        // refers to (a crash): recorded as dead, so reclaim may remove them.
+        // Others without an entry are kept and left to hiodsfs-fsck.
+        if (committed.frontier_segment != 0) {
+            for (const auto& [seg, size] : on_disk)
+                if (seg > committed.frontier_segment && known.count(seg) == 0) beyond.push_back(seg);
+        }
+    }
+    if (opts_.read_only || (gone.empty() && beyond.empty())) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    for (SegmentId seg : gone) HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
+    for (SegmentId seg : beyond) HIODSFS_TRY(add_segment_live(*t, seg, 0));
+    return t->commit();
 }
 
 // Every control interval: sample the load, let the controller pick the write
@@ -1676,6 +1767,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data());
         if (!st) {
             read_errors_.fetch_add(1);
+            mark_damaged(p.chunk);
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
         }
         if (!whole) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
@@ -2140,6 +2232,29 @@ Status EngineImpl::purge_step(bool* did_work) {
     return Status::ok();
 }
 
+void EngineImpl::mark_damaged(ChunkId id) {
+    if (meta_->read_only()) return;
+    std::unique_ptr<Txn> t;
+    if (!meta_->begin(&t)) return;
+    const std::string k = key_u64(id);
+    std::string_view v;
+    bool found = false;
+    ChunkRecord rec;
+    if (!t->get(Db::kChunks, k, &v, &found) || !found || !from_bytes(v, &rec)) return;
+    if (rec.flags & ChunkRecord::kDamaged) return;
+    rec.flags |= ChunkRecord::kDamaged;
+    if (rec.flags & ChunkRecord::kIndexed) {
+        // Out of the index: the next write of this content stores a fresh
+        // copy and takes the fingerprint over, instead of sharing bad bytes.
+        const std::string fk(reinterpret_cast<const char*>(rec.digest.bytes.data()), 32);
+        std::string_view fv;
+        bool ffound = false;
+        if (!t->get(Db::kFingerprints, fk, &fv, &ffound)) return;
+        if (ffound && fv.size() == 8 && get_be64(fv) == id && !t->del(Db::kFingerprints, fk)) return;
+    }
+    if (t->put(Db::kChunks, k, as_bytes(rec)) && t->commit()) damaged_chunks_.fetch_add(1);
+}
+
 Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out) {
     Status st = segs_->read(loc, id, out);
     // A failed read of a chunk that compaction moved (and whose old segment
@@ -2189,6 +2304,13 @@ std::string EngineImpl::status_json() {
     u64("backlog_records", c.backlog_records);
     u64("backlog_bytes", c.backlog_bytes);
     u64("read_errors", read_errors_.load());
+    u64("damaged_chunks", damaged_chunks_.load());
+    {
+        // What stopped the store, if anything did: it then refuses every
+        // change (and fsync) with EIO until it is mounted again.
+        Status failed = meta_->failure();
+        j += "  \"store_error\": " + (failed ? std::string("null") : json_quote(failed.message())) + ",\n";
+    }
     if (compactor_) {
         const CompactionStats cs = compactor_->stats();
         u64("reclaim_deletes_queued", deletes_queued_.load());
@@ -2320,10 +2442,8 @@ Status EngineImpl::statfs(FsStats* out) {
 }
 
 Status EngineImpl::counters(SpaceCounters* out) {
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    *out = t->super().counters;
-    t.reset();
+    // The in-memory state: readable even after a failed commit stopped the store.
+    *out = meta_->super_snapshot().counters;
     out->disk_bytes = segs_->disk_bytes();
     return Status::ok();
 }

@@ -750,6 +750,9 @@ private:
                 if (it == chunks_.end()) {
                     dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
                                                    ", which does not exist");
+                } else if (it->second.r.flags & ChunkRecord::kDamaged) {
+                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
+                                                   ", which failed its checksum and must not be shared");
                 } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
                            std::memcmp(it->second.r.digest.bytes.data(), key.data(), 32) != 0) {
                     dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
@@ -761,7 +764,7 @@ private:
         for (auto& [key, why] : dangling)
             HIODSFS_TRY(fix(why + "; the entry is removed", [&, k = key] { return t_.del(Db::kFingerprints, k); }));
         for (auto& [id, ci] : chunks_) {
-            if (!(ci.r.flags & ChunkRecord::kIndexed)) continue;
+            if (!(ci.r.flags & ChunkRecord::kIndexed) || (ci.r.flags & ChunkRecord::kDamaged)) continue;
             std::string fk(reinterpret_cast<const char*>(ci.r.digest.bytes.data()), 32);
             std::string_view fv;
             bool found = false;
@@ -806,6 +809,7 @@ private:
         std::vector<std::uint8_t> buf;
         std::uint64_t done = 0, done_bytes = 0;
         std::map<SegmentId, std::uint64_t> missing_segments;
+        std::map<ChunkId, std::string> bad;  // chunk -> what is wrong with it
         for (const auto& [loc, id] : order) {
             ++done;
             if (!present.count(loc.segment)) {
@@ -833,8 +837,12 @@ private:
                 st = segs_.check_header(loc, id);
                 progress("segments", done, order.size());
             }
-            if (!st) problem("bad chunk " + u(id) + ": " + st.message() + "; it holds " + chunk_users(id), false);
+            if (!st) bad[id] = st.message();
         }
+        for (const auto& [id, ci] : chunks_)
+            if ((ci.r.flags & ChunkRecord::kDamaged) && !bad.count(id))
+                bad[id] = "it failed its checksum when read (the daemon flagged it)";
+        HIODSFS_TRY(heal(bad));
 
         // Live payload bytes per segment.
         std::map<SegmentId, std::uint64_t> live;
@@ -858,6 +866,99 @@ private:
             HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
                             [&, s = s] { return t_.put(Db::kSegments, key_u64(s), key_u64(want)); }));
         }
+        return Status::ok();
+    }
+
+    // Bad chunks: flagged kDamaged and taken out of the index (never shared
+    // again), and their files moved onto an intact chunk of the same
+    // content where one is stored (the index names it once the content was
+    // written again). Without one the bytes are lost: the files are named.
+    Status heal(const std::map<ChunkId, std::string>& bad) {
+        std::map<ChunkId, ChunkId> onto;  // bad chunk -> intact copy
+        for (const auto& [id, why] : bad) {
+            ChunkInfo& ci = chunks_.at(id);
+            const std::string what = "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id);
+            HIODSFS_TRY(fix(what, [&, id = id]() -> Status {
+                HIODSFS_TRY(flag_damaged(id, ci));
+                ChunkId good = 0;
+                HIODSFS_TRY(intact_copy(ci.r, &good));
+                if (good == 0)
+                    return Status::error(EUCLEAN, "no intact copy of its content is stored: write "
+                                                  "those files again from a good copy (or restore "
+                                                  "them); --repair then heals other files that share it");
+                onto[id] = good;
+                return Status::ok();
+            }));
+        }
+        if (onto.empty()) return Status::ok();
+        std::vector<std::pair<std::string, ExtentRecord>> moved;
+        {
+            Cursor c = t_.cursor(Db::kExtents);
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                ExtentRecord e;
+                if (c.key().size() != 16 || !from_bytes(c.value(), &e)) continue;
+                auto it = onto.find(e.chunk);
+                if (it == onto.end()) continue;
+                e.chunk = it->second;
+                moved.emplace_back(std::string(c.key()), e);
+            }
+            HIODSFS_TRY(c.status());
+        }
+        for (const auto& [key, e] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, as_bytes(e)));
+        for (const auto& [bad_id, good_id] : onto) {
+            ChunkInfo& b = chunks_.at(bad_id);
+            ChunkInfo& g = chunks_.at(good_id);
+            g.counted += b.counted;
+            g.r.set_refs(g.r.refs() + b.counted);
+            HIODSFS_TRY(t_.put(Db::kChunks, key_u64(good_id), as_bytes(g.r)));
+            auto& counters = t_.super().counters;
+            counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
+            counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);
+            // Its segment's live bytes lose it, as when a chunk dies in use.
+            const std::string sk = key_u64(b.r.segment);
+            std::string_view sv;
+            bool found = false;
+            HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
+            if (found && sv.size() == 8) {
+                const std::uint64_t live = get_be64(sv);
+                HIODSFS_TRY(t_.put(Db::kSegments, sk, key_u64(live - std::min<std::uint64_t>(live, b.r.length))));
+            }
+            HIODSFS_TRY(drop_chunk(bad_id));
+        }
+        return Status::ok();
+    }
+
+    Status flag_damaged(ChunkId id, ChunkInfo& ci) {
+        if (ci.r.flags & ChunkRecord::kDamaged) return Status::ok();
+        ci.r.flags |= ChunkRecord::kDamaged;
+        if (ci.r.flags & ChunkRecord::kIndexed) {
+            std::string fk(reinterpret_cast<const char*>(ci.r.digest.bytes.data()), 32);
+            std::string_view fv;
+            bool found = false;
+            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
+            if (found && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
+        }
+        return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
+    }
+
+    // The chunk the index names for r's content, if it is another one that
+    // reads back intact with that content (0: none).
+    Status intact_copy(const ChunkRecord& r, ChunkId* out) {
+        *out = 0;
+        if (!(r.flags & ChunkRecord::kIndexed)) return Status::ok();  // raw: no fingerprint to look up
+        std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
+        std::string_view fv;
+        bool found = false;
+        HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
+        if (!found || fv.size() != 8) return Status::ok();
+        const ChunkId id = get_be64(fv);
+        auto it = chunks_.find(id);
+        if (it == chunks_.end() || (it->second.r.flags & ChunkRecord::kDamaged) ||
+            it->second.r.length != r.length || !(it->second.r.digest == r.digest))
+            return Status::ok();
+        std::vector<std::uint8_t> buf(r.length);
+        if (!segs_.read(it->second.r.location(), id, buf.data())) return Status::ok();
+        if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) *out = id;
         return Status::ok();
     }
 
@@ -1017,7 +1118,23 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
     SegmentStoreOptions so;
     so.read_only = true;  // fsck repairs metadata only; segment bytes are never rewritten
     HIODSFS_TRY(SegmentStore::open(env, dir + "/segments", so, &out->segs));
-    return MetaStore::open(dir + "/meta", kLmdbMapBytes, !write, &out->meta);
+    // Never a fresh environment: "repairing" against empty metadata would
+    // disown every segment. File maps cannot be rebuilt from the segments
+    // (their records name chunks, not files), so this is as far as it goes.
+    const std::string lost = "store " + dir + ": its metadata cannot be checked (";
+    const std::string advice =
+        "); the segment files are left as they are: restore " + dir + "/meta from a backup";
+    MetaStoreOptions mo;
+    mo.map_bytes = kLmdbMapBytes;
+    mo.read_only = !write;
+    mo.create = false;
+    Status opened = MetaStore::open(dir + "/meta", mo, &out->meta);
+    if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
+    if (!out->meta->had_super())
+        return Status::error(EUCLEAN, lost + "it has no state record: made anew or damaged" + advice);
+    opened = out->meta->verify();
+    if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
+    return Status::ok();
 }
 
 }  // namespace

@@ -444,6 +444,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.compact_threshold = opt.compact_threshold / 100.0;
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
     eo.publish_status = !opt.read_only;
+    eo.log = [](const std::string& message) { fuse_log(FUSE_LOG_ERR, "%s\n", message.c_str()); };
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, &engine);
     if (!st.is_ok()) return fail(st.to_string());

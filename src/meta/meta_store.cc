@@ -46,7 +46,11 @@ constexpr std::size_t kLegacyCounters = 11;
 constexpr std::size_t kLegacySuperBytes = (kLegacyCounters + 3) * 8;
 static_assert(sizeof(SpaceCounters) == (kLegacyCounters + 1) * 8 &&
               offsetof(SpaceCounters, file_count) == kLegacyCounters * 8);
-static_assert(sizeof(SuperState) == kLegacySuperBytes + 8);
+// ... and before the segment frontier was recorded: the same fields as now
+// without the last two.
+constexpr std::size_t kNoFrontierSuperBytes = kLegacySuperBytes + 8;
+static_assert(sizeof(SuperState) == kNoFrontierSuperBytes + 16 &&
+              offsetof(SuperState, frontier_segment) == kNoFrontierSuperBytes);
 
 // Regular files among the inodes (mode is an InodeRecord's first field).
 Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
@@ -196,10 +200,30 @@ Status Txn::commit() {
 
 Status MetaStore::open(const std::string& dir, std::uint64_t map_bytes, bool read_only,
                        std::unique_ptr<MetaStore>* out) {
+    MetaStoreOptions o;
+    o.map_bytes = map_bytes;
+    o.read_only = read_only;
+    o.create = !read_only;
+    return open(dir, o, out);
+}
+
+Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
+                       std::unique_ptr<MetaStore>* out) {
+    const bool read_only = options.read_only;
+    const std::uint64_t map_bytes = options.map_bytes;
     std::unique_ptr<MetaStore> m(new MetaStore());
     m->read_only_ = read_only;
-    if (!read_only && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    m->commit_fault_ = options.commit_fault;
+    if (!options.create || read_only) {
+        // LMDB would make an empty data file in an empty directory.
+        struct stat st {};
+        const std::string data = dir + "/data.mdb";
+        if (::stat(data.c_str(), &st) != 0)
+            return Status::from_errno(errno, "metadata " + data);
+        if (st.st_size == 0) return Status::error(EUCLEAN, "metadata " + data + " is empty");
+    } else if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         return Status::from_errno(errno, "create metadata directory " + dir);
+    }
     int rc = mdb_env_create(&m->env_);
     if (rc != 0) return lmdb_error(rc, "metadata environment");
     mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
@@ -220,7 +244,10 @@ Status MetaStore::open(const std::string& dir, std::uint64_t map_bytes, bool rea
     }
     MDB_val k = to_val(kSuperKey), v{};
     rc = mdb_get(txn, m->dbi_[0], &k, &v);
-    if (rc == 0 && v.mv_size == kLegacySuperBytes) {
+    m->had_super_ = rc == 0;
+    if (rc == 0 && v.mv_size == kNoFrontierSuperBytes) {
+        std::memcpy(static_cast<void*>(&m->super_), v.mv_data, kNoFrontierSuperBytes);  // frontier unknown (0)
+    } else if (rc == 0 && v.mv_size == kLegacySuperBytes) {
         // Made before file_count existed: the counters were one field
         // shorter. Take the record over and count the regular files once;
         // the next group commit writes the record in the current layout.
@@ -272,8 +299,52 @@ Status MetaStore::ensure_group() {
     return Status::ok();
 }
 
+Status MetaStore::check_running() {
+    return failed_;
+}
+
+Status MetaStore::failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+}
+
+SuperState MetaStore::super_snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return super_;
+}
+
+Status MetaStore::verify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A read-only store reads through the snapshot that opened its databases.
+    MDB_txn* txn = read_only_ ? group_ : nullptr;
+    int rc = txn != nullptr ? 0 : mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+    if (rc != 0) return lmdb_error(rc, "metadata transaction");
+    Status result;
+    for (int i = 0; i < static_cast<int>(Db::kCount) && result; ++i) {
+        MDB_cursor* c = nullptr;
+        rc = mdb_cursor_open(txn, dbi_[i], &c);
+        MDB_val k{}, v{};
+        std::uint64_t n = 0;
+        if (rc == 0) {
+            for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+                ++n;
+            mdb_cursor_close(c);
+        }
+        MDB_stat stat{};
+        if (rc == MDB_NOTFOUND) rc = mdb_stat(txn, dbi_[i], &stat);
+        if (rc == 0 && stat.ms_entries != n) rc = MDB_CORRUPTED;
+        if (rc != 0) {
+            result = Status::error(EUCLEAN, std::string("metadata database ") + kDbNames[i] +
+                                                " is damaged: " + mdb_strerror(rc));
+        }
+    }
+    if (txn != group_) mdb_txn_abort(txn);
+    return result;
+}
+
 Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     std::unique_lock<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
     HIODSFS_TRY(ensure_group());
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     if (read_only_) {
@@ -290,18 +361,31 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     return Status::ok();
 }
 
-Status MetaStore::commit_group(const std::function<Status()>& before) {
+Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before) {
     std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
     if (read_only_ || group_ == nullptr) return Status::ok();
-    if (before) HIODSFS_TRY(before());
+    if (before) HIODSFS_TRY(before(&super_));
     std::string_view state(reinterpret_cast<const char*>(&super_), sizeof(super_));
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, "metadata super record");
-    rc = mdb_txn_commit(group_);
+    const int fault = commit_fault_ ? commit_fault_() : 0;
+    if (fault != 0) {
+        mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
+        rc = fault;
+    } else {
+        rc = mdb_txn_commit(group_);
+    }
     group_ = nullptr;
     pending_ops_ = 0;
-    if (rc != 0) return lmdb_error(rc, "metadata commit");
+    if (rc != 0) {
+        const Status why = lmdb_error(rc, "metadata commit");
+        failed_ = Status::error(EIO, why.message() + "; the operations of the last " +
+                                         "interval are lost and the store accepts nothing more " +
+                                         "until it is mounted again");
+        return failed_;
+    }
     return Status::ok();
 }
 

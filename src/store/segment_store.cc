@@ -432,6 +432,28 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         return Status::ok();
     }
 
+    const SegmentPosition committed = options.committed;
+    if (committed.segment != 0) {
+        // Committed metadata refers to bytes up to here: a missing or short
+        // file means data is gone, and a new segment or append there would
+        // put other bytes under chunk records that still point at them.
+        if (!std::binary_search(ids.begin(), ids.end(), committed.segment)) {
+            return Status::error(EUCLEAN, "segment " + impl->path(committed.segment) +
+                                              " is missing, but committed metadata refers to " +
+                                              std::to_string(committed.offset) + " bytes of it");
+        }
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(impl->path(committed.segment), OpenMode::kRead, &f));
+        std::uint64_t size = 0;
+        HIODSFS_TRY(f->size(&size));
+        if (size < committed.offset) {
+            return Status::error(EUCLEAN, "segment " + impl->path(committed.segment) + " has " +
+                                              std::to_string(size) +
+                                              " bytes, but committed metadata refers to " +
+                                              std::to_string(committed.offset) + " (truncated?)");
+        }
+    }
+
     if (ids.empty()) {
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(1), OpenMode::kCreateNew, &f));
@@ -464,9 +486,12 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         return Status::error(st.err(),
                              "segment store: scanning " + impl->path(newest) + ": " + st.message());
     }
-    if (tail.intact_after_break) {
-        // Damage in the middle, not a torn tail: keep every byte (records
-        // after the damage still read back) and append to a fresh segment.
+    const bool committed_damage = newest == committed.segment && tail.last_good < committed.offset;
+    if (tail.intact_after_break || committed_damage) {
+        // Damage in the middle, not a torn tail, or in bytes committed
+        // metadata refers to: keep every byte (records after the damage
+        // still read back, and a damaged chunk stays where fsck can name
+        // it) and append to a fresh segment.
         impl->active = newest;
         impl->active_file = file;
         impl->written = size;
@@ -606,12 +631,13 @@ Status SegmentStore::flush() {
     return impl_->flush_locked();
 }
 
-Status SegmentStore::sync() {
+Status SegmentStore::sync(SegmentPosition* synced) {
     Impl& m = *impl_;
     std::lock_guard sync_lock(m.sync_mu);
     std::vector<std::pair<SegmentId, Impl::Dirty>> files;
     std::uint64_t dir_gen = 0;
     bool need_dir = false;
+    SegmentPosition position;
     {
         std::lock_guard lock(m.mu);
         if (!m.failed.is_ok()) return m.failed;
@@ -619,7 +645,9 @@ Status SegmentStore::sync() {
         files.assign(m.dirty.begin(), m.dirty.end());
         dir_gen = m.dir_gen;
         need_dir = m.dir_gen != m.dir_synced_gen;
+        position = SegmentPosition{m.active, m.written};
     }
+    if (synced != nullptr) *synced = position;
     if (files.empty() && !need_dir) return Status::ok();
 
     // fdatasync without the writer lock, so appends go on meanwhile; the

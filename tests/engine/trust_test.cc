@@ -194,3 +194,338 @@ TEST_CASE("writes, forgets and the pass at full speed on one file lose no write"
     auto again = open_engine(o);
     CHECK(first_difference(read_all(*again, ino), model) == -1);
 }
+
+namespace {
+namespace fs = std::filesystem;
+
+// Every segment file with its bytes, to show a refused open touched nothing.
+std::map<std::string, std::string> segment_files(const std::string& store) {
+    std::map<std::string, std::string> out;
+    for (const auto& ent : fs::directory_iterator(store + "/segments")) {
+        std::ifstream in(ent.path(), std::ios::binary);
+        out[ent.path().filename().string()] =
+            std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return out;
+}
+
+struct Written {
+    std::vector<std::uint8_t> a, b;
+    InodeId a_ino = 0, b_ino = 0;
+};
+
+// Two files of unique data over several segments, committed; engine closed.
+Written make_store(const EngineOptions& o) {
+    Written w;
+    std::mt19937_64 rng(99);
+    auto e = open_engine(o);
+    w.a = random_bytes(rng, 3 << 20);
+    w.b = random_bytes(rng, 300 * 1024);
+    w.a_ino = make_file(*e, "a").ino;
+    write_all(*e, w.a_ino, 0, w.a);
+    w.b_ino = make_file(*e, "b").ino;
+    write_all(*e, w.b_ino, 0, w.b);
+    REQUIRE(e->close().is_ok());
+    return w;
+}
+
+Status try_open(const EngineOptions& o) {
+    std::unique_ptr<Engine> e;
+    return Engine::open(o, &e);
+}
+
+EngineOptions small_segments(const std::string& store) {
+    EngineOptions o = options_for(store, kFixed);
+    o.segments.max_segment_bytes = 1 << 20;
+    o.reclaim = ReclaimMode::kBackground;  // a compactor that would run if it could
+    return o;
+}
+}  // namespace
+
+TEST_CASE("a store whose metadata is missing or made anew is refused and left untouched",
+          "[engine][trust]") {
+    for (const char* how : {"data.mdb", "meta/", "an empty environment"}) {
+        INFO(how);
+        TempDir dir;
+        const EngineOptions o = small_segments(dir.store());
+        make_store(o);
+        const auto before = segment_files(dir.store());
+        REQUIRE(before.size() >= 3);
+        if (std::string(how) == "data.mdb") {
+            fs::remove(dir.store() + "/meta/data.mdb");
+        } else {
+            fs::remove_all(dir.store() + "/meta");
+            if (std::string(how) == "an empty environment") {
+                std::unique_ptr<MetaStore> m;
+                REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 30, false, &m).is_ok());
+            }
+        }
+        for (bool read_only : {false, true}) {
+            EngineOptions again = o;
+            again.read_only = read_only;
+            Status st = try_open(again);
+            INFO(st.to_string());
+            CHECK(st.err() == EUCLEAN);
+            CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
+            CHECK(st.message().find('\n') == std::string::npos);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        CHECK(segment_files(dir.store()) == before);
+        // fsck refuses too, rather than checking a fresh environment.
+        FsckReport report;
+        FsckOptions fo;
+        fo.store = dir.store();
+        fo.repair = true;
+        Status st = run_fsck(fo, &report);
+        INFO(st.to_string());
+        CHECK(st.err() == EUCLEAN);
+        CHECK(segment_files(dir.store()) == before);
+    }
+}
+
+TEST_CASE("a store whose metadata pages are overwritten is refused at open", "[engine][trust]") {
+    TempDir dir;
+    const EngineOptions o = small_segments(dir.store());
+    make_store(o);
+    const auto before = segment_files(dir.store());
+    {
+        // Every third page after the two meta pages, as a bad disk might.
+        const std::string path = dir.store() + "/meta/data.mdb";
+        const auto size = fs::file_size(path);
+        const long page = ::sysconf(_SC_PAGESIZE);
+        int fd = ::open(path.c_str(), O_WRONLY);
+        REQUIRE(fd >= 0);
+        std::mt19937_64 rng(7);
+        for (std::uint64_t pg = 2; pg * page < size; pg += 3) {
+            auto junk = random_bytes(rng, static_cast<std::size_t>(page));
+            REQUIRE(::pwrite(fd, junk.data(), junk.size(), static_cast<off_t>(pg * page)) == page);
+        }
+        ::close(fd);
+    }
+    Status st = try_open(o);
+    INFO(st.to_string());
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
+    CHECK(segment_files(dir.store()) == before);
+}
+
+TEST_CASE("reclaim never deletes a segment the metadata does not know", "[engine][trust]") {
+    TempDir dir;
+    EngineOptions o = small_segments(dir.store());
+    o.reclaim = ReclaimMode::kManual;
+    make_store(o);
+    // Forget one sealed segment's entry: its records are unknown now.
+    SegmentId forgotten = 0;
+    edit_metadata(dir.store(), [&](Txn& t) {
+        Cursor c = t.cursor(Db::kSegments);
+        REQUIRE(c.first());
+        forgotten = static_cast<SegmentId>(get_be64(c.key()));
+        REQUIRE(t.del(Db::kSegments, key_u64(forgotten)).is_ok());
+    });
+    char name[32];
+    std::snprintf(name, sizeof name, "%08x.seg", forgotten);
+    const auto before = segment_files(dir.store());
+    REQUIRE(before.count(name) == 1);
+    auto e = open_engine(o);
+    REQUIRE(e->run_reclaim().is_ok());
+    REQUIRE(e->close().is_ok());
+    auto after = segment_files(dir.store());
+    REQUIRE(after.count(name) == 1);
+    CHECK(after[name] == before.at(name));
+}
+
+TEST_CASE("a deleted or truncated segment that committed metadata refers to is refused read-write",
+          "[engine][trust]") {
+    for (const char* damage : {"delete the newest", "truncate the newest", "delete a sealed one"}) {
+        INFO(damage);
+        TempDir dir;
+        const EngineOptions o = small_segments(dir.store());
+        const Written w = make_store(o);
+        auto files = segment_files(dir.store());
+        REQUIRE(files.size() >= 3);
+        const std::string newest = dir.store() + "/segments/" + files.rbegin()->first;
+        const std::string sealed = dir.store() + "/segments/" + files.begin()->first;
+        if (std::string(damage) == "delete the newest") {
+            fs::remove(newest);
+        } else if (std::string(damage) == "truncate the newest") {
+            fs::resize_file(newest, fs::file_size(newest) / 2);
+        } else {
+            fs::remove(sealed);
+        }
+        const auto before = segment_files(dir.store());
+        Status st = try_open(o);
+        INFO(st.to_string());
+        CHECK(st.err() == EUCLEAN);
+        CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
+        CHECK(st.message().find("-o ro") != std::string::npos);
+        CHECK(segment_files(dir.store()) == before);  // nothing re-created or cut
+        // Read-only, the rest can be copied out; the lost bytes are EIO.
+        EngineOptions ro = o;
+        ro.read_only = true;
+        auto e = open_engine(ro);
+        std::vector<std::uint8_t> buf(w.a.size());
+        std::size_t got = 0;
+        const bool a_ok = e->read(w.a_ino, 0, buf.size(), buf.data(), &got).is_ok();
+        const bool b_ok = e->read(w.b_ino, 0, w.b.size(), buf.data(), &got).is_ok();
+        CHECK_FALSE((a_ok && b_ok));  // some file lost bytes, and says so
+        CHECK(segment_files(dir.store()) == before);
+    }
+}
+
+TEST_CASE("damage in the committed tail of the newest segment is kept, and no offset is reused",
+          "[engine][trust]") {
+    TempDir dir;
+    const EngineOptions o = small_segments(dir.store());
+    const Written w = make_store(o);
+    auto files = segment_files(dir.store());
+    const std::string newest_name = files.rbegin()->first;
+    const std::string newest = dir.store() + "/segments/" + newest_name;
+    const auto size = fs::file_size(newest);
+    {
+        // A flipped byte in the last record's payload: committed, not torn.
+        std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(static_cast<std::streamoff>(size - 10));
+        char c = 0;
+        f.read(&c, 1);
+        c ^= 0x40;
+        f.seekp(static_cast<std::streamoff>(size - 10));
+        f.write(&c, 1);
+    }
+    const std::string damaged = segment_files(dir.store())[newest_name];
+    {
+        auto e = open_engine(o);
+        std::mt19937_64 rng(5);
+        auto c = random_bytes(rng, 200 * 1024);
+        InodeId ino = make_file(*e, "c").ino;
+        write_all(*e, ino, 0, c);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        std::vector<std::uint8_t> buf(w.b.size());
+        std::size_t got = 0;
+        CHECK(e->read(w.b_ino, 0, buf.size(), buf.data(), &got).err() == EIO);
+        CHECK(read_all(*e, ino) == c);
+        REQUIRE(e->close().is_ok());
+    }
+    // The damaged segment is as it was: not cut, not appended over.
+    CHECK(segment_files(dir.store())[newest_name] == damaged);
+}
+
+TEST_CASE("a failed group commit stops the store until it is opened again", "[engine][trust]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kFixed);
+    o.background_commit = false;
+    std::atomic<int> fail_with{0};
+    o.commit_fault = [&] { return fail_with.load(); };
+    std::vector<std::string> logged;
+    o.log = [&](const std::string& m) { logged.push_back(m); };
+    std::mt19937_64 rng(3);
+    const auto a = random_bytes(rng, 100000), b = random_bytes(rng, 100000);
+    InodeId a_ino = 0;
+    {
+        auto e = open_engine(o);
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, a);
+        REQUIRE(e->fsync(a_ino, false).is_ok());
+        InodeId b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, b);
+        fail_with = ENOSPC;
+        CHECK(e->fsync(b_ino, false).err() == EIO);
+        fail_with = 0;
+        // Sticky: the lost operations were acknowledged, so nothing after them may be.
+        CHECK(e->fsync(a_ino, false).err() == EIO);
+        CHECK(e->write(a_ino, 0, a.data(), 10).err() == EIO);
+        Attr x;
+        CHECK(e->create(kRootInode, "c", NewNode{S_IFREG | 0644}, &x).err() == EIO);
+        CHECK(e->status_json().find("\"store_error\": \"metadata commit") != std::string::npos);
+        SpaceCounters c;
+        CHECK(e->counters(&c).is_ok());  // hiodsfs-stat still has figures
+        CHECK_FALSE(e->close().is_ok());
+    }
+    REQUIRE(logged.size() == 1);
+    CHECK(logged[0].find("mounted again") != std::string::npos);
+    auto e = open_engine(o);
+    CHECK(read_all(*e, a_ino) == a);
+    Attr x;
+    CHECK(e->lookup(kRootInode, "b", &x).err() == ENOENT);  // lost with its group, and consistently
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heals its files",
+          "[engine][trust]") {
+    TempDir dir;
+    const EngineOptions o = options_for(dir.store(), kFixed);
+    std::mt19937_64 rng(11);
+    const auto data = random_bytes(rng, 64 * 1024);
+    InodeId a_ino = 0;
+    {
+        auto e = open_engine(o);
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, data);
+        REQUIRE(e->close().is_ok());
+    }
+    // Flip a payload byte of the chunk at file offset 8192.
+    ChunkRecord rec;
+    {
+        std::unique_ptr<MetaStore> m;
+        REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m).is_ok());
+        std::unique_ptr<Txn> t;
+        REQUIRE(m->begin(&t).is_ok());
+        std::string_view v;
+        bool found = false;
+        REQUIRE(t->get(Db::kExtents, key_u64_u64(a_ino, 8192), &v, &found).is_ok());
+        REQUIRE(found);
+        ExtentRecord ext;
+        REQUIRE(from_bytes(v, &ext));
+        REQUIRE(t->get(Db::kChunks, key_u64(ext.chunk), &v, &found).is_ok());
+        REQUIRE(from_bytes(v, &rec));
+    }
+    {
+        char name[64];
+        std::snprintf(name, sizeof name, "/segments/%08x.seg", rec.segment);
+        std::fstream f(dir.store() + name, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(static_cast<std::streamoff>(rec.offset + 100));
+        char c = 0;
+        f.read(&c, 1);
+        c ^= 1;
+        f.seekp(static_cast<std::streamoff>(rec.offset + 100));
+        f.write(&c, 1);
+    }
+    InodeId b_ino = 0;
+    {
+        auto e = open_engine(o);
+        std::vector<std::uint8_t> buf(data.size());
+        std::size_t got = 0;
+        CHECK(e->read(a_ino, 0, buf.size(), buf.data(), &got).err() == EIO);
+        // A good copy of the same content, fsynced: stored afresh, not shared.
+        b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, data);
+        REQUIRE(e->fsync(b_ino, false).is_ok());
+        CHECK(e->status_json().find("\"damaged_chunks\": 1,") != std::string::npos);
+        REQUIRE(e->close().is_ok());
+    }
+    {
+        auto e = open_engine(o);
+        CHECK(first_difference(read_all(*e, b_ino), data) == -1);
+        std::vector<std::uint8_t> buf(data.size());
+        std::size_t got = 0;
+        CHECK(e->read(a_ino, 0, buf.size(), buf.data(), &got).err() == EIO);
+        REQUIRE(e->close().is_ok());
+    }
+    // fsck names the bad chunk; --repair moves /a onto b's intact copy.
+    FsckOptions fo;
+    fo.store = dir.store();
+    FsckReport report;
+    REQUIRE(run_fsck(fo, &report).is_ok());
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].what.find("bad chunk") != std::string::npos);
+    CHECK(report.problems[0].what.find("/a") != std::string::npos);
+    fo.repair = true;
+    REQUIRE(run_fsck(fo, &report).is_ok());
+    for (const auto& p : report.problems) UNSCOPED_INFO(p.what);
+    CHECK(report.unrepaired() == 0);
+    CHECK(check_invariants(dir.store()).empty());
+    auto e = open_engine(o);
+    CHECK(first_difference(read_all(*e, a_ino), data) == -1);
+    CHECK(first_difference(read_all(*e, b_ino), data) == -1);
+}

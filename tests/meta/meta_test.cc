@@ -113,11 +113,11 @@ TEST_CASE("commit_group runs the data sync first and keeps the group if it fails
     REQUIRE(t->put(Db::kExtents, key_u64_u64(1, 0), "e").is_ok());
     REQUIRE(t->commit().is_ok());
     t.reset();
-    Status st = m->commit_group([] { return Status::error(EIO, "segment sync failed"); });
+    Status st = m->commit_group([](SuperState*) { return Status::error(EIO, "segment sync failed"); });
     CHECK(st.err() == EIO);
     CHECK(has(*m, Db::kExtents, key_u64_u64(1, 0)));  // still pending, not lost
     bool ran = false;
-    REQUIRE(m->commit_group([&] {
+    REQUIRE(m->commit_group([&](SuperState*) {
                  ran = true;
                  return Status::ok();
              }).is_ok());
