@@ -109,3 +109,109 @@ TEST_CASE("a corrupt chunk reads as EIO through the mount; fsck refuses a mounte
     CHECK(r.out.find("/good") == std::string::npos);
     fx.mount();
 }
+
+namespace {
+// Names, sizes and checksums of the segment files.
+std::string segment_digest(const std::string& store) {
+    return sh("cd " + shq(store + "/segments") + " && ls -l --time-style=+ . | sort && cksum *.seg").out;
+}
+
+std::size_t lines_of(const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += c == '\n';
+    return n + (!s.empty() && s.back() != '\n');
+}
+}  // namespace
+
+TEST_CASE("a corrupt chunk is not shared by a good copy written later; fsck --repair heals from it",
+          "[mount][fsck][trust]") {
+    MountFixture fx({"chunking=fixed", "chunk_size=4096", "control_interval=100"});
+    const std::string data = random_bytes(256 * kKiB, 3);
+    write_file(fx.path("orig"), data);
+    write_file(fx.scratch("good-copy"), data);
+    fx.unmount();
+    auto [segment, at] = chunk_byte(fx.store(), "orig", 64 * kKiB);
+    {
+        std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(static_cast<std::streamoff>(at));
+        char ch = 0;
+        f.read(&ch, 1);
+        ch = static_cast<char>(ch ^ 0x10);
+        f.seekp(static_cast<std::streamoff>(at));
+        f.write(&ch, 1);
+        REQUIRE(f.good());
+    }
+    fx.mount();
+    CHECK(run({"cat", fx.path("orig")}).status != 0);  // EIO
+    // The user restores the file from a good copy.
+    CmdResult cp = run({"cp", fx.scratch("good-copy"), fx.path("restored")});
+    INFO(cp.describe());
+    REQUIRE(cp.ok());
+    REQUIRE(run({"sync", fx.path("restored")}).ok());
+    fx.remount();
+    CHECK(read_file(fx.path("restored")) == data);  // stored afresh, not onto the bad chunk
+    CHECK(run({"cat", fx.path("orig")}).status != 0);
+    fx.unmount();
+    const std::string fsck = HIODSFS_FSCK_BIN;
+    CmdResult r = run({fsck, fx.store()});
+    INFO(r.describe() << r.out);
+    CHECK(r.status == 4);
+    CHECK(r.out.find("/orig bytes 65536-69631") != std::string::npos);
+    r = run({fsck, fx.store(), "--repair"});
+    INFO(r.describe() << r.out);
+    CHECK(r.status == 1);  // found and repaired
+    CHECK(run({fsck, fx.store(), "--scrub"}).status == 0);
+    fx.mount();
+    CHECK(read_file(fx.path("orig")) == data);
+    CHECK(read_file(fx.path("restored")) == data);
+}
+
+TEST_CASE("a store whose metadata was deleted is refused at mount and keeps its segments",
+          "[mount][trust]") {
+    MountFixture fx({"compact_threshold=90"});
+    for (int i = 0; i < 7; ++i) write_file(fx.path("f" + std::to_string(i)), random_bytes(10 * kMiB, 40 + i));
+    fx.unmount();
+    const std::string before = segment_digest(fx.store());
+    REQUIRE(::unlink((fx.store() + "/meta/data.mdb").c_str()) == 0);
+    const std::string bin = daemon_binary();
+    CmdResult r = run({bin, fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);
+    CHECK(lines_of(r.err) == 1);
+    CHECK(r.err.find("hiodsfs-fsck") != std::string::npos);
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // a reclaimer would have run by now
+    CHECK(segment_digest(fx.store()) == before);
+    r = run({HIODSFS_FSCK_BIN, fx.store(), "--repair"});
+    INFO(r.describe());
+    CHECK(r.status == 8);
+    CHECK(segment_digest(fx.store()) == before);
+}
+
+TEST_CASE("a truncated newest segment refuses a read-write mount; -o ro copies out the rest",
+          "[mount][trust]") {
+    MountFixture fx({"chunking=fixed", "chunk_size=4096"});
+    const std::string tiny = random_bytes(1000, 50);
+    write_file(fx.path("tiny"), tiny);
+    fx.remount();
+    write_file(fx.path("new"), random_bytes(2 * kMiB, 51));
+    fx.unmount();
+    // Cut the newest segment short: "tiny" (its first record) stays whole,
+    // "new" loses its bytes.
+    auto [segment, at] = chunk_byte(fx.store(), "new", 0);
+    (void)at;
+    REQUIRE(::truncate(segment.c_str(), 4096) == 0);
+    const std::string before = segment_digest(fx.store());
+    CmdResult r = run({daemon_binary(), fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(lines_of(r.err) == 1);
+    CHECK(r.err.find("-o ro") != std::string::npos);
+    CHECK(segment_digest(fx.store()) == before);  // nothing re-created, cut or appended
+    fx.set_options({"ro"});
+    fx.mount();
+    CHECK(read_file(fx.path("tiny")) == tiny);
+    CHECK(run({"cat", fx.path("new")}).status != 0);
+    fx.unmount();
+    CHECK(segment_digest(fx.store()) == before);
+}
