@@ -451,6 +451,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         // FORMAT last: a store without it is unfinished and may be made again.
         HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_}));
     }
+    // Opened and accepted: files left more open than 0600/0700 are tightened.
+    if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
     reclaim_mode_ = options.reclaim;
     if (reclaim_mode_ == ReclaimMode::kBackground && !options.background_commit)
         reclaim_mode_ = ReclaimMode::kOff;
@@ -2254,7 +2256,7 @@ Status EngineImpl::publish_status() {
     std::string text = status_json();
     std::string path = opts_.store_dir + "/status.json";
     std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return Status::from_errno(errno, "write " + tmp);
     ssize_t n = ::write(fd, text.data(), text.size());
     ::close(fd);
