@@ -450,7 +450,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     state.vfs = std::make_unique<vfs::Vfs>(*engine);
 
     ShutdownWatcher watcher(se.get(), opt.mountpoint);
-    if (!watcher.install()) return fail("cannot set up signal handling");
+    if (!watcher.install()) return fail(std::string("cannot set up signal handling: ") + std::strerror(errno));
     if (fuse_session_mount(se.get(), opt.mountpoint.c_str()) != 0) {
         engine->close();
         return fail("");  // libfuse or fusermount3 said why
@@ -467,7 +467,9 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     watcher.start(pthread_self());
     int loop = serve(se.get(), opt);
     watcher.stop();
-    if (loop != 0) fuse_log(FUSE_LOG_ERR, "hiodsfs: request loop ended with error %d\n", loop);
+    if (loop != 0)
+        fuse_log(FUSE_LOG_ERR, "hiodsfs: the request loop ended with an error: %s\n",
+                 loop < 0 ? std::strerror(-loop) : ("signal " + std::to_string(loop)).c_str());
     if (!watcher.detached()) fuse_session_unmount(se.get());
     se.reset();
     state.vfs->unpin_all();

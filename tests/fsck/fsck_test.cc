@@ -343,6 +343,7 @@ TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
     }
     SECTION("bad store paths and arguments") {
         CHECK(fsck({s.dir.path() + "/nope"}).code == 8);
+        CHECK(has(fsck({s.dir.path() + "/nope"}), "/nope: No such file or directory"));
         CHECK(has(fsck({s.dir.path()}), "is not a hiodsfs store"));
         CHECK(fsck({s.dir.path()}).code == 8);
         CHECK(fsck({}).code == 8);

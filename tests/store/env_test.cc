@@ -115,6 +115,9 @@ TEST_CASE("posix env: open modes and their errors", "[env]") {
     REQUIRE((sb.st_mode & 0777) == 0600);
     REQUIRE(::stat((tmp / "dir").c_str(), &sb) == 0);
     REQUIRE((sb.st_mode & 0777) == 0700);
+    // The message names the reason too.
+    st = env->open(tmp / "missing", OpenMode::kRead, &f);
+    REQUIRE(st.message() == "open " + (tmp / "missing") + ": No such file or directory");
 
     st = env->open(tmp / "new", OpenMode::kCreateNew, &f);
     REQUIRE(st.err() == EEXIST);
