@@ -402,6 +402,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
         print_error(error);
         return 1;
     }
+    for (const std::string& w : opt.warnings) print_error(w);
 
     FuseState state;
     state.settings.entry_timeout = opt.entry_timeout;
