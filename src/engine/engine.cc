@@ -198,6 +198,7 @@ public:
     std::string status_json() override;
 
     Status statfs(FsStats* out) override;
+    std::uint64_t data_room() override;
     Status counters(SpaceCounters* out) override;
 
 private:
@@ -2286,6 +2287,13 @@ Status EngineImpl::statfs(FsStats* out) {
     out->files_free = v.f_favail;
     out->name_max = kMaxName;
     return Status::ok();
+}
+
+std::uint64_t EngineImpl::data_room() {
+    struct statvfs v {};
+    if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return UINT64_MAX;
+    const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
+    return avail > space_reserve_ ? avail - space_reserve_ : 0;
 }
 
 Status EngineImpl::counters(SpaceCounters* out) {
