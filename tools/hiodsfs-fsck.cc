@@ -128,20 +128,6 @@ int main(int argc, char** argv) {
         std::printf("; scrubbed %llu chunks (%s)", static_cast<unsigned long long>(r.scrubbed_chunks),
                     human_bytes(r.scrubbed_bytes).c_str());
     std::printf("\n");
-    const std::size_t left = r.unrepaired();
-    switch (r.exit_code()) {
-        case 0:
-            std::printf("%s: clean\n", o.store.c_str());
-            break;
-        case 1:
-            std::printf("%s: %zu problem(s) found, all repaired\n", o.store.c_str(), r.problems.size());
-            break;
-        default:
-            std::printf("%s: %zu problem(s) found, %zu left uncorrected%s\n", o.store.c_str(),
-                        r.problems.size(), left,
-                        o.repair ? " (they cannot be repaired without losing data)"
-                                 : " (run with --repair to fix what can be fixed)");
-            break;
-    }
+    std::printf("%s\n", hiodsfs::fsck_verdict(o, r).c_str());
     return r.exit_code();
 }

@@ -259,6 +259,10 @@ public:
     virtual std::string status_json() = 0;
 
     virtual Status statfs(FsStats* out) = 0;
+    // Bytes of file data the store can still take before write() fails with
+    // ENOSPC: the store's file system's free space less the reserve (one
+    // statvfs; UINT64_MAX when that fails).
+    virtual std::uint64_t data_room() = 0;
     virtual Status counters(SpaceCounters* out) = 0;
 };
 

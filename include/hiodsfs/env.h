@@ -48,7 +48,8 @@ public:
     // Makes a directory's entries (created, renamed, removed files) durable.
     virtual Status sync_dir(const std::string& path) = 0;
 
-    // The process-wide POSIX implementation.
+    // The process-wide POSIX implementation. It creates files 0600 and
+    // directories 0700 (less the umask): a store's files are its owner's only.
     static Env* posix();
 };
 

@@ -14,13 +14,16 @@ public:
     static Status ok() { return Status(); }
     // err is a positive errno value (ENOENT, EIO, ENOSPC, ...).
     static Status error(int err, std::string message) { return Status(err, std::move(message)); }
+    // "context: strerror(err)", as perror says it.
     static Status from_errno(int err, const std::string& context);
 
     bool is_ok() const { return err_ == 0; }
     explicit operator bool() const { return is_ok(); }
     int err() const { return err_; }
+    // One line that names the reason: from_errno adds the errno text, and
+    // error() callers write it (ENOSPC: "the store's file system is full").
     const std::string& message() const { return msg_; }
-    // "message (strerror)" or "ok".
+    // The message, or "ok".
     std::string to_string() const;
 
 private:

@@ -7,12 +7,12 @@
 namespace hiodsfs {
 
 Status Status::from_errno(int err, const std::string& context) {
-    return Status(err, context);
+    return Status(err, context + ": " + std::strerror(err));
 }
 
 std::string Status::to_string() const {
     if (is_ok()) return "ok";
-    return msg_ + " (" + std::strerror(err_) + ")";
+    return msg_;
 }
 
 std::string Digest::hex() const {

@@ -198,6 +198,7 @@ public:
     std::string status_json() override;
 
     Status statfs(FsStats* out) override;
+    std::uint64_t data_room() override;
     Status counters(SpaceCounters* out) override;
 
 private:
@@ -492,6 +493,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         // FORMAT last: a store without it is unfinished and may be made again.
         HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_}));
     }
+    // Opened and accepted: files left more open than 0600/0700 are tightened.
+    if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
     reclaim_mode_ = options.reclaim;
     if (reclaim_mode_ == ReclaimMode::kBackground && !options.background_commit)
         reclaim_mode_ = ReclaimMode::kOff;
@@ -2409,7 +2412,7 @@ Status EngineImpl::publish_status() {
     std::string text = status_json();
     std::string path = opts_.store_dir + "/status.json";
     std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return Status::from_errno(errno, "write " + tmp);
     ssize_t n = ::write(fd, text.data(), text.size());
     ::close(fd);
@@ -2439,6 +2442,13 @@ Status EngineImpl::statfs(FsStats* out) {
     out->files_free = v.f_favail;
     out->name_max = kMaxName;
     return Status::ok();
+}
+
+std::uint64_t EngineImpl::data_room() {
+    struct statvfs v {};
+    if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return UINT64_MAX;
+    const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
+    return avail > space_reserve_ ? avail - space_reserve_ : 0;
 }
 
 Status EngineImpl::counters(SpaceCounters* out) {

@@ -1,19 +1,92 @@
 #include "engine/store_layout.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "hiodsfs/records.h"
 
 namespace hiodsfs {
 namespace {
 constexpr const char* kMagicLine = "hiodsfs store";
+
+// Entries of the directory open as dirfd, without "." and "..".
+Status entries_of(int dirfd, const std::string& path, std::vector<std::string>* names) {
+    int fd = ::dup(dirfd);
+    if (fd < 0) return Status::from_errno(errno, "opendir " + path);
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+        int err = errno;
+        ::close(fd);
+        return Status::from_errno(err, "opendir " + path);
+    }
+    for (;;) {
+        errno = 0;
+        struct dirent* e = ::readdir(d);
+        if (e == nullptr) break;
+        std::string n = e->d_name;
+        if (n != "." && n != "..") names->push_back(std::move(n));
+    }
+    int err = errno;
+    ::closedir(d);
+    if (err != 0) return Status::from_errno(err, "readdir " + path);
+    return Status::ok();
+}
+
+// Tightens name (in dirfd) to 0600 or 0700; for a directory, then its
+// entries (depth levels more). Opened with O_NOFOLLOW and changed through
+// the descriptor, so a symlink put in its place is not followed.
+Status make_private(int dirfd, const std::string& dir, const std::string& name, int depth) {
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return Status::ok();  // gone meanwhile (a temporary file)
+        return Status::from_errno(errno, "stat " + path);
+    }
+    const bool is_dir = S_ISDIR(st.st_mode);
+    if (!is_dir && !S_ISREG(st.st_mode)) return Status::ok();
+    const bool loose = (st.st_mode & 077) != 0;
+    if (!loose && (!is_dir || depth == 0)) return Status::ok();
+    int fd = ::openat(dirfd, name.c_str(),
+                      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0));
+    if (fd < 0) return Status::from_errno(errno, "cannot make " + path + " private: open");
+    Status result;
+    if (loose && ::fchmod(fd, st.st_mode & 0700) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        result = Status::from_errno(errno, "cannot make " + path + " (mode " + mode + ", owner uid " +
+                                               std::to_string(st.st_uid) + ") private");
+    }
+    if (result && is_dir && depth > 0) {
+        std::vector<std::string> names;
+        result = entries_of(fd, path, &names);
+        for (std::size_t i = 0; result && i < names.size(); ++i)
+            result = make_private(fd, path, names[i], depth - 1);
+    }
+    ::close(fd);
+    return result;
+}
+
+}  // namespace
+
+Status make_store_private(const std::string& store) {
+    int fd = ::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open store directory " + store);
+    std::vector<std::string> names;
+    Status st = entries_of(fd, store, &names);
+    // The store's files, and those of meta/ and segments/ (one level down).
+    for (std::size_t i = 0; st && i < names.size(); ++i) st = make_private(fd, store, names[i], 1);
+    ::close(fd);
+    return st;
 }
 
 Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists) {

@@ -24,6 +24,12 @@ Status check_format_version(const std::string& store, const StoreFormat& format)
 // Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
 
+// Makes the store's files 0600 and its subdirectories 0700 where they are
+// more open (an older hiodsfs, a copy, a chmod): segments hold file contents.
+// The store directory itself keeps the mode its owner gave it. Symbolic
+// links are left alone, never followed.
+Status make_store_private(const std::string& store);
+
 // An flock on STORE/lock, released when destroyed.
 class StoreLock {
 public:

@@ -40,9 +40,32 @@ std::size_t FsckReport::unrepaired() const {
         std::count_if(problems.begin(), problems.end(), [](const FsckProblem& p) { return !p.repaired; }));
 }
 
+std::size_t FsckReport::repairable() const {
+    return static_cast<std::size_t>(std::count_if(problems.begin(), problems.end(), [](const FsckProblem& p) {
+        return !p.repaired && p.repairable;
+    }));
+}
+
 int FsckReport::exit_code() const {
     if (problems.empty()) return 0;
     return unrepaired() == 0 ? 1 : 4;
+}
+
+std::string fsck_verdict(const FsckOptions& o, const FsckReport& r) {
+    const std::string store = o.store + ": ";
+    const std::size_t found = r.problems.size(), left = r.unrepaired(), fixable = r.repairable();
+    const std::string n = std::to_string(found) + " problem(s) found";
+    if (found == 0) return store + "clean";
+    if (left == 0) return store + n + ", all repaired";
+    const std::string lost = "the ERROR lines name the files each affects: restore those from a backup";
+    if (fixable == 0)
+        return store + n + ", " + std::to_string(left) + " left uncorrected: they cannot be repaired without "
+                       "losing data (" + lost + ")";
+    std::string v = store + n + ", " + std::to_string(left) + " left uncorrected (check only): hiodsfs-fsck --repair " +
+                    o.store + " repairs " + std::to_string(fixable);
+    if (fixable < left)
+        v += "; the other " + std::to_string(left - fixable) + " cannot be repaired without losing data (" + lost + ")";
+    return v;
 }
 
 namespace {
@@ -123,6 +146,7 @@ private:
     Status fix(std::string what, const std::function<Status()>& repair) {
         if (!repair_) {
             problem(std::move(what), false);
+            rep_.problems.back().repairable = true;
             return Status::ok();
         }
         Status st = repair();

@@ -31,6 +31,8 @@ struct FsckOptions {
 struct FsckProblem {
     std::string what;  // one line, naming the inode/path/chunk
     bool repaired = false;
+    // Found by a check only: --repair has a repair for it.
+    bool repairable = false;
 };
 
 struct FsckReport {
@@ -44,9 +46,15 @@ struct FsckReport {
     std::vector<std::string> notes;
 
     std::size_t unrepaired() const;
+    // Unrepaired problems that --repair would fix.
+    std::size_t repairable() const;
     // As e2fsck: 0 clean, 1 errors found and all repaired, 4 errors left.
     int exit_code() const;
 };
+
+// The last line of the tool's report: clean, all repaired, or what is left
+// and where it leads (--repair for what it can fix; a backup for the rest).
+std::string fsck_verdict(const FsckOptions& options, const FsckReport& report);
 
 // A non-ok Status is an operational error (exit 8): the store is missing,
 // is not a hiodsfs store, has a newer format, or is in use (mounted).

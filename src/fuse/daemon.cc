@@ -57,6 +57,38 @@ bool is_fd_mountpoint(const std::string& path) {
            path.find_first_not_of("0123456789", prefix.size()) == std::string::npos;
 }
 
+// Undoes mountinfo's octal escapes ("\040" for a space).
+std::string unescape_mountinfo(const std::string& s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size() &&
+            std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
+            i += 3;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+// "FSTYPE SOURCE" of the topmost mount at path (a resolved path), from
+// /proc/self/mountinfo; "" when nothing is mounted there.
+std::string mounted_at(const std::string& path) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line, found;
+    while (std::getline(in, line)) {
+        std::size_t sep = line.find(" - ");
+        if (sep == std::string::npos) continue;
+        std::istringstream head(line.substr(0, sep)), rest(line.substr(sep + 3));
+        std::string id, parent, dev, root, mnt, fstype, source;
+        head >> id >> parent >> dev >> root >> mnt;
+        rest >> fstype >> source;
+        if (unescape_mountinfo(mnt) == path) found = fstype + " " + unescape_mountinfo(source);
+    }
+    return found;
+}
+
 bool resolve_paths(DaemonOptions* opt, std::string* error) {
     std::error_code ec;
     std::filesystem::path store = std::filesystem::absolute(opt->store, ec);
@@ -79,6 +111,19 @@ bool resolve_paths(DaemonOptions* opt, std::string* error) {
     if (!S_ISDIR(st.st_mode)) {
         *error = "mount point " + opt->mountpoint + " is not a directory";
         return false;
+    }
+    // Mounting over a mount hides it, usually by mistake (a second mount
+    // of the same line); an automount point (autofs) is how systemd hands
+    // a mount over, so that one is expected.
+    if (!opt->nonempty) {
+        char* real = ::realpath(opt->mountpoint.c_str(), nullptr);
+        const std::string there = real ? mounted_at(real) : "";
+        std::free(real);
+        if (!there.empty() && there.rfind("autofs ", 0) != 0) {
+            *error = "mount point " + opt->mountpoint + " is already a mount point (" + there +
+                     " is mounted there); unmount it first, or -o nonempty mounts over it";
+            return false;
+        }
     }
     // Like mount(8) users expect from most file systems: files under the
     // mount point would vanish from view, usually a mistaken path.
@@ -155,21 +200,6 @@ public:
 private:
     int fd_ = -1;
 };
-
-// Undoes mountinfo's octal escapes ("\040" for a space).
-std::string unescape_mountinfo(const std::string& s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size() &&
-            std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-            i += 3;
-        } else {
-            out.push_back(s[i]);
-        }
-    }
-    return out;
-}
 
 // Whether some FUSE mount has the store as its source (fsname).
 bool store_is_mounted(const std::string& store) {
@@ -402,6 +432,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
         print_error(error);
         return 1;
     }
+    for (const std::string& w : opt.warnings) print_error(w);
 
     FuseState state;
     state.settings.entry_timeout = opt.entry_timeout;
@@ -451,7 +482,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     state.vfs = std::make_unique<vfs::Vfs>(*engine);
 
     ShutdownWatcher watcher(se.get(), opt.mountpoint);
-    if (!watcher.install()) return fail("cannot set up signal handling");
+    if (!watcher.install()) return fail(std::string("cannot set up signal handling: ") + std::strerror(errno));
     if (fuse_session_mount(se.get(), opt.mountpoint.c_str()) != 0) {
         engine->close();
         return fail("");  // libfuse or fusermount3 said why
@@ -468,7 +499,9 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     watcher.start(pthread_self());
     int loop = serve(se.get(), opt);
     watcher.stop();
-    if (loop != 0) fuse_log(FUSE_LOG_ERR, "hiodsfs: request loop ended with error %d\n", loop);
+    if (loop != 0)
+        fuse_log(FUSE_LOG_ERR, "hiodsfs: the request loop ended with an error: %s\n",
+                 loop < 0 ? std::strerror(-loop) : ("signal " + std::to_string(loop)).c_str());
     if (!watcher.detached()) fuse_session_unmount(se.get());
     se.reset();
     state.vfs->unpin_all();

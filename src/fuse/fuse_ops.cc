@@ -300,6 +300,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         // Every change to a file passes through this kernel's page cache,
         // so what it cached is still valid at the next open.
         fi->keep_cache = 1;
+        fi->direct_io = vfs_of(req).write_through(fi->flags);
         if (fuse_reply_open(req, fi) != 0) vfs_of(req).release(fh);
     });
 }
@@ -313,6 +314,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (!st.is_ok()) return reply_status(req, st);
         fi->fh = fh;
         fi->keep_cache = 1;
+        fi->direct_io = vfs_of(req).write_through(fi->flags);
         fuse_entry_param e = to_entry(state(req), a);
         if (fuse_reply_create(req, &e, fi) != 0) {
             vfs_of(req).release(fh);

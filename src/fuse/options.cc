@@ -19,10 +19,19 @@ namespace {
 struct ChunkingInput {
     std::optional<ChunkingParams::Kind> kind;
     std::optional<std::uint64_t> chunk_size, cdc_min, cdc_avg, cdc_max;
+    // The sizes as the user wrote them ("3K"), for messages.
+    std::string chunk_size_text, cdc_min_text, cdc_avg_text, cdc_max_text;
     bool any() const { return kind || chunk_size || cdc_min || cdc_avg || cdc_max; }
 };
 
+constexpr std::uint64_t kMinChunk = 256;
 constexpr std::uint64_t kMaxChunk = 4u << 20;
+
+std::string size_text(std::uint64_t bytes) {
+    if (bytes != 0 && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+    if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+    return std::to_string(bytes);
+}
 
 // Options that mount(8), fstab and systemd use for themselves.
 bool is_ignored(const std::string& key) {
@@ -96,12 +105,22 @@ public:
             *error = "invalid value '" + *value + "' for " + key + ": " + what;
             return false;
         };
-        auto size_opt = [&](std::optional<std::uint64_t>* slot) {
+        // A chunk size: a power of two from 256 to 4M; the message names
+        // the value as given, then what it means in bytes.
+        auto size_opt = [&](std::optional<std::uint64_t>* slot, std::string* text) {
             if (!need_value()) return false;
             std::uint64_t v = 0;
-            if (!parse_size(*value, kMaxChunk, &v) || v == 0)
-                return bad_value("expected a size up to 4M such as 4096, 64K or 1M");
+            if (!parse_size(*value, kMaxChunk, &v) || v < kMinChunk)
+                return bad_value("expected a power of two from 256 to 4M, such as 4096, 64K or 1M");
+            if ((v & (v - 1)) != 0) {
+                std::uint64_t below = 1;
+                while (below * 2 < v) below *= 2;
+                return bad_value(*value + " is " + std::to_string(v) +
+                                 " bytes, not a power of two (" + size_text(below) + " or " +
+                                 size_text(below * 2) + " would do)");
+            }
             *slot = v;
+            *text = *value;
             return true;
         };
 
@@ -115,10 +134,10 @@ public:
                 return bad_value("expected fixed or cdc");
             return true;
         }
-        if (key == "chunk_size") return size_opt(&chunking_.chunk_size);
-        if (key == "cdc_min") return size_opt(&chunking_.cdc_min);
-        if (key == "cdc_avg") return size_opt(&chunking_.cdc_avg);
-        if (key == "cdc_max") return size_opt(&chunking_.cdc_max);
+        if (key == "chunk_size") return size_opt(&chunking_.chunk_size, &chunking_.chunk_size_text);
+        if (key == "cdc_min") return size_opt(&chunking_.cdc_min, &chunking_.cdc_min_text);
+        if (key == "cdc_avg") return size_opt(&chunking_.cdc_avg, &chunking_.cdc_avg_text);
+        if (key == "cdc_max") return size_opt(&chunking_.cdc_max, &chunking_.cdc_max_text);
         if (key == "mode") {
             if (!need_value()) return false;
             if (*value == "inline")
@@ -274,6 +293,25 @@ public:
                 chunking_.cdc_min.value_or(chunking_.cdc_avg ? avg / 4 : defaults.min_size);
             std::uint64_t max =
                 chunking_.cdc_max.value_or(chunking_.cdc_avg ? avg * 4 : defaults.max_size);
+            // Each size as the user gave it, or where it came from.
+            auto named = [&](const char* key, const std::optional<std::uint64_t>& given,
+                             const std::string& text, std::uint64_t v, const char* derived) {
+                if (given) return std::string(key) + "=" + text;
+                return std::string(key) + " " + size_text(v) + " (" +
+                       (chunking_.cdc_avg ? derived : "default") + ")";
+            };
+            const std::string sizes =
+                named("cdc_min", chunking_.cdc_min, chunking_.cdc_min_text, min, "cdc_avg/4") + ", " +
+                named("cdc_avg", chunking_.cdc_avg, chunking_.cdc_avg_text, avg, "default") + ", " +
+                named("cdc_max", chunking_.cdc_max, chunking_.cdc_max_text, max, "cdc_avg*4");
+            if (min < kMinChunk || max > kMaxChunk) {
+                *error = "CDC chunk sizes must be 256 to 4M; got " + sizes;
+                return false;
+            }
+            if (!(min < avg && avg < max)) {
+                *error = "CDC chunk sizes must satisfy cdc_min < cdc_avg < cdc_max; got " + sizes;
+                return false;
+            }
             out_->chunking = ChunkingParams::cdc(static_cast<std::uint32_t>(min),
                                                  static_cast<std::uint32_t>(avg),
                                                  static_cast<std::uint32_t>(max));
@@ -429,6 +467,18 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
         return false;
     }
 
+    // Without workers nothing drains the dirty queue while mounted. Kept
+    // legal: a backlog can be held for a later mount (and benchmarks and
+    // tests measure the raw write path that way), but never silently.
+    const bool goal = out->control.target_ops > 0 || out->control.target_bytes_per_s > 0;
+    if (out->background_threads == 0 && !out->read_only &&
+        (out->mode == DedupMode::kDeferred || (out->mode == DedupMode::kHybrid && goal)))
+        out->warnings.push_back(
+            std::string("warning: background_threads=0 with ") +
+            (out->mode == DedupMode::kDeferred ? "mode=deferred" : "mode=hybrid and a goal") +
+            ": what is written deferred is not deduplicated during this mount; its backlog "
+            "waits for a mount with background_threads of 1 or more");
+
     if (!vm.count("store") || !vm.count("mountpoint")) {
         *error = "usage: hiodsfs STORE MOUNTPOINT [-o opt,...] (see hiodsfs --help)";
         return false;
@@ -463,16 +513,6 @@ std::string fuse_option_string(const DaemonOptions& options) {
     if (!subtype) add("subtype=hiodsfs");
     return joined;
 }
-
-namespace {
-
-std::string size_text(std::uint64_t bytes) {
-    if (bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
-    if (bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
-    return std::to_string(bytes);
-}
-
-}  // namespace
 
 std::string usage_text() {
     const ChunkingParams cdc;

@@ -45,6 +45,10 @@ struct DaemonOptions {
     // Mount over a directory that has entries (hidden while mounted).
     bool nonempty = false;
 
+    // Accepted but probably not meant (one line each, no program name): the
+    // daemon prints them at start-up.
+    std::vector<std::string> warnings;
+
     // For libfuse, in -o form ("allow_other", "fsname=..."), escaped as
     // fuse_opt expects (a literal ',' or '\' preceded by '\').
     std::vector<std::string> fuse_options;

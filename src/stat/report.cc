@@ -116,6 +116,21 @@ bool read_text(const std::string& path, std::string* out) {
     return true;
 }
 
+// A store's files are 0600 and its directories 0700: only its owner and
+// root can read them, mounted or not. Says so rather than fail further on.
+Status check_readable(const std::string& store) {
+    for (const char* name : {"/meta", "/FORMAT"}) {
+        const std::string path = store + name;
+        if (::access(path.c_str(), R_OK) == 0 || errno != EACCES) continue;
+        struct stat st {};
+        const std::string owner = ::stat(path.c_str(), &st) == 0 ? "uid " + std::to_string(st.st_uid) : "its owner";
+        return Status::error(EACCES, "cannot read store " + store + ": " + std::strerror(EACCES) +
+                                         " (its files are private to " + owner + "; run hiodsfs-stat as root or as " +
+                                         owner + ")");
+    }
+    return Status::ok();
+}
+
 // The pid in STORE/lock (the holder writes it), or 0.
 long lock_pid(const std::string& store) {
     std::string text;
@@ -261,6 +276,7 @@ Status load_report(const std::string& arg, Report* out) {
                                              ", which is not a store directory (fsname= changed?)");
     }
     out->store = store;
+    HIODSFS_TRY(check_readable(store));
 
     EngineOptions eo;
     eo.store_dir = store;

@@ -140,7 +140,8 @@ public:
         }
         int fd;
         do {
-            fd = ::open(path.c_str(), flags, 0644);
+            // Segments hold file contents: only the store's owner may read them.
+            fd = ::open(path.c_str(), flags, 0600);
         } while (fd < 0 && errno == EINTR);
         if (fd < 0) return Status::from_errno(errno, "open " + path);
         *out = std::make_unique<PosixFile>(UniqueFd(fd), path);
@@ -160,7 +161,7 @@ public:
     }
 
     Status mkdir(const std::string& path) override {
-        if (::mkdir(path.c_str(), 0755) == 0) return Status::ok();
+        if (::mkdir(path.c_str(), 0700) == 0) return Status::ok();
         int err = errno;
         if (err == EEXIST) {
             // Only an existing directory counts as success; a file of that

@@ -212,6 +212,12 @@ Status Vfs::create(const Caller& caller, InodeId parent, std::string_view name, 
 
 Status Vfs::open(InodeId ino, int flags, std::uint64_t* fh) { return open_handle(ino, flags, fh); }
 
+bool Vfs::write_through(int flags) {
+    // Without the writeback cache every write(2) reaches the engine already.
+    if (!options_.writeback_cache || (flags & O_ACCMODE) == O_RDONLY) return false;
+    return engine_.data_room() < kWriteThroughRoom;
+}
+
 Status Vfs::open_handle(InodeId ino, int flags, std::uint64_t* fh) {
     // With FUSE_CAP_ATOMIC_O_TRUNC the kernel leaves O_TRUNC to open.
     if (flags & O_TRUNC) {

@@ -98,6 +98,15 @@ public:
     Status create(const Caller& caller, InodeId parent, std::string_view name, std::uint32_t mode,
                   int flags, Attr* out, std::uint64_t* fh);
     Status open(InodeId ino, int flags, std::uint64_t* fh);
+    // Whether a file just opened with these flags should bypass the kernel's
+    // writeback cache (FOPEN_DIRECT_IO): when it is opened for writing while
+    // the store can take less than kWriteThroughRoom more bytes. The cache
+    // would accept writes the store cannot keep and report ENOSPC only at
+    // fsync or close; written through, each write(2) gets its answer. 64 MiB
+    // is where the engine starts checking every write request against the
+    // disk (docs/architecture.md, "A full disk").
+    static constexpr std::uint64_t kWriteThroughRoom = 64ull << 20;
+    bool write_through(int flags);
     Status flush(InodeId ino);
     Status release(std::uint64_t fh);
     Status read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf, std::size_t* got);

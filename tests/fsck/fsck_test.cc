@@ -139,6 +139,8 @@ void find_repair_clean(Store& s, const std::string& expect) {
     CHECK(r.code == 4);
     CHECK(has(r, expect));
     CHECK(has(r, "left uncorrected"));
+    // The hint leads to the repair below.
+    CHECK(has(r, "hiodsfs-fsck --repair " + s.path() + " repairs "));
     r = fsck({s.path(), "--repair"});
     INFO(r.out);
     CHECK(r.code == 1);
@@ -301,9 +303,14 @@ TEST_CASE("fsck --scrub names the files a corrupt chunk affects; it stays unrepa
     CHECK(has(run, "payload checksum mismatch"));
     CHECK(has(run, "/a bytes 0-4095"));
     CHECK(has(run, "/dir/c bytes 0-4095"));
+    // No hint that --repair would help: it cannot, and the verdict says so.
+    CHECK_FALSE(has(run, "--repair"));
+    CHECK(has(run, "left uncorrected: they cannot be repaired without losing data"));
+    CHECK(has(run, "restore those from a backup"));
     run = fsck({s.path(), "--scrub", "--repair"});
     INFO(run.out);
     CHECK(run.code == 4);
+    CHECK(has(run, "cannot be repaired without losing data"));
     // The engine refuses to return the bad bytes; the rest of the file reads.
     auto e = s.open();
     std::vector<std::uint8_t> buf(4096);
@@ -343,6 +350,7 @@ TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
     }
     SECTION("bad store paths and arguments") {
         CHECK(fsck({s.dir.path() + "/nope"}).code == 8);
+        CHECK(has(fsck({s.dir.path() + "/nope"}), "/nope: No such file or directory"));
         CHECK(has(fsck({s.dir.path()}), "is not a hiodsfs store"));
         CHECK(fsck({s.dir.path()}).code == 8);
         CHECK(fsck({}).code == 8);

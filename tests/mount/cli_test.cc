@@ -254,3 +254,65 @@ TEST_CASE("mount -t fuse.hiodsfs works once installed", "[cli][install]") {
     CHECK(r.status != 0);
     CHECK_FALSE(mounted_at(mnt));
 }
+
+TEST_CASE("every refusal names its reason", "[cli]") {
+    TempDir t;
+    const std::string bin = daemon_binary();
+    struct Case {
+        const char* what;
+        std::vector<std::string> argv;
+        std::string expect;
+    };
+    const std::vector<Case> cases = {
+        {"hiodsfs-stat of a path that does not exist", {HIODSFS_STAT_BIN, t.path() + "/nonexistent"},
+         t.path() + "/nonexistent: No such file or directory"},
+        {"hiodsfs-fsck of a path that does not exist", {HIODSFS_FSCK_BIN, t.path() + "/nonexistent"},
+         "store " + t.path() + "/nonexistent: No such file or directory"},
+        {"a chunk size that is not a power of two",
+         {bin, t.path() + "/store", t.path() + "/mnt", "-f", "-o", "cdc_avg=3K"},
+         "invalid value '3K' for cdc_avg: 3K is 3072 bytes, not a power of two"},
+    };
+    make_dir(t.path() + "/mnt");
+    for (const auto& c : cases) {
+        INFO(c.what);
+        UnmountGuard guard{t.path() + "/mnt"};
+        CmdResult r = run(c.argv, {}, 20s);
+        INFO(r.describe());
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.find(c.expect) != std::string::npos);
+    }
+    CHECK_FALSE(exists(t.path() + "/store"));
+}
+
+TEST_CASE("a mount point that is already mounted is named as such", "[cli]") {
+    MountFixture fx;
+    write_file(fx.path("f"), "data");  // not empty either: the mount is what matters
+    const std::string bin = daemon_binary();
+    TempDir t;
+    for (const std::string& store : {t.path() + "/other", fx.store()}) {
+        INFO("mounting " << store << " over the mount of " << fx.store());
+        CmdResult r = run({bin, store, fx.mnt(), "-f"}, {}, 20s);
+        INFO(r.describe());
+        CHECK(r.status != 0);
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.find("mount point " + fx.mnt() + " is already a mount point (fuse.hiodsfs " + fx.store() +
+                         " is mounted there)") != std::string::npos);
+        CHECK(r.err.find("not empty") == std::string::npos);
+    }
+    CHECK_FALSE(exists(t.path() + "/other"));
+    CHECK(read_file(fx.path("f")) == "data");
+}
+
+TEST_CASE("background_threads=0 with mode=deferred mounts with a one-line warning", "[cli]") {
+    MountFixture fx({"mode=deferred", "background_threads=0"});
+    write_file(fx.path("f"), "data");
+    fx.unmount();
+    const std::string log = fx.daemon_log();
+    INFO(log);
+    CHECK(log.find("hiodsfs: warning: background_threads=0 with mode=deferred: what is written deferred is "
+                   "not deduplicated during this mount") != std::string::npos);
+    // Written raw and queued for a later mount with workers.
+    CHECK(fx.counters().backlog_records >= 1);
+}

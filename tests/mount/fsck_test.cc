@@ -107,6 +107,11 @@ TEST_CASE("a corrupt chunk reads as EIO through the mount; fsck refuses a mounte
     CHECK(r.out.find("payload checksum mismatch") != std::string::npos);
     CHECK(r.out.find("/bad bytes 65536-69631") != std::string::npos);
     CHECK(r.out.find("/good") == std::string::npos);
+    // The verdict does not send the user to --repair, which cannot help
+    // (the bytes are gone), and says where to turn instead.
+    CHECK(r.out.find("run with --repair") == std::string::npos);
+    CHECK(r.out.find("cannot be repaired without losing data") != std::string::npos);
+    CHECK(r.out.find("restore those from a backup") != std::string::npos);
     fx.mount();
 }
 

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "mount_fixture.h"
 
@@ -167,4 +170,49 @@ TEST_CASE("without allow_other another user cannot enter the mount", "[perm]") {
     write_file(fx.path("f"), "f", 0644);
     ::chmod(fx.mnt().c_str(), 0755);
     CHECK(open_as_user(fx.path("f"), O_RDONLY) == EACCES);
+}
+
+TEST_CASE("another user cannot read the store's segments or metadata", "[perm][private]") {
+    if (!is_root()) {
+        WARN("SKIPPED: needs root (to act as uid 65534)");
+        return;
+    }
+    // The fixture's store directory already exists, 0755 like the temp dir.
+    MountFixture fx({"chunking=fixed", "chunk_size=4096"});
+    REQUIRE((stat_of(fx.store()).st_mode & 07777) == 0755);
+    const std::string secret = "the-secret-" + std::string(4096, 's');
+    write_file(fx.path("secret"), secret, 0600);
+    {
+        const int fd = ::open(fx.path("secret").c_str(), O_RDONLY);
+        REQUIRE(fd >= 0);
+        REQUIRE(::fsync(fd) == 0);  // into a segment file now
+        ::close(fd);
+    }
+    // The bytes are in a segment file (root reads them there) ...
+    CmdResult found = sh("grep -l the-secret- " + shq(fx.store()) + "/segments/*.seg");
+    INFO("grep as root: " << found.describe());
+    REQUIRE(found.ok());
+    // ... and nobody else can: not the segments, not the metadata, not status.json.
+    CmdResult grep = sh("setpriv --reuid=65534 --regid=65534 --clear-groups grep -l the-secret- " +
+                        shq(fx.store()) + "/segments/*.seg");
+    INFO("grep as uid 65534: " << grep.describe());
+    CHECK(grep.status == 2);
+    CHECK(grep.err.find("Permission denied") != std::string::npos);
+    for (const char* p : {"/segments", "/meta", "/meta/data.mdb", "/FORMAT", "/lock"})
+        CHECK(open_as_user(fx.store() + p, O_RDONLY) == EACCES);
+    CHECK(open_as_user(fx.store() + "/segments/00000001.seg", O_RDONLY) == EACCES);
+    for (int i = 0; i < 100 && !exists(fx.store() + "/status.json"); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(open_as_user(fx.store() + "/status.json", O_RDONLY) == EACCES);
+    // hiodsfs-stat as that user says why it cannot show the store.
+    CmdResult st = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + std::string(HIODSFS_STAT_BIN) +
+                      " " + shq(fx.store()));
+    INFO("hiodsfs-stat as uid 65534: " << st.describe());
+    CHECK(st.status == 1);
+    CHECK(st.err.find("Permission denied") != std::string::npos);
+    CHECK(st.err.find("root") != std::string::npos);
+    CHECK(std::count(st.err.begin(), st.err.end(), '\n') == 1);
+    // The owner still reads the file, after a remount too.
+    fx.remount();
+    CHECK(read_file(fx.path("secret")) == secret);
 }

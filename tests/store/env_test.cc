@@ -105,12 +105,19 @@ TEST_CASE("posix env: open modes and their errors", "[env]") {
     REQUIRE(st.message().find("open") != std::string::npos);
     REQUIRE(st.message().find(tmp / "missing") != std::string::npos);
 
-    const mode_t mask = ::umask(022);
+    // Store files hold file contents: private to the owner even with umask 0.
+    const mode_t mask = ::umask(0);
     REQUIRE_OK(env->open(tmp / "new", OpenMode::kCreateNew, &f));
+    REQUIRE_OK(env->mkdir(tmp / "dir"));
     ::umask(mask);
     struct stat sb;
     REQUIRE(::stat((tmp / "new").c_str(), &sb) == 0);
-    REQUIRE((sb.st_mode & 0777) == 0644);
+    REQUIRE((sb.st_mode & 0777) == 0600);
+    REQUIRE(::stat((tmp / "dir").c_str(), &sb) == 0);
+    REQUIRE((sb.st_mode & 0777) == 0700);
+    // The message names the reason too.
+    st = env->open(tmp / "missing", OpenMode::kRead, &f);
+    REQUIRE(st.message() == "open " + (tmp / "missing") + ": No such file or directory");
 
     st = env->open(tmp / "new", OpenMode::kCreateNew, &f);
     REQUIRE(st.err() == EEXIST);

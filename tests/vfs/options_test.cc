@@ -157,3 +157,51 @@ TEST_CASE("modes and the controller's settings") {
     REQUIRE(d.ok);
     CHECK(d.opt.mode == hiodsfs::DedupMode::kDeferred);
 }
+
+TEST_CASE("a bad chunk size is named as the user gave it") {
+    auto error_of = [](std::vector<const char*> args) {
+        Parsed p = parse(std::move(args));
+        CHECK_FALSE(p.ok);
+        CHECK(p.error.find('\n') == std::string::npos);
+        return p.error;
+    };
+    const std::string avg = error_of({"/s", "/m", "-o", "cdc_avg=3K"});
+    INFO(avg);
+    CHECK(avg.find("'3K' for cdc_avg") != std::string::npos);
+    CHECK(avg.find("3072 bytes, not a power of two (2K or 4K would do)") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "--chunk-size=3000"}).find("'3000' for chunk_size") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "cdc_min=128"}).find("'128' for cdc_min: expected a power of two from 256") !=
+          std::string::npos);
+    // Sizes that are each fine but do not go together: the given ones as
+    // given, the others with where they came from.
+    const std::string order = error_of({"/s", "/m", "-o", "cdc_min=16K,cdc_avg=8K"});
+    INFO(order);
+    CHECK(order.find("cdc_min < cdc_avg < cdc_max; got cdc_min=16K, cdc_avg=8K, cdc_max 32K (cdc_avg*4)") !=
+          std::string::npos);
+    const std::string derived = error_of({"/s", "/m", "-o", "cdc_avg=512"});
+    INFO(derived);
+    CHECK(derived.find("256 to 4M; got cdc_min 128 (cdc_avg/4), cdc_avg=512") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "cdc_max=4K"}).find("cdc_min 2K (default), cdc_avg 8K (default), cdc_max=4K") !=
+          std::string::npos);
+}
+
+TEST_CASE("background_threads=0 where something is deferred is accepted with a warning") {
+    for (const char* o : {"mode=deferred,background_threads=0", "target_ops=100,background_threads=0",
+                          "mode=hybrid,target_bytes=10M,background_threads=0"}) {
+        Parsed p = parse({"/s", "/m", "-o", o});
+        INFO(o << ": " << p.error);
+        REQUIRE(p.ok);
+        REQUIRE(p.opt.warnings.size() == 1);
+        CHECK(p.opt.warnings[0].find("background_threads=0") != std::string::npos);
+        CHECK(p.opt.warnings[0].find("not deduplicated during this mount") != std::string::npos);
+        CHECK(p.opt.warnings[0].find('\n') == std::string::npos);
+    }
+    // Nothing deferred, read-only, or workers: nothing to say.
+    for (const char* o : {"mode=inline,background_threads=0", "background_threads=0", "mode=deferred",
+                          "mode=deferred,background_threads=0,ro"}) {
+        Parsed p = parse({"/s", "/m", "-o", o});
+        INFO(o << ": " << p.error);
+        REQUIRE(p.ok);
+        CHECK(p.opt.warnings.empty());
+    }
+}

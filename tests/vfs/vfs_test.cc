@@ -444,3 +444,33 @@ TEST_CASE_METHOD(Fixture, "xattrs outside user, trusted, security and the ACLs a
     REQUIRE(vfs.listxattr(f.ino, &names).is_ok());
     CHECK(names.size() == 3);
 }
+
+TEST_CASE("files opened for writing bypass the writeback cache only when the store is nearly full") {
+    test::TempStore dir;
+    {
+        // Far from full (no reserve, and the temporary directory has more
+        // than 64 MiB free): the cache stays.
+        auto e = dir.open(0);
+        REQUIRE(e->data_room() >= Vfs::kWriteThroughRoom);
+        Vfs v{*e, {.writeback_cache = true, .posix_acl = false}};
+        CHECK_FALSE(v.write_through(O_WRONLY));
+        CHECK_FALSE(v.write_through(O_RDWR | O_TRUNC));
+        REQUIRE(e->close().is_ok());
+    }
+    // A reserve larger than the disk: no room left for file data.
+    auto e = dir.open(UINT64_MAX - 1);
+    CHECK(e->data_room() == 0);
+    Vfs v{*e, {.writeback_cache = true, .posix_acl = false}};
+    CHECK(v.write_through(O_WRONLY));
+    CHECK(v.write_through(O_RDWR));
+    CHECK(v.write_through(O_WRONLY | O_APPEND | O_CREAT));
+    CHECK_FALSE(v.write_through(O_RDONLY));  // reading needs no check
+    // Without the writeback cache every write reaches the engine anyway.
+    Vfs direct{*e, {.writeback_cache = false, .posix_acl = false}};
+    CHECK_FALSE(direct.write_through(O_WRONLY));
+    // And the engine refuses file data, but not the namespace.
+    Attr a;
+    REQUIRE(v.mknod(Caller{}, kRootInode, "f", S_IFREG | 0644, 0, &a).is_ok());
+    CHECK(e->write(a.ino, 0, "x", 1).err() == ENOSPC);
+    REQUIRE(e->close().is_ok());
+}
