@@ -2026,6 +2026,12 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
+        // The chunked copy is written before the raw bytes die: on a full
+        // disk the sweep stops here (the record stays queued, the raw bytes
+        // readable) instead of taking the room compaction and commits need.
+        std::optional<Admission> admission;
+        result = admit(n, &admission);
+        if (!result) break;
         buf.resize(n);
         std::size_t got = 0;
         result = read_locked(ino, nullptr, pos, n, buf.data(), &got);

@@ -1,6 +1,7 @@
 // A full disk: the space budget (the reserve holds one compaction job on
 // top of the metadata floor at every file system size, small file systems
-// get small segments).
+// get small segments), and the background pass, which waits for space
+// instead of taking the reserve, with its backlog kept and readable.
 #include <cstdint>
 
 #include "engine/space_budget.h"
@@ -55,4 +56,60 @@ TEST_CASE("a configured segment size is never grown, a configured reserve is kep
     const SpaceBudget small = plan_space(300 * kMiB, 64 * kMiB, 10 * kMiB);
     CHECK(small.reserve == 10 * kMiB);
     CHECK(small.metadata_floor == 5 * kMiB);
+}
+
+TEST_CASE("on a full disk the pass leaves its backlog raw and readable, and goes on later",
+          "[engine][space][deferred]") {
+    const ChunkingParams params = ChunkingParams::cdc(2048, 8192, 32768);
+    TempDir dir;
+    std::mt19937_64 rng(41);
+    const auto data = random_bytes(rng, 3u << 20);
+    EngineOptions o = options_for(dir.store(), params);
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    o.space_reserve = 0;  // room for the raw writes
+    InodeId ino = 0;
+    {
+        auto e = open_engine(o);
+        Attr a = make_file(*e, "f");
+        ino = a.ino;
+        write_all(*e, ino, 0, data);
+        REQUIRE(e->flush(ino).is_ok());
+        REQUIRE(e->close().is_ok());
+    }
+    // A reserve larger than any free space: the disk is "full" for file
+    // data and for the pass alike.
+    o.space_reserve = UINT64_MAX - 1;
+    {
+        auto e = open_engine(o);
+        Status st = e->run_background();
+        INFO(st.to_string());
+        CHECK(st.err() == ENOSPC);
+        SpaceCounters c;
+        REQUIRE(e->counters(&c).is_ok());
+        CHECK(c.raw_bytes == data.size());
+        CHECK(c.backlog_bytes == data.size());
+        CHECK(differs(read_all(*e, ino), data) == "");
+        std::uint8_t byte = 1;
+        CHECK(e->write(ino, 0, &byte, 1).err() == ENOSPC);
+        REQUIRE(e->close().is_ok());
+    }
+    auto problems = check_invariants(dir.store());
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
+    // With space again the backlog is deduplicated as usual.
+    o.space_reserve = 0;
+    {
+        auto e = open_engine(o);
+        REQUIRE(e->run_background().is_ok());
+        SpaceCounters c;
+        REQUIRE(e->counters(&c).is_ok());
+        CHECK(c.raw_bytes == 0);
+        CHECK(c.backlog_records == 0);
+        CHECK(differs(read_all(*e, ino), data) == "");
+        REQUIRE(e->close().is_ok());
+    }
+    problems = check_invariants(dir.store());
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
 }
