@@ -1,7 +1,7 @@
 // A full disk: the store on a small file system made for the test (a
-// size-limited tmpfs). Writes fail with ENOSPC, data written before stays
-// intact, deleting files and waiting for space reclaim makes writes work
-// again, and hiodsfs-fsck finds the store clean.
+// size-limited tmpfs, a loop-mounted ext4). Writes fail with ENOSPC, data
+// written before stays intact, deleting files and waiting for space
+// reclaim makes writes work again, and hiodsfs-fsck finds the store clean.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -101,9 +101,8 @@ int write_unique(const std::string& path, std::size_t n, std::uint64_t seed) {
 TEST_CASE("a full disk: ENOSPC, earlier data intact, space back after deletes, fsck clean",
           "[mount][fulldisk]") {
     TempDir t;
-    // Several 64 MiB segments' worth: deleted files then free whole segments,
-    // which go without copying anything (a store that is one segment, all
-    // of it needed to hold what lives, cannot make room to compact itself).
+    // Deleting every fill file leaves whole dead segments, which go without
+    // copying anything.
     SmallFs fs(t.path() + "/small", "320m");
     Daemon d{fs.dir + "/store", t.path() + "/mnt"};
     make_dir(d.mnt);
