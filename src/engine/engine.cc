@@ -40,6 +40,7 @@
 #include "dedup/background_pass.h"
 #include "dedup/reclaimer.h"
 #include "engine/compaction.h"
+#include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
 #include "hiodsfs/history.h"
@@ -331,12 +332,35 @@ private:
     std::thread control_;
     bool closed_ = false;
     std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)
     // check_space's view: free bytes at the last statvfs (steady-clock
     // time), and bytes asked for since.
     std::atomic<std::uint64_t> known_avail_{0}, asked_since_{0};
     std::atomic<std::int64_t> known_at_{0};
-    // ENOSPC when the store's file system has no more than the reserve free.
-    Status check_space(std::uint64_t len);
+    // ENOSPC when the store's file system cannot take len on top of `keep`
+    // free bytes (file data and the pass keep the reserve) and of what
+    // admitted requests are still writing.
+    Status check_space(std::uint64_t len) { return check_space(len, space_reserve_); }
+    Status check_space(std::uint64_t len, std::uint64_t keep, bool admitted = false);
+    // Bytes of write requests and pass sweeps that passed check_space and
+    // are not yet written: requests queued on one stream are all checked
+    // before the first of them writes, and must not pass the reserve together.
+    std::atomic<std::uint64_t> admitted_{0};
+    struct Admission {
+        std::atomic<std::uint64_t>& bytes;
+        std::uint64_t len;
+        Admission(std::atomic<std::uint64_t>& b, std::uint64_t n) : bytes(b), len(n) {}
+        Admission(const Admission&) = delete;
+        Admission& operator=(const Admission&) = delete;
+        ~Admission() { bytes.fetch_sub(len, std::memory_order_relaxed); }
+    };
+    // check_space for a request of len bytes that counts as being written
+    // until *out goes.
+    Status admit(std::uint64_t len, std::optional<Admission>* out) {
+        admitted_.fetch_add(len, std::memory_order_relaxed);
+        out->emplace(admitted_, len);
+        return check_space(len, space_reserve_, true);
+    }
     std::unique_ptr<ModeController> controller_;
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's
@@ -358,7 +382,7 @@ private:
 // ---------------------------------------------------------------------------
 // Opening and closing
 
-Status EngineImpl::check_space(std::uint64_t len) {
+Status EngineImpl::check_space(std::uint64_t len, std::uint64_t keep, bool admitted) {
     if (space_reserve_ == 0) return Status::ok();
     // Far from the reserve, the last statvfs less what was asked for since
     // answers without a system call per write request; it is refreshed at
@@ -368,15 +392,18 @@ Status EngineImpl::check_space(std::uint64_t len) {
     const std::uint64_t known = known_avail_.load(std::memory_order_relaxed);
     const std::uint64_t since = asked_since_.fetch_add(len, std::memory_order_relaxed) + len;
     if (now - known_at_.load(std::memory_order_relaxed) < std::int64_t{1'000'000'000} &&
-        known > since && known - since >= space_reserve_ + kSpaceSlack)
+        known > since && known - since > keep && known - since - keep >= kSpaceSlack)
         return Status::ok();
     struct statvfs v {};
     if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return Status::ok();  // let the write say
-    const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
+    std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
     known_avail_.store(avail, std::memory_order_relaxed);
+    std::uint64_t pending = admitted_.load(std::memory_order_relaxed);
+    if (admitted) pending -= std::min(pending, len);
+    avail -= std::min(avail, pending);
     asked_since_.store(0, std::memory_order_relaxed);
     known_at_.store(now, std::memory_order_relaxed);
-    if (avail < space_reserve_ || avail - space_reserve_ < len)
+    if (avail < keep || avail - keep < len)
         return Status::error(ENOSPC, "the store's file system is full (" +
                                          std::to_string(space_reserve_ >> 20) +
                                          " MiB kept for metadata and reclaim)");
@@ -405,13 +432,13 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::from_errno(errno, "store " + dir + " is not accessible");
 
     HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
-    space_reserve_ = options.space_reserve;
-    if (space_reserve_ == UINT64_MAX) {
-        struct statvfs v {};
-        const std::uint64_t fs_bytes =
-            ::statvfs(dir.c_str(), &v) == 0 ? std::uint64_t{v.f_blocks} * v.f_frsize : 0;
-        space_reserve_ = std::clamp<std::uint64_t>(fs_bytes / 50, 16ull << 20, 512ull << 20);
-    }
+    struct statvfs fsv {};
+    const std::uint64_t fs_bytes =
+        ::statvfs(dir.c_str(), &fsv) == 0 ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
+    const SpaceBudget budget =
+        plan_space(fs_bytes, options.segments.max_segment_bytes, options.space_reserve);
+    space_reserve_ = budget.reserve;
+    compaction_floor_ = budget.metadata_floor;
 
     StoreFormat format;
     bool exists = false;
@@ -461,6 +488,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     }
     const SuperState committed = meta_->super_snapshot();
     SegmentStoreOptions seg_options = options.segments;
+    seg_options.max_segment_bytes = budget.segment_bytes;
     seg_options.read_only = options.read_only;  // a read-only open must not cut a torn tail under a daemon
     seg_options.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),
                                             committed.frontier_offset};
@@ -503,7 +531,8 @@ Status EngineImpl::init(const EngineOptions& options) {
                                                  [this] { return commit_now(); },
                                                  options.compact_threshold);
     if (compactor_)
-        compactor_->set_room_for([this](std::uint64_t bytes) { return check_space(bytes).is_ok(); });
+        compactor_->set_room_for(
+            [this](std::uint64_t bytes) { return check_space(bytes, compaction_floor_).is_ok(); });
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
         // crashed, and large deletes still queued: freed now, except that
@@ -1669,7 +1698,8 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         std::uint64_t arrival, bytes;
         ~Measured() { m.request_finished(arrival, bytes); }
     } measured{controller_->monitor(), controller_->monitor().request_started(), len};
-    HIODSFS_TRY(check_space(len));
+    std::optional<Admission> admission;
+    HIODSFS_TRY(admit(len, &admission));
     auto s = stream(ino);
     s->writers.fetch_add(1);
     std::unique_lock<std::mutex> l(s->mu);
@@ -2124,6 +2154,12 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
+        // The chunked copy is written before the raw bytes die: on a full
+        // disk the sweep stops here (the record stays queued, the raw bytes
+        // readable) instead of taking the room compaction and commits need.
+        std::optional<Admission> admission;
+        result = admit(n, &admission);
+        if (!result) break;
         buf.resize(n);
         std::size_t got = 0;
         result = read_locked(ino, nullptr, pos, n, buf.data(), &got);

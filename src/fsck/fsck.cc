@@ -902,14 +902,19 @@ private:
         for (const auto& [id, why] : bad) {
             ChunkInfo& ci = chunks_.at(id);
             const std::string what = "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id);
-            HIODSFS_TRY(fix(what, [&, id = id]() -> Status {
+            ChunkId good = 0;
+            HIODSFS_TRY(intact_copy(ci.r, &good));
+            if (good == 0) {
+                // Flagged all the same, so the daemon never shares it again.
+                if (repair_) HIODSFS_TRY(flag_damaged(id, ci));
+                problem(what + "; no intact copy of its content is stored: write those files "
+                               "again from a good copy, and a --repair after that moves the other "
+                               "files that share it onto the new copy",
+                        false);
+                continue;
+            }
+            HIODSFS_TRY(fix(what, [&, id = id, good = good]() -> Status {
                 HIODSFS_TRY(flag_damaged(id, ci));
-                ChunkId good = 0;
-                HIODSFS_TRY(intact_copy(ci.r, &good));
-                if (good == 0)
-                    return Status::error(EUCLEAN, "no intact copy of its content is stored: write "
-                                                  "those files again from a good copy (or restore "
-                                                  "them); --repair then heals other files that share it");
                 onto[id] = good;
                 return Status::ok();
             }));
