@@ -930,8 +930,8 @@ private:
                 // Flagged all the same, so the daemon never shares it again.
                 if (repair_) HIODSFS_TRY(flag_damaged(id, ci));
                 problem(what + "; no intact copy of its content is stored: write those files "
-                               "again from a good copy, and a --repair after that moves the other "
-                               "files that share it onto the new copy",
+                               "again from a good copy (a repair after that moves any other file "
+                               "that shares the chunk onto the new copy)",
                         false);
                 continue;
             }
