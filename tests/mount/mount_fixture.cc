@@ -354,6 +354,12 @@ void MountFixture::mount() {
 }
 
 void MountFixture::unmount() {
+    const int status = unmount_status();
+    INFO("daemon output:\n" << daemon_log());
+    REQUIRE(status == 0);
+}
+
+int MountFixture::unmount_status() {
     REQUIRE(mounted());
     CmdResult r;
     for (int attempt = 0; attempt < 50; ++attempt) {
@@ -370,9 +376,7 @@ void MountFixture::unmount() {
                                 << daemon_log());
     }
     pid_ = -1;
-    int status = decode_status(wstatus);
-    INFO("daemon output:\n" << daemon_log());
-    REQUIRE(status == 0);
+    return decode_status(wstatus);
 }
 
 void MountFixture::crash() {

@@ -98,6 +98,8 @@ public:
     void mount();
     // fusermount3 -u, then waits for the daemon to exit; REQUIREs status 0.
     void unmount();
+    // The same, returning the daemon's exit status instead of checking it.
+    int unmount_status();
     // unmount() + mount(): everything read afterwards comes from the store,
     // not from the kernel's caches.
     void remount();
