@@ -226,6 +226,7 @@ Status report_from_status(const json::Value& st, Report* r) {
     r->backlog_records = u("backlog_records");
     r->backlog_bytes = u("backlog_bytes");
     // The engine's read-corruption counter, under whichever name it has.
+    r->store_error = st.get("store_error") != nullptr ? s("store_error") : std::string();
     r->read_errors = 0;
     for (const char* k : {"read_errors", "read_error_count", "corrupt_reads", "checksum_errors"})
         if (st.get(k) != nullptr) {
@@ -482,6 +483,9 @@ std::string format_text(const Report& r, const Style& style) {
          grouped(r.backlog_records) + " records" + (eta.empty() ? "" : ", " + eta));
     line(&o, "read errors", grouped(r.read_errors), "chunks that failed their checksum on read", &paint,
          r.read_errors > 0 ? "31" : nullptr);
+    if (r.mounted && !r.store_error.empty())
+        line(&o, "STOPPED", r.store_error, "every change fails with EIO until the store is mounted again",
+             &paint, "31");
 
     std::vector<const Event*> switches;
     for (const auto& e : r.events)
@@ -588,6 +592,7 @@ std::string format_json(const Report& r, bool with_history) {
          ", \"target_ops\": " + json::number(r.target_ops) +
          ", \"target_bytes_per_s\": " + json::number(r.target_bytes_per_s) + "},\n";
     o += "  \"read_errors\": " + u(r.read_errors) + ",\n";
+    o += "  \"store_error\": " + (r.store_error.empty() ? std::string("null") : json::quote(r.store_error)) + ",\n";
     o += "  \"events_as_of\": " + (r.events_as_of > 0 ? json::number(r.events_as_of) : std::string("null")) + ",\n";
     o += "  \"events\": [";
     for (std::size_t i = 0; i < r.events.size(); ++i) {

@@ -45,6 +45,8 @@ struct Report {
                   raw_bytes = 0, chunk_count = 0, file_count = 0, inode_count = 0,
                   segment_count = 0, dedup_hits = 0, cloned_bytes = 0, backlog_records = 0,
                   backlog_bytes = 0, read_errors = 0, store_dir_bytes = 0;
+    // Mounted: what stopped the store (a failed metadata commit), else "".
+    std::string store_error;
     double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0, background_speed = 0;
     double target_ops = 0, target_bytes_per_s = 0;
     std::vector<Event> events;  // mounted: this session's; unmounted: the last session's

@@ -91,6 +91,9 @@ TEST_CASE("a metadata commit that fails stops the store until it is mounted agai
            std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(slurp(fx.store() + "/status.json").find("\"store_error\": \"metadata commit") != std::string::npos);
+    CmdResult stat = run({HIODSFS_STAT_BIN, fx.mnt()});
+    INFO(stat.describe() << stat.out);
+    CHECK(stat.out.find("STOPPED") != std::string::npos);
     CHECK(fx.unmount_status() != 0);  // the unmount's flush could not commit either
 
     // The metadata as LMDB left it, back on the store's own disk.
