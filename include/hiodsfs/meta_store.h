@@ -160,9 +160,12 @@ public:
     // Whether the super record was there when the store was opened (a store
     // whose FORMAT exists but whose super record does not lost its metadata).
     bool had_super() const { return had_super_; }
-    // Reads every record of every database, so a damaged page is found now
-    // (EUCLEAN naming the database) rather than by a later request.
-    Status verify();
+    // Reads the databases, so a damaged page is found now (EUCLEAN naming
+    // the database) rather than by a later request: every record of those
+    // that fit in walk_bytes of pages together (smallest first), the first
+    // and last records of the others.
+    static constexpr std::uint64_t kVerifyWalkBytes = 1ull << 30;
+    Status verify(std::uint64_t walk_bytes = kVerifyWalkBytes);
 
 private:
     friend class Txn;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace hiodsfs {
 namespace {
@@ -313,28 +314,48 @@ SuperState MetaStore::super_snapshot() {
     return super_;
 }
 
-Status MetaStore::verify() {
+Status MetaStore::verify(std::uint64_t walk_bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     // A read-only store reads through the snapshot that opened its databases.
     MDB_txn* txn = read_only_ ? group_ : nullptr;
     int rc = txn != nullptr ? 0 : mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
     if (rc != 0) return lmdb_error(rc, "metadata transaction");
-    Status result;
-    for (int i = 0; i < static_cast<int>(Db::kCount) && result; ++i) {
+    struct Size {
+        int db;
+        std::uint64_t bytes;
+        MDB_stat stat;
+    };
+    std::vector<Size> sizes;
+    for (int i = 0; i < static_cast<int>(Db::kCount) && rc == 0; ++i) {
+        MDB_stat st{};
+        rc = mdb_stat(txn, dbi_[i], &st);
+        if (rc == 0)
+            sizes.push_back(Size{i, std::uint64_t{st.ms_psize} * (st.ms_branch_pages + st.ms_leaf_pages), st});
+    }
+    // Smallest first: every database the budget covers is read whole; the
+    // rest have their first and last paths read (fsck reads everything).
+    std::sort(sizes.begin(), sizes.end(), [](const Size& x, const Size& y) { return x.bytes < y.bytes; });
+    Status result = rc == 0 ? Status::ok() : lmdb_error(rc, "metadata statistics");
+    std::uint64_t walked = 0;
+    for (const Size& sz : sizes) {
+        if (!result) break;
         MDB_cursor* c = nullptr;
-        rc = mdb_cursor_open(txn, dbi_[i], &c);
+        rc = mdb_cursor_open(txn, dbi_[sz.db], &c);
         MDB_val k{}, v{};
-        std::uint64_t n = 0;
-        if (rc == 0) {
+        if (rc == 0 && walked + sz.bytes <= walk_bytes) {
+            walked += sz.bytes;
+            std::uint64_t n = 0;
             for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
                 ++n;
-            mdb_cursor_close(c);
+            if (rc == MDB_NOTFOUND) rc = n == sz.stat.ms_entries ? 0 : MDB_CORRUPTED;
+        } else if (rc == 0) {
+            rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+            if (rc == 0) rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+            if (rc == MDB_NOTFOUND) rc = 0;
         }
-        MDB_stat stat{};
-        if (rc == MDB_NOTFOUND) rc = mdb_stat(txn, dbi_[i], &stat);
-        if (rc == 0 && stat.ms_entries != n) rc = MDB_CORRUPTED;
+        if (c != nullptr) mdb_cursor_close(c);
         if (rc != 0) {
-            result = Status::error(EUCLEAN, std::string("metadata database ") + kDbNames[i] +
+            result = Status::error(EUCLEAN, std::string("metadata database ") + kDbNames[sz.db] +
                                                 " is damaged: " + mdb_strerror(rc));
         }
     }
