@@ -1015,12 +1015,15 @@ void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
     std::lock_guard<std::mutex> l(streams_mu_);
     auto it = streams_.find(ino);
     // Copies are only made under streams_mu_, so a count of one (the map's)
-    // means nobody holds it, nobody can get it without this lock, and its
-    // fields may be read without its own lock. An active stream holds bytes
-    // not yet chunked: it stays unless the file itself is gone.
-    if (it != streams_.end() && it->second.use_count() == 1 && !pinned(ino) &&
-        (file_gone || !it->second->active))
-        streams_.erase(it);
+    // means nobody holds it and nobody can get it without this lock; its own
+    // lock is then free, and taking it orders this read of `active` after
+    // the last holder's writes. An active stream holds bytes not yet
+    // chunked: it stays unless the file itself is gone.
+    if (it == streams_.end() || it->second.use_count() != 1 || pinned(ino)) return;
+    std::unique_lock<std::mutex> sl(it->second->mu, std::try_to_lock);
+    if (!sl.owns_lock() || (!file_gone && it->second->active)) return;
+    sl.unlock();
+    streams_.erase(it);
 }
 
 // ---------------------------------------------------------------------------
