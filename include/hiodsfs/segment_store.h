@@ -74,7 +74,9 @@ public:
     Status append(ChunkId chunk, const void* data, std::uint32_t len, ChunkLocation* out);
     // Reads the whole payload of a record into out (loc.length bytes) and
     // verifies its checksum and chunk id; EIO with a clear message otherwise.
-    Status read(const ChunkLocation& loc, ChunkId chunk, void* out);
+    // *damaged (if given) tells a failure of the record itself (checks that
+    // fail, bytes or segment gone) from an I/O error that may pass.
+    Status read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged = nullptr);
     // Checks, without reading the payload, that a record of this chunk id and
     // length starts at loc and that the file holds all of it; EIO otherwise.
     // (For hiodsfs-fsck; read() also verifies the payload's checksum.)

@@ -218,9 +218,11 @@ private:
     // for the reclaimer.
     Status free_inode(Txn& t, InodeId ino);
     // Reads chunk id at loc, or where compaction has moved it meanwhile.
-    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out);
-    // A chunk that failed its checks (checksum, header, or bytes gone) is
-    // flagged kDamaged and leaves the fingerprint index: never shared again.
+    // *damaged as SegmentStore::read says it.
+    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged = nullptr);
+    // A chunk whose record failed its checks (checksum, header, or bytes
+    // gone; not a passing I/O error) is flagged kDamaged and leaves the
+    // fingerprint index: never shared again.
     void mark_damaged(ChunkId id);
 
     // ---- metadata helpers (caller holds a Txn) ----
@@ -1800,10 +1802,11 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         if (!whole) chunk_buf.resize(p.loc.length);
         // A chunk that fails its checks is EIO for the whole request, never
         // wrong bytes; counted for hiodsfs-stat.
-        Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data());
+        bool damaged = false;
+        Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data(), &damaged);
         if (!st) {
             read_errors_.fetch_add(1);
-            mark_damaged(p.chunk);
+            if (damaged) mark_damaged(p.chunk);
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
         }
         if (!whole) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
@@ -2297,8 +2300,8 @@ void EngineImpl::mark_damaged(ChunkId id) {
     if (t->put(Db::kChunks, k, as_bytes(rec)) && t->commit()) damaged_chunks_.fetch_add(1);
 }
 
-Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out) {
-    Status st = segs_->read(loc, id, out);
+Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged) {
+    Status st = segs_->read(loc, id, out, damaged);
     // A failed read of a chunk that compaction moved (and whose old segment
     // it deleted) after our lookup: read the new place. A location that did
     // not change means the error is real.
@@ -2314,7 +2317,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out) 
         }
         if (rec.location() == loc) return st;
         loc = rec.location();
-        st = segs_->read(loc, id, out);
+        st = segs_->read(loc, id, out, damaged);
     }
     return st;
 }

@@ -536,8 +536,18 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
     return Status::ok();
 }
 
-Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
+Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged) {
     Impl& m = *impl_;
+    // Every failure below but an I/O error means the record's bytes are
+    // wrong or gone; the two I/O error paths say otherwise.
+    bool ignored = false;
+    bool& bad = damaged != nullptr ? *damaged : ignored;
+    bad = true;
+    auto io_error = [&](const Status& e) {
+        bad = false;
+        return Status::error(EIO, m.path(loc.segment) + " at offset " + std::to_string(loc.offset) +
+                                      ": " + e.message());
+    };
     auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
     if (loc.offset < kHeaderBytes) {
         return Status::error(EIO, where() + ": not a record location (offset before header)");
@@ -564,8 +574,10 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
 
     std::shared_ptr<File> file;
     Status st = m.file_for_read(loc.segment, &file);
-    if (!st)
+    if (!st) {
+        bad = st.err() == ENOENT;  // the segment is gone; anything else may pass
         return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
+    }
     auto short_read = [&](std::size_t want, std::size_t got) {
         return Status::error(EIO, where() + ": record of " + std::to_string(total) +
                                       " bytes runs past the end of the file (read " +
@@ -577,7 +589,7 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
         thread_local std::vector<char> scratch;
         scratch.resize(total);
         st = file->pread(scratch.data(), total, header_off, &got);
-        if (!st) return Status::error(EIO, where() + ": " + st.message());
+        if (!st) return io_error(st);
         if (got != total) return short_read(total, got);
         HIODSFS_TRY(check_record(scratch.data(), scratch.data() + kHeaderBytes, loc, chunk, where));
         if (loc.length > 0) std::memcpy(out, scratch.data() + kHeaderBytes, loc.length);
@@ -587,10 +599,10 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out) {
     // length from damaged metadata never makes us allocate gigabytes.
     char hdr[kHeaderBytes];
     st = file->pread(hdr, kHeaderBytes, header_off, &got);
-    if (!st) return Status::error(EIO, where() + ": " + st.message());
+    if (!st) return io_error(st);
     if (got != kHeaderBytes) return short_read(kHeaderBytes, got);
     st = file->pread(out, loc.length, loc.offset, &got);
-    if (!st) return Status::error(EIO, where() + ": " + st.message());
+    if (!st) return io_error(st);
     if (got != loc.length) return short_read(loc.length, got);
     return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
 }

@@ -355,6 +355,11 @@ TEST_CASE("segment store: corrupt records read as EIO, never as wrong bytes", "[
     REQUIRE(st.message().find(want) != std::string::npos);
     REQUIRE(st.message().find(seg) != std::string::npos);  // names the segment
     REQUIRE(st.message().find(std::to_string(victim.loc.offset)) != std::string::npos);
+    // A failure of the record itself, not an I/O error that may pass.
+    std::vector<char> out(victim.loc.length);
+    bool damaged = false;
+    REQUIRE(s->read(victim.loc, victim.id, out.data(), &damaged).err() == EIO);
+    CHECK(damaged);
     for (const Rec& r : recs) {
         if (r.id != victim.id) REQUIRE_OK(read_back(*s, r));
     }
