@@ -22,72 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// An ext4 of `bytes` on a loop device at `dir` (its image beside it),
-// unmounted on destruction however the test ends.
-struct LoopFs {
-    std::string dir, image;
-    bool mounted = false;
-    LoopFs(std::string d, std::uint64_t bytes) : dir(std::move(d)), image(dir + ".img") {
-        make_dir(dir);
-        const int fd = ::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        REQUIRE(fd >= 0);
-        REQUIRE(::ftruncate(fd, static_cast<off_t>(bytes)) == 0);
-        ::close(fd);
-        CmdResult mk = run({"mkfs.ext4", "-q", "-F", image});
-        INFO("mkfs.ext4: " << mk.describe());
-        REQUIRE(mk.ok());
-        CmdResult m = run({"mount", "-o", "loop", image, dir});
-        INFO("mount -o loop: " << m.describe());
-        REQUIRE(m.ok());
-        mounted = true;
-    }
-    ~LoopFs() {
-        if (mounted && !run({"umount", dir}).ok()) run({"umount", "-l", dir});
-        ::unlink(image.c_str());
-    }
-};
-
-// The daemon in the foreground with its store on the loop file system.
-struct Daemon {
-    std::string store, mnt;
-    pid_t pid = -1;
-    void start(const std::vector<std::string>& opts) {
-        std::vector<std::string> argv = {daemon_binary(), store, mnt, "-f"};
-        for (const auto& o : opts) argv.insert(argv.end(), {"-o", o});
-        pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            std::vector<char*> a;
-            for (auto& s : argv) a.push_back(s.data());
-            a.push_back(nullptr);
-            ::execv(a[0], a.data());
-            ::_exit(127);
-        }
-        for (int i = 0; i < 300; ++i) {
-            if (sh("mountpoint -q " + shq(mnt)).ok()) return;
-            std::this_thread::sleep_for(100ms);
-        }
-        FAIL("the daemon did not mount " << mnt);
-    }
-    void stop() {
-        if (pid <= 0) return;
-        for (int i = 0; i < 50 && !run({"fusermount3", "-u", mnt}).ok(); ++i)
-            std::this_thread::sleep_for(200ms);
-        int status = 0;
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-        CHECK(WIFEXITED(status));
-        CHECK(WEXITSTATUS(status) == 0);
-    }
-    ~Daemon() {
-        if (pid > 0) {
-            run({"fusermount3", "-uz", mnt});
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, 0);
-        }
-    }
-};
-
 // One file written in `piece`-sized write(2) calls until done or a call
 // fails, then fsynced and closed whatever happened.
 struct Written {
@@ -135,8 +69,8 @@ TEST_CASE("a full store: write(2) fails with ENOSPC, echo says so, nothing claim
         return;
     }
     TempDir t;
-    LoopFs fs(t.path() + "/ext4", 300 * kMiB);
-    Daemon d{fs.dir + "/store", t.path() + "/mnt"};
+    LoopExt4 fs(t.path() + "/ext4", 300 * kMiB);
+    ForegroundDaemon d{fs.dir + "/store", t.path() + "/mnt"};
     make_dir(d.mnt);
     // Fixed chunks make every byte unique data; the writeback cache is on
     // (the default), which is what hid ENOSPC until fsync.

@@ -37,48 +37,6 @@ struct SmallFs {
     }
 };
 
-// The daemon in the foreground, as the fixture runs it, but with the store
-// and mount point on the small file system's side.
-struct Daemon {
-    std::string store, mnt;
-    pid_t pid = -1;
-    void start(const std::vector<std::string>& opts) {
-        std::vector<std::string> argv = {daemon_binary(), store, mnt, "-f"};
-        for (const auto& o : opts) argv.insert(argv.end(), {"-o", o});
-        pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            std::vector<char*> a;
-            for (auto& s : argv) a.push_back(s.data());
-            a.push_back(nullptr);
-            ::execv(a[0], a.data());
-            ::_exit(127);
-        }
-        for (int i = 0; i < 300; ++i) {
-            if (sh("mountpoint -q " + shq(mnt)).ok()) return;
-            std::this_thread::sleep_for(100ms);
-        }
-        FAIL("the daemon did not mount " << mnt);
-    }
-    void stop() {
-        if (pid <= 0) return;
-        for (int i = 0; i < 50 && !run({"fusermount3", "-u", mnt}).ok(); ++i)
-            std::this_thread::sleep_for(200ms);
-        int status = 0;
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-        CHECK(WIFEXITED(status));
-        CHECK(WEXITSTATUS(status) == 0);
-    }
-    ~Daemon() {
-        if (pid > 0) {
-            run({"fusermount3", "-uz", mnt});
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, 0);
-        }
-    }
-};
-
 // Writes `n` bytes of unique data to path and fsyncs it; 0 or the errno of
 // the first failure (write, fsync or close).
 int write_unique(const std::string& path, std::size_t n, std::uint64_t seed) {
@@ -104,7 +62,7 @@ TEST_CASE("a full disk: ENOSPC, earlier data intact, space back after deletes, f
     // Deleting every fill file leaves whole dead segments, which go without
     // copying anything.
     SmallFs fs(t.path() + "/small", "320m");
-    Daemon d{fs.dir + "/store", t.path() + "/mnt"};
+    ForegroundDaemon d{fs.dir + "/store", t.path() + "/mnt"};
     make_dir(d.mnt);
     // Fixed chunks make every byte unique data; a short control interval
     // paces compaction promptly.
@@ -148,31 +106,6 @@ TEST_CASE("a full disk: ENOSPC, earlier data intact, space back after deletes, f
 
 namespace {
 
-// A 300 MiB ext4 on a loop device at `dir` (the image beside it), detached
-// on destruction however the test ends.
-struct LoopExt4 {
-    std::string dir, image;
-    bool mounted = false;
-    LoopExt4(std::string d, std::uint64_t bytes) : dir(std::move(d)), image(dir + ".img") {
-        make_dir(dir);
-        const int fd = ::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        REQUIRE(fd >= 0);
-        REQUIRE(::ftruncate(fd, static_cast<off_t>(bytes)) == 0);
-        ::close(fd);
-        CmdResult mk = run({"mkfs.ext4", "-q", "-F", image});
-        INFO("mkfs.ext4: " << mk.describe());
-        REQUIRE(mk.ok());
-        CmdResult m = run({"mount", "-o", "loop", image, dir});
-        INFO("mount -o loop: " << m.describe());
-        REQUIRE(m.ok());
-        mounted = true;
-    }
-    ~LoopExt4() {
-        if (mounted && !run({"umount", dir}).ok()) run({"umount", "-l", dir});
-        ::unlink(image.c_str());
-    }
-};
-
 std::uint64_t avail_bytes(const std::string& path) {
     struct statvfs v {};
     REQUIRE(::statvfs(path.c_str(), &v) == 0);
@@ -195,7 +128,7 @@ TEST_CASE("a full ext4: deleting files makes 0.9 of their bytes writable again",
     constexpr std::uint64_t kFile = 8 * kMiB;
     TempDir t;
     LoopExt4 fs(t.path() + "/ext4", 300 * kMiB);
-    Daemon d{fs.dir + "/store", t.path() + "/mnt"};
+    ForegroundDaemon d{fs.dir + "/store", t.path() + "/mnt"};
     make_dir(d.mnt);
     d.start({"mode=" + mode});
 

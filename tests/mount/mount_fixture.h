@@ -184,4 +184,28 @@ std::vector<Root> ext4_and_mount(const MountFixture& fx, const std::string& name
 // Sleeps long enough for the kernel's file time stamps to move on.
 void tick();
 
+// An ext4 of `bytes` on a loop device at `dir` (its image beside it),
+// unmounted on destruction however the test ends (root; mkfs.ext4).
+struct LoopExt4 {
+    std::string dir, image;
+    bool mounted = false;
+    LoopExt4(std::string d, std::uint64_t bytes);
+    ~LoopExt4();
+    LoopExt4(const LoopExt4&) = delete;
+    LoopExt4& operator=(const LoopExt4&) = delete;
+};
+
+// The daemon in the foreground as MountFixture runs it, with the store and
+// mount point where the test puts them (on a small file system, say);
+// unmounted and reaped on destruction however the test ends.
+struct ForegroundDaemon {
+    std::string store, mnt;
+    pid_t pid = -1;
+    // Starts it with these -o options and waits until the mount is live.
+    void start(const std::vector<std::string>& opts);
+    // Unmounts; CHECKs that the daemon exited 0.
+    void stop();
+    ~ForegroundDaemon();
+};
+
 }  // namespace hiodsfs::mt
