@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mountinfo.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/options.h"
 
@@ -57,35 +58,12 @@ bool is_fd_mountpoint(const std::string& path) {
            path.find_first_not_of("0123456789", prefix.size()) == std::string::npos;
 }
 
-// Undoes mountinfo's octal escapes ("\040" for a space).
-std::string unescape_mountinfo(const std::string& s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size() &&
-            std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-            i += 3;
-        } else {
-            out.push_back(s[i]);
-        }
-    }
-    return out;
-}
-
 // "FSTYPE SOURCE" of the topmost mount at path (a resolved path), from
 // /proc/self/mountinfo; "" when nothing is mounted there.
 std::string mounted_at(const std::string& path) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line, found;
-    while (std::getline(in, line)) {
-        std::size_t sep = line.find(" - ");
-        if (sep == std::string::npos) continue;
-        std::istringstream head(line.substr(0, sep)), rest(line.substr(sep + 3));
-        std::string id, parent, dev, root, mnt, fstype, source;
-        head >> id >> parent >> dev >> root >> mnt;
-        rest >> fstype >> source;
-        if (unescape_mountinfo(mnt) == path) found = fstype + " " + unescape_mountinfo(source);
-    }
+    std::string found;
+    for (const MountInfo& m : read_mountinfo())
+        if (m.mountpoint == path) found = m.fstype + " " + m.source;
     return found;
 }
 
@@ -203,16 +181,8 @@ private:
 
 // Whether some FUSE mount has the store as its source (fsname).
 bool store_is_mounted(const std::string& store) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        std::size_t sep = line.find(" - ");
-        if (sep == std::string::npos) continue;
-        std::istringstream rest(line.substr(sep + 3));
-        std::string fstype, source;
-        rest >> fstype >> source;
-        if (fstype.rfind("fuse", 0) == 0 && unescape_mountinfo(source) == store) return true;
-    }
+    for (const MountInfo& m : read_mountinfo())
+        if (m.fstype.rfind("fuse", 0) == 0 && m.source == store) return true;
     return false;
 }
 

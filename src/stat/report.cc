@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/mountinfo.h"
 #include "hiodsfs/engine.h"
 #include "hiodsfs/segment_store.h"
 
@@ -67,38 +68,15 @@ double now_unix() {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-std::string unescape_mountinfo(const std::string& s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7') {
-            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-            i += 3;
-        } else {
-            out.push_back(s[i]);
-        }
-    }
-    return out;
-}
-
 struct MountEntry {
     std::string mountpoint, source;
 };
 
-// hiodsfs mounts (fuse.hiodsfs) in /proc/self/mountinfo.
+// hiodsfs mounts (fuse.hiodsfs).
 std::vector<MountEntry> hiodsfs_mounts() {
     std::vector<MountEntry> out;
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        std::size_t sep = line.find(" - ");
-        if (sep == std::string::npos) continue;
-        std::istringstream head(line.substr(0, sep)), rest(line.substr(sep + 3));
-        std::string id, parent, dev, root, mnt, fstype, source;
-        head >> id >> parent >> dev >> root >> mnt;
-        rest >> fstype >> source;
-        if (fstype != "fuse.hiodsfs") continue;
-        out.push_back({unescape_mountinfo(mnt), unescape_mountinfo(source)});
-    }
+    for (const MountInfo& m : read_mountinfo())
+        if (m.fstype == "fuse.hiodsfs") out.push_back({m.mountpoint, m.source});
     return out;
 }
 

@@ -1,0 +1,21 @@
+// The mounts of this process's mount namespace, from /proc/self/mountinfo,
+// for the daemon (is the mount point or the store already mounted?) and
+// hiodsfs-stat (which mount point shows this store?).
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hiodsfs {
+
+struct MountInfo {
+    std::string mountpoint;  // unescaped ("\040" is a space)
+    std::string fstype;      // "ext4", "fuse.hiodsfs", ...
+    std::string source;      // unescaped; a hiodsfs mount's is its store
+};
+
+// Every mount, in the order mountinfo lists them (later ones on top).
+std::vector<MountInfo> read_mountinfo();
+
+}  // namespace hiodsfs
