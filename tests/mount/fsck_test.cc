@@ -60,17 +60,7 @@ TEST_CASE("a corrupt chunk reads as EIO through the mount; fsck refuses a mounte
     fx.unmount();
 
     auto [segment, at] = chunk_byte(fx.store(), "bad", 64 * kKiB);
-    {
-        std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
-        REQUIRE(f.good());
-        f.seekg(static_cast<std::streamoff>(at));
-        char ch = 0;
-        f.read(&ch, 1);
-        ch = static_cast<char>(ch ^ 0x01);
-        f.seekp(static_cast<std::streamoff>(at));
-        f.write(&ch, 1);
-        REQUIRE(f.good());
-    }
+    flip_byte(segment, at, 0x01);
 
     fx.mount();  // a fresh mount: nothing of the file is in the page cache
     const std::string fsck = HIODSFS_FSCK_BIN;
@@ -136,16 +126,7 @@ TEST_CASE("a corrupt chunk is not shared by a good copy written later; fsck --re
     write_file(fx.scratch("good-copy"), data);
     fx.unmount();
     auto [segment, at] = chunk_byte(fx.store(), "orig", 64 * kKiB);
-    {
-        std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(static_cast<std::streamoff>(at));
-        char ch = 0;
-        f.read(&ch, 1);
-        ch = static_cast<char>(ch ^ 0x10);
-        f.seekp(static_cast<std::streamoff>(at));
-        f.write(&ch, 1);
-        REQUIRE(f.good());
-    }
+    flip_byte(segment, at, 0x10);
     fx.mount();
     CHECK(run({"cat", fx.path("orig")}).status != 0);  // EIO
     // The user restores the file from a good copy.

@@ -651,6 +651,19 @@ std::vector<Root> ext4_and_mount(const MountFixture& fx, const std::string& name
 
 void tick() { std::this_thread::sleep_for(20ms); }
 
+void flip_byte(const std::string& path, std::uint64_t offset, std::uint8_t mask) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    INFO("flipping a byte of " << path);
+    REQUIRE(f.good());
+    f.seekg(static_cast<std::streamoff>(offset));
+    char ch = 0;
+    f.read(&ch, 1);
+    ch = static_cast<char>(ch ^ static_cast<char>(mask));
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&ch, 1);
+    REQUIRE(f.good());
+}
+
 LoopExt4::LoopExt4(std::string d, std::uint64_t bytes) : dir(std::move(d)), image(dir + ".img") {
     make_dir(dir);
     const int fd = ::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -154,6 +154,9 @@ std::string read_file(const std::string& path);
 void make_dir(const std::string& path, mode_t mode = 0755);
 struct stat stat_of(const std::string& path);   // lstat; REQUIREs success
 bool exists(const std::string& path);           // lstat succeeds
+// XORs the byte at offset of a file (on the backing file system) with mask:
+// damage as a disk would do it.
+void flip_byte(const std::string& path, std::uint64_t offset, std::uint8_t mask = 0x01);
 // Byte comparison of two files; "" when equal, else where they differ.
 std::string compare_files(const std::string& a, const std::string& b);
 
