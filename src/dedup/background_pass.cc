@@ -1,11 +1,13 @@
 #include "dedup/background_pass.h"
 
-#include <tbb/parallel_for_each.h>
+#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
+
+#include "common/tsan_fork_join.h"
 
 namespace hiodsfs {
 namespace {
@@ -49,14 +51,19 @@ Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<Dirt
         work.push_back(std::move(w));
     }
     tbb::task_arena arena(static_cast<int>(std::max(1u, threads)));
-    arena.execute([&] {
-        tbb::parallel_for_each(work.begin(), work.end(), [&](FileWork& w) {
-            for (const auto& [start, end] : w.ranges) {
-                w.result = target->rechunk(w.ino, start, end - start);
-                if (!w.result) return;
-            }
-        });
-    });
+    auto rechunk_file = [&](std::size_t i) {
+        FileWork& w = work[i];
+        for (const auto& [start, end] : w.ranges) {
+            w.result = target->rechunk(w.ino, start, end - start);
+            if (!w.result) return;
+        }
+    };
+    ForkJoin fj;  // for ThreadSanitizer: TBB's hand-off is not instrumented
+    fj.fork();
+    // By index, as parallel_for_each does for a vector: its copies of our
+    // iterators would be more objects TSan cannot see TBB hand over.
+    arena.execute([&] { tbb::parallel_for(std::size_t{0}, work.size(), fj.wrap(rechunk_file)); });
+    fj.join();
     for (const auto& w : work) HIODSFS_TRY(w.result);
     *bytes_out = bytes;
     return target->finish_dirty(batch);

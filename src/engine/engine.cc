@@ -37,6 +37,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/tsan_fork_join.h"
 #include "dedup/background_pass.h"
 #include "dedup/reclaimer.h"
 #include "engine/compaction.h"
@@ -1405,7 +1406,10 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     // A large request's chunks are hashed on every core: one file's stream
     // is serial, and SHA-256 is most of its CPU time.
     if (chunks.size() >= 8) {
-        tbb::parallel_for(std::size_t{0}, chunks.size(), fingerprint);
+        ForkJoin fj;  // for ThreadSanitizer: TBB's hand-off is not instrumented
+        fj.fork();
+        tbb::parallel_for(std::size_t{0}, chunks.size(), fj.wrap(fingerprint));
+        fj.join();
     } else {
         for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
     }

@@ -27,6 +27,22 @@
 
 namespace hiodsfs::test {
 
+// True in a sanitizer build. ASan turns each LMDB nested transaction (3 MiB
+// of malloc) into fresh mmaps and page faults, so an engine operation costs
+// about 40 times as much as in the regular build; the longest randomized
+// tests do fewer operations there (the regular build runs them in full).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 class TempDir {
 public:
     TempDir() {

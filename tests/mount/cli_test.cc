@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs::mt;
@@ -213,13 +214,11 @@ TEST_CASE("--version and --help", "[cli]") {
 TEST_CASE("mount -t fuse.hiodsfs works once installed", "[cli][install]") {
     const std::string installed = which("hiodsfs");
     if (installed.empty()) {
-        WARN("SKIPPED: hiodsfs is not on PATH, so `mount -t fuse.hiodsfs` cannot find it; "
-             "run scripts/install first (scripts/test does)");
-        return;
+        SKIP_TEST("hiodsfs is not on PATH, so `mount -t fuse.hiodsfs` cannot find it; "
+                  "run scripts/install first (scripts/test does)");
     }
     if (!is_root()) {
-        WARN("SKIPPED: mount(8) needs root");
-        return;
+        SKIP_TEST("mount(8) needs root");
     }
     TempDir t;
     const std::string store = t.path() + "/store", mnt = t.path() + "/mnt";

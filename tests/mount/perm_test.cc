@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs::mt;
@@ -48,8 +49,7 @@ void chmod_ok(const std::string& p, mode_t m) {
 
 TEST_CASE("permissions for a non-root user (allow_other)", "[perm]") {
     if (!is_root()) {
-        WARN("SKIPPED: the permission tests need root (to act as uid 65534)");
-        return;
+        SKIP_TEST("the permission tests need root (to act as uid 65534)");
     }
     MountFixture fx({"allow_other"});
     for (const auto& r : ext4_and_mount(fx, "perm")) {
@@ -163,8 +163,7 @@ TEST_CASE("permissions for a non-root user (allow_other)", "[perm]") {
 
 TEST_CASE("without allow_other another user cannot enter the mount", "[perm]") {
     if (!is_root()) {
-        WARN("SKIPPED: needs root");
-        return;
+        SKIP_TEST("needs root (to act as uid 65534)");
     }
     MountFixture fx;
     write_file(fx.path("f"), "f", 0644);
