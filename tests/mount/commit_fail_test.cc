@@ -14,6 +14,7 @@
 #include <map>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs;
@@ -37,8 +38,7 @@ std::string slurp(const std::string& path) {
 
 TEST_CASE("a metadata commit that fails stops the store until it is mounted again", "[mount][trust]") {
     if (!is_root()) {
-        WARN("SKIPPED: mounting a tmpfs needs root");
-        return;
+        SKIP_TEST("mounting a tmpfs needs root");
     }
     MountFixture fx({"chunking=fixed", "chunk_size=4096", "commit_interval=100",
                      "control_interval=100"});

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs::mt;
@@ -65,8 +66,7 @@ Written write_pieces(const std::string& path, std::string data, std::size_t piec
 TEST_CASE("a full store: write(2) fails with ENOSPC, echo says so, nothing claims missing bytes",
           "[mount][fulldisk][enospc]") {
     if (!is_root() || which("mkfs.ext4").empty()) {
-        WARN("SKIPPED: needs root and mkfs.ext4 (a loop-mounted ext4)");
-        return;
+        SKIP_TEST("needs root and mkfs.ext4 (a loop-mounted ext4)");
     }
     TempDir t;
     LoopExt4 fs(t.path() + "/ext4", 300 * kMiB);

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs::mt;
@@ -58,6 +59,7 @@ int write_unique(const std::string& path, std::size_t n, std::uint64_t seed) {
 
 TEST_CASE("a full disk: ENOSPC, earlier data intact, space back after deletes, fsck clean",
           "[mount][fulldisk]") {
+    if (!is_root()) SKIP_TEST("mounting a tmpfs needs root");
     TempDir t;
     // Deleting every fill file leaves whole dead segments, which go without
     // copying anything.
@@ -119,9 +121,8 @@ std::uint64_t avail_bytes(const std::string& path) {
 // 0.9·X free within 30 s and that much can really be written, fsynced and
 // read back, in every mode.
 TEST_CASE("a full ext4: deleting files makes 0.9 of their bytes writable again", "[mount][fulldisk]") {
-    if (which("mkfs.ext4").empty() || which("losetup").empty()) {
-        WARN("SKIPPED: mkfs.ext4 or losetup is not installed");
-        return;
+    if (!is_root() || which("mkfs.ext4").empty() || which("losetup").empty()) {
+        SKIP_TEST("needs root, mkfs.ext4 and losetup (a loop-mounted ext4)");
     }
     const std::string mode = GENERATE(as<std::string>{}, "inline", "deferred", "hybrid");
     INFO("mode=" << mode);

@@ -173,8 +173,7 @@ TEST_CASE("without allow_other another user cannot enter the mount", "[perm]") {
 
 TEST_CASE("another user cannot read the store's segments or metadata", "[perm][private]") {
     if (!is_root()) {
-        WARN("SKIPPED: needs root (to act as uid 65534)");
-        return;
+        SKIP_TEST("needs root (to act as uid 65534)");
     }
     // The fixture's store directory already exists, 0755 like the temp dir.
     MountFixture fx({"chunking=fixed", "chunk_size=4096"});
