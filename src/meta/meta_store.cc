@@ -385,8 +385,18 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
 Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before) {
     std::lock_guard<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
-    if (read_only_ || group_ == nullptr) return Status::ok();
-    if (before) HIODSFS_TRY(before(&super_));
+    if (read_only_) return Status::ok();
+    SuperState next = super_;
+    if (before) HIODSFS_TRY(before(&next));
+    if (group_ == nullptr) {
+        // Nothing pending, but a frontier that moved is committed all the
+        // same: a segment that held the old one may be deleted next.
+        if (next.frontier_segment == super_.frontier_segment &&
+            next.frontier_offset == super_.frontier_offset)
+            return Status::ok();
+        HIODSFS_TRY(ensure_group());
+    }
+    super_ = next;
     std::string_view state(reinterpret_cast<const char*>(&super_), sizeof(super_));
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
