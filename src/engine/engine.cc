@@ -22,6 +22,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -45,7 +46,6 @@
 #include "engine/store_layout.h"
 #include "hiodsfs/fingerprint.h"
 #include "hiodsfs/history.h"
-#include "hiodsfs/json_quote.h"
 #include "hiodsfs/meta_store.h"
 #include "hiodsfs/records.h"
 
@@ -2332,71 +2332,65 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
 std::string EngineImpl::status_json() {
     SpaceCounters c;
     (void)counters(&c);
-    std::string j = "{\n";
-    auto num = [&](const char* k, double v, bool comma = true) {
-        char buf[64];
-        std::snprintf(buf, sizeof(buf), "%.6g", v);
-        j += std::string("  \"") + k + "\": " + buf + (comma ? ",\n" : "\n");
-    };
-    auto u64 = [&](const char* k, std::uint64_t v) {
-        j += std::string("  \"") + k + "\": " + std::to_string(v) + ",\n";
-    };
-    u64("logical_bytes", c.logical_bytes);
-    u64("stored_bytes", c.stored_bytes);
-    u64("disk_bytes", c.disk_bytes);
-    u64("dead_bytes", c.dead_bytes);
-    u64("raw_bytes", c.raw_bytes);
-    u64("chunk_count", c.chunk_count);
-    u64("inode_count", c.inode_count);
-    u64("dedup_hits", c.dedup_hits);
-    u64("cloned_bytes", c.cloned_bytes);
-    u64("backlog_records", c.backlog_records);
-    u64("backlog_bytes", c.backlog_bytes);
-    u64("read_errors", read_errors_.load());
-    u64("damaged_chunks", damaged_chunks_.load());
+    // nlohmann::json writes a number that is not finite (a rate over an
+    // empty interval) as null, never as the invalid "nan"; ordered, so the
+    // file reads in the order below.
+    nlohmann::ordered_json j;
+    j["logical_bytes"] = c.logical_bytes;
+    j["stored_bytes"] = c.stored_bytes;
+    j["disk_bytes"] = c.disk_bytes;
+    j["dead_bytes"] = c.dead_bytes;
+    j["raw_bytes"] = c.raw_bytes;
+    j["chunk_count"] = c.chunk_count;
+    j["inode_count"] = c.inode_count;
+    j["dedup_hits"] = c.dedup_hits;
+    j["cloned_bytes"] = c.cloned_bytes;
+    j["backlog_records"] = c.backlog_records;
+    j["backlog_bytes"] = c.backlog_bytes;
+    j["read_errors"] = read_errors_.load();
+    j["damaged_chunks"] = damaged_chunks_.load();
     {
         // What stopped the store, if anything did: it then refuses every
         // change (and fsync) with EIO until it is mounted again.
         Status failed = meta_->failure();
-        j += "  \"store_error\": " + (failed ? std::string("null") : json_quote(failed.message())) + ",\n";
+        j["store_error"] = failed ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(failed.message());
     }
     if (compactor_) {
         const CompactionStats cs = compactor_->stats();
-        u64("reclaim_deletes_queued", deletes_queued_.load());
-        u64("reclaim_deletes_done", deletes_done_.load());
-        u64("compaction_segments_deleted", cs.segments_deleted);
-        u64("compaction_bytes_moved", cs.bytes_moved);
-        u64("compaction_bytes_freed", cs.bytes_freed);
+        j["reclaim_deletes_queued"] = deletes_queued_.load();
+        j["reclaim_deletes_done"] = deletes_done_.load();
+        j["compaction_segments_deleted"] = cs.segments_deleted;
+        j["compaction_bytes_moved"] = cs.bytes_moved;
+        j["compaction_bytes_freed"] = cs.bytes_freed;
     }
-    u64("file_count", c.file_count);
-    u64("pid", static_cast<std::uint64_t>(::getpid()));
+    j["file_count"] = c.file_count;
+    j["pid"] = static_cast<std::uint64_t>(::getpid());
     {
         std::vector<std::pair<SegmentId, std::uint64_t>> segs;
         (void)segs_->list_segments(&segs);
-        u64("segment_count", segs.size());
+        j["segment_count"] = segs.size();
     }
     // Controller times (mode_since_ns, events) are on the monotonic clock of
     // now_ns; unix_time_ns is the wall clock at the same moment.
-    u64("now_ns", clock_->now_ns());
-    u64("unix_time_ns", wall_ns());
-    u64("interval_ms", opts_.control.interval_ms);
-    num("target_ops", opts_.control.target_ops);
-    num("target_bytes_per_s", opts_.control.target_bytes_per_s);
-    j += "  \"chunking\": \"" + chunking_.describe() + "\",\n";
-    const char* setting = controller_->setting() == ModeController::Setting::kInline ? "inline"
-                          : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
-                                                                                          : "hybrid";
-    j += std::string("  \"setting\": \"") + setting + "\",\n";
-    j += std::string("  \"mode\": \"") + (deferred_.load() ? "deferred" : "inline") + "\",\n";
-    u64("mode_since_ns", controller_->mode_since_ns());
-    num("background_speed", controller_->background_speed());
+    j["now_ns"] = clock_->now_ns();
+    j["unix_time_ns"] = wall_ns();
+    j["interval_ms"] = opts_.control.interval_ms;
+    j["target_ops"] = opts_.control.target_ops;
+    j["target_bytes_per_s"] = opts_.control.target_bytes_per_s;
+    j["chunking"] = chunking_.describe();
+    j["setting"] = controller_->setting() == ModeController::Setting::kInline     ? "inline"
+                   : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
+                                                                                    : "hybrid";
+    j["mode"] = deferred_.load() ? "deferred" : "inline";
+    j["mode_since_ns"] = controller_->mode_since_ns();
+    j["background_speed"] = controller_->background_speed();
     auto samples = controller_->samples();
     if (!samples.empty()) {
-        num("ops_per_s", samples.back().ops_per_s());
-        num("bytes_per_s", samples.back().bytes_per_s());
+        j["ops_per_s"] = samples.back().ops_per_s();
+        j["bytes_per_s"] = samples.back().bytes_per_s();
         const double secs = samples.back().seconds();
-        num("background_bytes_per_s",
-            secs > 0 ? static_cast<double>(samples.back().background_bytes) / secs : 0);
+        j["background_bytes_per_s"] =
+            secs > 0 ? static_cast<double>(samples.back().background_bytes) / secs : 0.0;
     }
     // The persisted history (history.h): the last samples and the last
     // sample of each recent day.
@@ -2407,51 +2401,42 @@ std::string EngineImpl::status_json() {
             (void)read_history_tail(*t, 60, &tail);
             (void)read_history_daily(*t, 31, &daily);
         }
-        auto list = [&](const char* key, const std::vector<HistoryEntry>& v) {
-            j += std::string("  \"") + key + "\": [";
-            for (std::size_t i = 0; i < v.size(); ++i) {
-                const auto& e = v[i];
-                char buf[400];
-                std::snprintf(buf, sizeof(buf),
-                              "%s\n    {\"unix_time_ns\": %llu, \"period_ns\": %llu, \"mode\": \"%s\", "
-                              "\"ops_per_s\": %.6g, \"bytes_per_s\": %.6g, "
-                              "\"background_bytes_per_s\": %.6g, \"backlog_records\": %llu, "
-                              "\"backlog_bytes\": %llu, \"logical_bytes\": %llu, \"stored_bytes\": %llu}",
-                              i == 0 ? "" : ",", static_cast<unsigned long long>(e.time_ns),
-                              static_cast<unsigned long long>(e.r.period_ns),
-                              e.r.mode == 1 ? "deferred" : "inline", e.r.ops_per_s, e.r.bytes_per_s,
-                              e.r.background_bytes_per_s,
-                              static_cast<unsigned long long>(e.r.backlog_records),
-                              static_cast<unsigned long long>(e.r.backlog_bytes),
-                              static_cast<unsigned long long>(e.r.logical_bytes),
-                              static_cast<unsigned long long>(e.r.stored_bytes));
-                j += buf;
+        auto list = [](const std::vector<HistoryEntry>& v) {
+            nlohmann::ordered_json a = nlohmann::ordered_json::array();
+            for (const auto& e : v) {
+                a.push_back({{"unix_time_ns", e.time_ns},
+                             {"period_ns", e.r.period_ns},
+                             {"mode", e.r.mode == 1 ? "deferred" : "inline"},
+                             {"ops_per_s", e.r.ops_per_s},
+                             {"bytes_per_s", e.r.bytes_per_s},
+                             {"background_bytes_per_s", e.r.background_bytes_per_s},
+                             {"backlog_records", e.r.backlog_records},
+                             {"backlog_bytes", e.r.backlog_bytes},
+                             {"logical_bytes", e.r.logical_bytes},
+                             {"stored_bytes", e.r.stored_bytes}});
             }
-            j += v.empty() ? "],\n" : "\n  ],\n";
+            return a;
         };
-        list("history", tail);
-        list("history_daily", daily);
+        j["history"] = list(tail);
+        j["history_daily"] = list(daily);
     }
-    j += "  \"events\": [";
-    auto events = controller_->events();
-    std::size_t first = events.size() > 32 ? events.size() - 32 : 0;
-    for (std::size_t i = first; i < events.size(); ++i) {
-        const auto& e = events[i];
-        char buf[256];
-        std::snprintf(buf, sizeof(buf),
-                      "%s\n    {\"time_ns\": %llu, \"kind\": \"%s\", \"mode\": \"%s\", \"ops_per_s\": "
-                      "%.6g, \"bytes_per_s\": %.6g, \"speed\": %.3g, \"backlog_records\": %llu, "
-                      "\"backlog_bytes\": %llu, \"reason\": ",
-                      i == first ? "" : ",", static_cast<unsigned long long>(e.time_ns),
-                      e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle",
-                      to_string(e.mode), e.ops_per_s, e.bytes_per_s, e.speed,
-                      static_cast<unsigned long long>(e.backlog_records),
-                      static_cast<unsigned long long>(e.backlog_bytes));
-        j += buf + json_quote(e.reason) + "}";
+    nlohmann::ordered_json events = nlohmann::ordered_json::array();
+    auto all = controller_->events();
+    for (std::size_t i = all.size() > 32 ? all.size() - 32 : 0; i < all.size(); ++i) {
+        const auto& e = all[i];
+        events.push_back({{"time_ns", e.time_ns},
+                          {"kind", e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle"},
+                          {"mode", to_string(e.mode)},
+                          {"ops_per_s", e.ops_per_s},
+                          {"bytes_per_s", e.bytes_per_s},
+                          {"speed", e.speed},
+                          {"backlog_records", e.backlog_records},
+                          {"backlog_bytes", e.backlog_bytes},
+                          {"reason", e.reason}});
     }
-    j += events.empty() ? "]\n" : "\n  ]\n";
-    j += "}\n";
-    return j;
+    j["events"] = std::move(events);
+    // Invalid UTF-8 in a message (a store path) is replaced, not thrown.
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 Status EngineImpl::publish_status() {

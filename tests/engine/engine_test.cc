@@ -9,6 +9,8 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine_test_util.h"
 
 using namespace hiodsfs;
@@ -410,4 +412,34 @@ TEST_CASE("a store is refused when its format or chunking does not match", "[eng
     CHECK(st.err() == ENOTDIR);
     st = Engine::open(options_for(other.path() + "/missing/parent", kCdc), &e);
     CHECK(st.err() == ENOENT);
+}
+
+TEST_CASE("status.json is strict JSON with the fields hiodsfs-stat reads", "[engine][status]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.mode = DedupMode::kHybrid;
+    o.control.target_ops = 1000;
+    auto e = open_engine(o);
+    std::mt19937_64 rng(8);
+    Attr f = make_file(*e, "a");
+    write_all(*e, f.ino, 0, random_bytes(rng, 200000));
+    REQUIRE(e->fsync(f.ino, false).is_ok());
+    const std::string text = e->status_json();
+    INFO(text);
+    nlohmann::json j;
+    REQUIRE_NOTHROW(j = nlohmann::json::parse(text));  // strict: no nan, no trailing commas
+    for (const char* k : {"logical_bytes", "stored_bytes", "disk_bytes", "chunk_count", "inode_count",
+                          "file_count", "backlog_records", "read_errors", "damaged_chunks", "pid",
+                          "segment_count", "now_ns", "unix_time_ns", "interval_ms", "mode_since_ns"}) {
+        INFO(k);
+        CHECK(j.at(k).is_number_unsigned());
+    }
+    CHECK(j.at("logical_bytes").get<std::uint64_t>() == 200000);
+    CHECK(j.at("target_ops").get<double>() == 1000.0);
+    CHECK(j.at("store_error").is_null());
+    CHECK(j.at("setting") == "hybrid");
+    CHECK(j.at("chunking") == kCdc.describe());
+    CHECK(j.at("history").is_array());
+    CHECK(j.at("history_daily").is_array());
+    CHECK(j.at("events").is_array());
 }
