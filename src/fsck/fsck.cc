@@ -72,6 +72,15 @@ namespace {
 
 constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
 constexpr std::uint64_t kLmdbMapBytes = 1ull << 40;
+
+// The address space to map the metadata with: what the file holds and room
+// for a repair's new pages, not the daemon's terabyte (which need not fit
+// where address space is scarce: a sanitizer's, or a 32-bit-sized ulimit).
+std::uint64_t map_bytes_for(const std::string& data_file) {
+    struct stat st {};
+    const std::uint64_t size = ::stat(data_file.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    return std::min<std::uint64_t>(kLmdbMapBytes, 2 * size + (256ull << 20));
+}
 constexpr const char* kLostFound = "lost+found";
 
 const char* type_name(std::uint32_t mode) {
@@ -1176,7 +1185,7 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
     const std::string advice =
         "); the segment files are left as they are: restore " + dir + "/meta from a backup";
     MetaStoreOptions mo;
-    mo.map_bytes = kLmdbMapBytes;
+    mo.map_bytes = map_bytes_for(dir + "/meta/data.mdb");
     mo.read_only = !write;
     mo.create = false;
     Status opened = MetaStore::open(dir + "/meta", mo, &out->meta);
