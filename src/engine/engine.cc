@@ -41,6 +41,7 @@
 #include "common/tsan_fork_join.h"
 #include "dedup/background_pass.h"
 #include "dedup/reclaimer.h"
+#include "engine/chunk_index.h"
 #include "engine/compaction.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
@@ -887,13 +888,7 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
 
     // Last reference gone: the bytes are dead (reclaimable by compaction).
     HIODSFS_TRY(t.del(Db::kChunks, k));
-    if (rec.flags & ChunkRecord::kIndexed) {
-        std::string fk(reinterpret_cast<const char*>(rec.digest.bytes.data()), 32);
-        std::string_view fv;
-        bool ffound = false;
-        HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &ffound));
-        if (ffound && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t.del(Db::kFingerprints, fk));
-    }
+    HIODSFS_TRY(unindex_chunk(t, id, rec));
     HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
     auto& c = t.super().counters;
     if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= rec.length;
@@ -944,7 +939,7 @@ Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t o
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
                                const Digest& digest, ExtentRecord* out, SegmentGains* gains) {
     auto& c = t.super().counters;
-    std::string fk(reinterpret_cast<const char*>(digest.bytes.data()), 32);
+    std::string fk = fingerprint_key(digest);
     std::string_view fv;
     bool found = false;
     HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &found));
@@ -2285,23 +2280,14 @@ void EngineImpl::mark_damaged(ChunkId id) {
     if (meta_->read_only()) return;
     std::unique_ptr<Txn> t;
     if (!meta_->begin(&t)) return;
-    const std::string k = key_u64(id);
     std::string_view v;
     bool found = false;
     ChunkRecord rec;
-    if (!t->get(Db::kChunks, k, &v, &found) || !found || !from_bytes(v, &rec)) return;
+    if (!t->get(Db::kChunks, key_u64(id), &v, &found) || !found || !from_bytes(v, &rec)) return;
     if (rec.flags & ChunkRecord::kDamaged) return;
-    rec.flags |= ChunkRecord::kDamaged;
-    if (rec.flags & ChunkRecord::kIndexed) {
-        // Out of the index: the next write of this content stores a fresh
-        // copy and takes the fingerprint over, instead of sharing bad bytes.
-        const std::string fk(reinterpret_cast<const char*>(rec.digest.bytes.data()), 32);
-        std::string_view fv;
-        bool ffound = false;
-        if (!t->get(Db::kFingerprints, fk, &fv, &ffound)) return;
-        if (ffound && fv.size() == 8 && get_be64(fv) == id && !t->del(Db::kFingerprints, fk)) return;
-    }
-    if (t->put(Db::kChunks, k, as_bytes(rec)) && t->commit()) damaged_chunks_.fetch_add(1);
+    // Out of the index: the next write of this content stores a fresh copy
+    // and takes the fingerprint over, instead of sharing bad bytes.
+    if (flag_damaged(*t, id, &rec) && t->commit()) damaged_chunks_.fetch_add(1);
 }
 
 Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged) {

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/chunk_index.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/fingerprint.h"
@@ -696,7 +697,7 @@ private:
                 std::vector<std::uint8_t> buf(ci.r.length);
                 HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
                 Digest d = thread_sha256().digest(buf.data(), buf.size());
-                std::string fk(reinterpret_cast<const char*>(d.bytes.data()), 32);
+                std::string fk = fingerprint_key(d);
                 std::string_view fv;
                 bool ffound = false;
                 HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &ffound));
@@ -729,13 +730,7 @@ private:
     Status drop_chunk(ChunkId id) {
         const ChunkRecord& r = chunks_.at(id).r;
         HIODSFS_TRY(t_.del(Db::kChunks, key_u64(id)));
-        if (r.flags & ChunkRecord::kIndexed) {
-            std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
-            std::string_view fv;
-            bool found = false;
-            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
-            if (found && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
-        }
+        HIODSFS_TRY(unindex_chunk(t_, id, r));
         t_.super().counters.dead_bytes += r.length;
         chunks_.erase(id);
         return Status::ok();
@@ -798,7 +793,7 @@ private:
             HIODSFS_TRY(fix(why + "; the entry is removed", [&, k = key] { return t_.del(Db::kFingerprints, k); }));
         for (auto& [id, ci] : chunks_) {
             if (!(ci.r.flags & ChunkRecord::kIndexed) || (ci.r.flags & ChunkRecord::kDamaged)) continue;
-            std::string fk(reinterpret_cast<const char*>(ci.r.digest.bytes.data()), 32);
+            std::string fk = fingerprint_key(ci.r.digest);
             std::string_view fv;
             bool found = false;
             HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
@@ -937,7 +932,7 @@ private:
             HIODSFS_TRY(intact_copy(ci.r, &good));
             if (good == 0) {
                 // Flagged all the same, so the daemon never shares it again.
-                if (repair_) HIODSFS_TRY(flag_damaged(id, ci));
+                if (repair_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
                 problem(what + "; no intact copy of its content is stored: write those files "
                                "again from a good copy (a repair after that moves any other file "
                                "that shares the chunk onto the new copy)",
@@ -945,7 +940,7 @@ private:
                 continue;
             }
             HIODSFS_TRY(fix(what, [&, id = id, good = good]() -> Status {
-                HIODSFS_TRY(flag_damaged(id, ci));
+                HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
                 onto[id] = good;
                 return Status::ok();
             }));
@@ -988,25 +983,12 @@ private:
         return Status::ok();
     }
 
-    Status flag_damaged(ChunkId id, ChunkInfo& ci) {
-        if (ci.r.flags & ChunkRecord::kDamaged) return Status::ok();
-        ci.r.flags |= ChunkRecord::kDamaged;
-        if (ci.r.flags & ChunkRecord::kIndexed) {
-            std::string fk(reinterpret_cast<const char*>(ci.r.digest.bytes.data()), 32);
-            std::string_view fv;
-            bool found = false;
-            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
-            if (found && fv.size() == 8 && get_be64(fv) == id) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
-        }
-        return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
-    }
-
     // The chunk the index names for r's content, if it is another one that
     // reads back intact with that content (0: none).
     Status intact_copy(const ChunkRecord& r, ChunkId* out) {
         *out = 0;
         if (!(r.flags & ChunkRecord::kIndexed)) return Status::ok();  // raw: no fingerprint to look up
-        std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
+        std::string fk = fingerprint_key(r.digest);
         std::string_view fv;
         bool found = false;
         HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
