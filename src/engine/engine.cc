@@ -360,11 +360,20 @@ private:
     };
     // check_space for a request of len bytes that counts as being written
     // until *out goes.
-    Status admit(std::uint64_t len, std::optional<Admission>* out) {
+    // The pass's sweeps (background) yield to a write waiting for room.
+    Status admit(std::uint64_t len, std::optional<Admission>* out, bool background = false) {
         admitted_.fetch_add(len, std::memory_order_relaxed);
         out->emplace(admitted_, len);
+        if (background && room_waiters_.load(std::memory_order_relaxed) > 0)
+            return Status::error(ENOSPC, "a write is waiting for room");
         return check_space(len, space_reserve_, true);
     }
+    // admit for a foreground write: on a full disk it first waits, a bounded
+    // time, while reclaim gives space back (deletes being purged, segments
+    // the pass or a delete left dead), the way a file system flushes its
+    // pending frees before it answers ENOSPC. Meanwhile the pass yields.
+    Status admit_write(std::uint64_t len, std::optional<Admission>* out);
+    std::atomic<int> room_waiters_{0};
     std::unique_ptr<ModeController> controller_;
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's
@@ -412,6 +421,38 @@ Status EngineImpl::check_space(std::uint64_t len, std::uint64_t keep, bool admit
                                          std::to_string(space_reserve_ >> 20) +
                                          " MiB kept for metadata and reclaim)");
     return Status::ok();
+}
+
+Status EngineImpl::admit_write(std::uint64_t len, std::optional<Admission>* out) {
+    Status st = admit(len, out);
+    if (st || st.err() != ENOSPC || !reclaimer_) return st;
+    // Waits while reclaim makes progress (segment bytes on disk shrink, or a
+    // deleted file is purged), at most kGiveUp without any and kMaxWait in all.
+    constexpr auto kPoll = std::chrono::milliseconds(50);
+    constexpr auto kGiveUp = std::chrono::milliseconds(2500);  // the reclaimer polls every second
+    constexpr auto kMaxWait = std::chrono::seconds(20);
+    room_waiters_.fetch_add(1);
+    struct Leave {
+        std::atomic<int>& n;
+        ~Leave() { n.fetch_sub(1); }
+    } leave{room_waiters_};
+    const auto start = std::chrono::steady_clock::now();
+    auto last_progress = start;
+    std::uint64_t disk = segs_->disk_bytes();
+    std::uint64_t purged = deletes_done_.load();
+    while (!st && st.err() == ENOSPC) {
+        reclaimer_->wake();
+        std::this_thread::sleep_for(kPoll);
+        const auto now = std::chrono::steady_clock::now();
+        const std::uint64_t d = segs_->disk_bytes(), p = deletes_done_.load();
+        if (d < disk || p > purged) last_progress = now;
+        disk = std::min(disk, d);
+        purged = std::max(purged, p);
+        known_at_.store(0, std::memory_order_relaxed);  // a fresh statvfs
+        st = check_space(len, space_reserve_, true);
+        if (now - last_progress > kGiveUp || now - start > kMaxWait) break;
+    }
+    return st;
 }
 
 Status EngineImpl::init(const EngineOptions& options) {
@@ -1703,7 +1744,7 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         ~Measured() { m.request_finished(arrival, bytes); }
     } measured{controller_->monitor(), controller_->monitor().request_started(), len};
     std::optional<Admission> admission;
-    HIODSFS_TRY(admit(len, &admission));
+    HIODSFS_TRY(admit_write(len, &admission));
     auto s = stream(ino);
     s->writers.fetch_add(1);
     std::unique_lock<std::mutex> l(s->mu);
@@ -2163,7 +2204,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         // disk the sweep stops here (the record stays queued, the raw bytes
         // readable) instead of taking the room compaction and commits need.
         std::optional<Admission> admission;
-        result = admit(n, &admission);
+        result = admit(n, &admission, true);
         if (!result) break;
         buf.resize(n);
         std::size_t got = 0;
