@@ -97,6 +97,9 @@ struct EngineOptions {
     // Where the engine reports what a user must know that no request
     // returns (a failed background commit); may be empty.
     std::function<void(const std::string&)> log;
+    // Requests the layer above has received, by kind (the FUSE daemon's
+    // count by opcode), published in status.json as "requests"; may be empty.
+    std::function<std::vector<std::pair<std::string, std::uint64_t>>()> request_counts;
     // Tests: see MetaStoreOptions::commit_fault.
     std::function<int()> commit_fault;
 };

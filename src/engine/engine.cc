@@ -2375,6 +2375,11 @@ std::string EngineImpl::status_json() {
     j["backlog_records"] = c.backlog_records;
     j["backlog_bytes"] = c.backlog_bytes;
     j["read_errors"] = read_errors_.load();
+    if (opts_.request_counts) {
+        nlohmann::ordered_json r = nlohmann::ordered_json::object();
+        for (const auto& [name, n] : opts_.request_counts()) r[name] = n;
+        j["requests"] = std::move(r);
+    }
     j["damaged_chunks"] = damaged_chunks_.load();
     {
         // What stopped the store, if anything did: it then refuses every

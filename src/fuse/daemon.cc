@@ -28,6 +28,7 @@
 
 #include "common/mountinfo.h"
 #include "fuse/fuse_ops.h"
+#include "fuse/kernel_channel.h"
 #include "fuse/options.h"
 
 extern char** environ;
@@ -431,6 +432,10 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
         return 1;
     };
 
+    // Before the engine, which reads its counts until it is closed.
+    KernelChannel channel(/*want_killpriv_v2=*/true);
+    state.channel = &channel;
+
     EngineOptions eo;
     eo.store_dir = opt.store;
     eo.chunking = opt.chunking;
@@ -446,6 +451,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
     eo.publish_status = !opt.read_only;
     eo.log = [](const std::string& message) { fuse_log(FUSE_LOG_ERR, "%s\n", message.c_str()); };
+    eo.request_counts = [&channel] { return channel.counts(); };
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, &engine);
     if (!st.is_ok()) return fail(st.to_string());
@@ -456,6 +462,12 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     if (fuse_session_mount(se.get(), opt.mountpoint.c_str()) != 0) {
         engine->close();
         return fail("");  // libfuse or fusermount3 said why
+    }
+    if (!channel.install(se.get())) {
+        const std::string why = std::strerror(errno);
+        fuse_session_unmount(se.get());
+        engine->close();
+        return fail("cannot take over the FUSE channel: " + why);
     }
 
     startup.report(0);

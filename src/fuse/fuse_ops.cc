@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "fuse/kernel_channel.h"
+
 namespace hiodsfs::fuse {
 
 namespace {
@@ -115,10 +117,19 @@ vfs::Caller caller_of(fuse_req_t req) {
     return c;
 }
 
+// A WRITE, SETATTR or OPEN(O_TRUNC) the kernel flagged to kill setuid and
+// setgid (FUSE_HANDLE_KILLPRIV_V2: the caller lacks CAP_FSETID).
+Status drop_setid_if_asked(fuse_req_t req, fuse_ino_t ino) {
+    if (!current_request().kill_suidgid) return Status::ok();
+    return vfs_of(req).drop_setid(caller_of(req), ino);
+}
+
 void op_init(void* userdata, fuse_conn_info* conn) {
     auto& s = *static_cast<FuseState*>(userdata);
-    // Clearing S_ISUID/S_ISGID on write, truncate and chown is left to the
-    // kernel (it sends the mode change); the engine does not do it.
+    // Clearing S_ISUID/S_ISGID on write, truncate and chown: with
+    // FUSE_HANDLE_KILLPRIV_V2, which KernelChannel asks for, the kernel
+    // flags the requests that must do it; otherwise it sends the mode
+    // change itself. The first version of the flag is not wanted.
     conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
     // Splice only pays off when measured; plain buffers are simpler.
     conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
@@ -224,7 +235,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
             c.ctime = attr->st_ctim;
         }
         Attr a;
-        Status st = vfs_of(req).setattr(ino, c, &a);
+        Status st = drop_setid_if_asked(req, ino);
+        if (st.is_ok()) st = vfs_of(req).setattr(ino, c, &a);
         if (!st.is_ok()) return reply_status(req, st);
         struct stat sb = to_stat(a);
         fuse_reply_attr(req, &sb, state(req).settings.attr_timeout);
@@ -294,7 +306,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     guarded(req, [&] {
         std::uint64_t fh = 0;
-        Status st = vfs_of(req).open(ino, fi->flags, &fh);
+        Status st = drop_setid_if_asked(req, ino);
+        if (st.is_ok()) st = vfs_of(req).open(ino, fi->flags, &fh);
         if (!st.is_ok()) return reply_status(req, st);
         fi->fh = fh;
         // Every change to a file passes through this kernel's page cache,
@@ -339,7 +352,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
               fuse_file_info* fi) {
     guarded(req, [&] {
-        Status st = vfs_of(req).write(fi->fh, ino, static_cast<std::uint64_t>(off), data, size);
+        Status st = drop_setid_if_asked(req, ino);
+        if (st.is_ok()) st = vfs_of(req).write(fi->fh, ino, static_cast<std::uint64_t>(off), data, size);
         if (!st.is_ok()) return reply_status(req, st);
         fuse_reply_write(req, size);
     });

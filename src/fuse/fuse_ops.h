@@ -21,6 +21,8 @@
 
 namespace hiodsfs::fuse {
 
+class KernelChannel;
+
 struct FuseSettings {
     double entry_timeout = 1.0;
     double attr_timeout = 1.0;
@@ -37,6 +39,8 @@ struct FuseState {
     bool posix_acl = false;
     bool writeback_cache = false;
     std::atomic<bool> initialized{false};
+    // The /dev/fuse channel (kernel_channel.h); null when libfuse's own is used.
+    KernelChannel* channel = nullptr;
 };
 
 const fuse_lowlevel_ops& fuse_operations();

@@ -93,6 +93,21 @@ Status Vfs::setattr(InodeId ino, const SetAttr& changes, Attr* out) {
     return engine_.setxattr(ino, kAclAccessXattr, acl.serialize(), 0);
 }
 
+Status Vfs::drop_setid(const Caller& caller, InodeId ino) {
+    Attr a;
+    HIODSFS_TRY(engine_.getattr(ino, &a));
+    if (S_ISDIR(a.mode) || !(a.mode & (S_ISUID | S_ISGID))) return Status::ok();
+    std::uint32_t drop = S_ISUID;
+    // The kernel flags a chown by root too; root counts as in every group.
+    if ((a.mode & S_ISGID) && ((a.mode & S_IXGRP) || (caller.uid != 0 && !in_group(caller, a.gid))))
+        drop |= S_ISGID;
+    if (!(a.mode & drop)) return Status::ok();
+    SetAttr c;
+    c.valid = SetAttr::kMode;
+    c.mode = a.mode & 07777 & ~drop;
+    return setattr(ino, c, &a);
+}
+
 Status Vfs::prepare_node(const Caller& caller, InodeId parent, std::uint32_t mode, NewNode* node) {
     Attr dir;
     HIODSFS_TRY(engine_.getattr(parent, &dir));

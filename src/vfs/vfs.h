@@ -81,6 +81,11 @@ public:
     void forget(InodeId ino, std::uint64_t nlookup);
     Status getattr(InodeId ino, Attr* out);
     Status setattr(InodeId ino, const SetAttr& changes, Attr* out);
+    // What a write, truncate or chown by a caller without CAP_FSETID does to
+    // a file, as the VFS does it (setattr_should_drop_sgid): S_ISUID goes,
+    // and S_ISGID when the group may execute or the caller is neither in
+    // the file's group nor root. Nothing is written when neither bit goes.
+    Status drop_setid(const Caller& caller, InodeId ino);
     Status mknod(const Caller& caller, InodeId parent, std::string_view name, std::uint32_t mode,
                  std::uint64_t rdev, Attr* out);
     Status mkdir(const Caller& caller, InodeId parent, std::string_view name, std::uint32_t mode,

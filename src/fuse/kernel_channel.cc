@@ -1,0 +1,138 @@
+#include "fuse/kernel_channel.h"
+
+#include <linux/fuse.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "fuse/fuse_ops.h"
+#include "fuse_lowlevel.h"
+
+namespace hiodsfs::fuse {
+namespace {
+
+thread_local RequestFlags t_request;
+
+// Opcode names as in <linux/fuse.h>, lower case; unnamed ones count as "opN".
+const char* opcode_name(std::size_t op) {
+    static const char* const kNames[] = {
+        nullptr,     "lookup",  "forget",   "getattr",     "setattr",  "readlink",  "symlink",
+        nullptr,     "mknod",   "mkdir",    "unlink",      "rmdir",    "rename",    "link",
+        "open",      "read",    "write",    "statfs",      "release",  nullptr,     "fsync",
+        "setxattr",  "getxattr", "listxattr", "removexattr", "flush",   "init",      "opendir",
+        "readdir",   "releasedir", "fsyncdir", "getlk",    "setlk",    "setlkw",    "access",
+        "create",    "interrupt", "bmap",   "destroy",     "ioctl",    "poll",      "notify_reply",
+        "batch_forget", "fallocate", "readdirplus", "rename2", "lseek", "copy_file_range",
+        "setupmapping", "removemapping", "syncfs", "tmpfile", "statx"};
+    if (op < sizeof(kNames) / sizeof(kNames[0]) && kNames[op] != nullptr) return kNames[op];
+    return nullptr;
+}
+
+KernelChannel* channel_of(void* userdata) { return static_cast<FuseState*>(userdata)->channel; }
+
+// The fixed part of a request's arguments, if the request holds it.
+template <typename T>
+bool args_of(const void* buf, std::size_t len, T* out) {
+    if (len < sizeof(fuse_in_header) + sizeof(T)) return false;
+    std::memcpy(out, static_cast<const char*>(buf) + sizeof(fuse_in_header), sizeof(T));
+    return true;
+}
+
+}  // namespace
+
+const RequestFlags& current_request() { return t_request; }
+
+bool KernelChannel::install(fuse_session* se) {
+    fuse_custom_io io{};
+    io.read = [](int fd, void* buf, size_t len, void* userdata) -> ssize_t {
+        return read_hook(fd, buf, len, channel_of(userdata));
+    };
+    io.writev = [](int fd, iovec* iov, int count, void* userdata) -> ssize_t {
+        return writev_hook(fd, iov, count, channel_of(userdata));
+    };
+    const int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
+    if (rc != 0) errno = -rc;
+    return rc == 0;
+}
+
+long KernelChannel::read_hook(int fd, void* buf, std::size_t len, void* self) {
+    const ssize_t n = ::read(fd, buf, len);
+    t_request = RequestFlags{};
+    if (n > 0) static_cast<KernelChannel*>(self)->note_request(buf, static_cast<std::size_t>(n));
+    return n;
+}
+
+void KernelChannel::note_request(const void* buf, std::size_t len) {
+    fuse_in_header h;
+    if (len < sizeof h) return;
+    std::memcpy(&h, buf, sizeof h);
+    if (h.opcode < kOpcodes) counts_[h.opcode].fetch_add(1, std::memory_order_relaxed);
+    switch (h.opcode) {
+    case FUSE_INIT: {
+        fuse_init_in in;
+        if (args_of(buf, len, &in) && (in.flags & FUSE_HANDLE_KILLPRIV_V2)) {
+            init_unique_.store(h.unique);
+            kernel_offers_v2_.store(true);
+        }
+        break;
+    }
+    case FUSE_WRITE: {
+        fuse_write_in in;
+        if (args_of(buf, len, &in)) t_request.kill_suidgid = (in.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+        break;
+    }
+    case FUSE_SETATTR: {
+        fuse_setattr_in in;
+        if (args_of(buf, len, &in)) t_request.kill_suidgid = (in.valid & FATTR_KILL_SUIDGID) != 0;
+        break;
+    }
+    case FUSE_OPEN: {
+        fuse_open_in in;
+        if (args_of(buf, len, &in)) t_request.kill_suidgid = (in.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+long KernelChannel::writev_hook(int fd, ::iovec* iov, int count, void* self) {
+    auto* ch = static_cast<KernelChannel*>(self);
+    // libfuse sends a reply as the header and then its argument.
+    fuse_out_header h;
+    if (ch->want_killpriv_v2_ && ch->kernel_offers_v2_.load() && count >= 2 &&
+        iov[0].iov_len >= sizeof h && !ch->killpriv_v2_.load()) {
+        std::memcpy(&h, iov[0].iov_base, sizeof h);
+        constexpr std::size_t kFlags = offsetof(fuse_init_out, flags);
+        if (h.unique == ch->init_unique_.load() && h.error == 0 && iov[1].iov_len >= kFlags + 4) {
+            // A patched copy: the argument is libfuse's.
+            std::string arg(static_cast<const char*>(iov[1].iov_base), iov[1].iov_len);
+            std::uint32_t flags;
+            std::memcpy(&flags, arg.data() + kFlags, sizeof flags);
+            flags |= FUSE_HANDLE_KILLPRIV_V2;
+            std::memcpy(arg.data() + kFlags, &flags, sizeof flags);
+            std::vector<iovec> copy(iov, iov + count);
+            copy[1].iov_base = arg.data();
+            const ssize_t n = ::writev(fd, copy.data(), count);
+            if (n >= 0) ch->killpriv_v2_.store(true);
+            return n;
+        }
+    }
+    return ::writev(fd, iov, count);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> KernelChannel::counts() const {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (std::size_t op = 0; op < kOpcodes; ++op) {
+        const std::uint64_t n = counts_[op].load(std::memory_order_relaxed);
+        if (n == 0) continue;
+        const char* name = opcode_name(op);
+        out.emplace_back(name != nullptr ? name : "op" + std::to_string(op), n);
+    }
+    return out;
+}
+
+}  // namespace hiodsfs::fuse

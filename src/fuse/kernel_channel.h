@@ -1,0 +1,72 @@
+// KernelChannel: the daemon's own reads and writes of /dev/fuse, under
+// libfuse (fuse_session_custom_io), for what libfuse 3.14 cannot say.
+//
+// Without FUSE_HANDLE_KILLPRIV_V2 the kernel asks GETXATTR
+// "security.capability" before every write(2), to learn whether the write
+// must drop file capabilities: a second round trip per write request, and
+// with the writeback cache the only one. libfuse 3.14 (Debian 12) has no
+// FUSE_CAP for it, so the channel adds the flag to libfuse's INIT reply
+// when the kernel offers it. The kernel then marks inodes without setuid,
+// setgid or security xattrs S_NOSEC and stops asking, and leaves clearing
+// setuid/setgid to the file system: WRITE, SETATTR and OPEN(O_TRUNC) carry
+// a "kill suid/sgid" flag (set when the caller lacks CAP_FSETID) that
+// libfuse 3.14 drops. The channel reads it from the raw request and hands
+// it to the handler through current_request(): libfuse's loops run each
+// request on the thread that read it.
+//
+// The channel also counts requests by opcode, for status.json.
+// Thread-safety: the hooks run on libfuse's worker threads; counts() and
+// killpriv_v2() may be called from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct fuse_session;
+struct iovec;
+
+namespace hiodsfs::fuse {
+
+// What the raw request being handled on this thread said beyond what
+// libfuse passes on.
+struct RequestFlags {
+    // Drop S_ISUID, and S_ISGID when group-executable (FUSE_WRITE_KILL_SUIDGID,
+    // FATTR_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID).
+    bool kill_suidgid = false;
+};
+const RequestFlags& current_request();
+
+class KernelChannel {
+public:
+    // want_killpriv_v2: ask for FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it.
+    explicit KernelChannel(bool want_killpriv_v2) : want_killpriv_v2_(want_killpriv_v2) {}
+    KernelChannel(const KernelChannel&) = delete;
+    KernelChannel& operator=(const KernelChannel&) = delete;
+
+    // Routes the session's /dev/fuse traffic through this channel; call after
+    // fuse_session_mount and before the loop. False (errno set) on failure.
+    bool install(fuse_session* se);
+
+    // Whether the INIT reply carried FUSE_HANDLE_KILLPRIV_V2.
+    bool killpriv_v2() const { return killpriv_v2_.load(std::memory_order_relaxed); }
+    // Requests received so far, by name of opcode (those seen at least once).
+    std::vector<std::pair<std::string, std::uint64_t>> counts() const;
+
+private:
+    static long read_hook(int fd, void* buf, std::size_t len, void* self);
+    static long writev_hook(int fd, ::iovec* iov, int count, void* self);
+    void note_request(const void* buf, std::size_t len);
+
+    static constexpr std::size_t kOpcodes = 64;
+    const bool want_killpriv_v2_;
+    std::atomic<bool> kernel_offers_v2_{false};
+    std::atomic<std::uint64_t> init_unique_{0};
+    std::atomic<bool> killpriv_v2_{false};
+    std::array<std::atomic<std::uint64_t>, kOpcodes> counts_{};
+};
+
+}  // namespace hiodsfs::fuse

@@ -1,0 +1,163 @@
+// Writes without a GETXATTR round trip each (FUSE_HANDLE_KILLPRIV_V2, which
+// src/fuse/kernel_channel.h asks for), and the duties that come with it:
+// the file system itself drops S_ISUID/S_ISGID on write, truncate and chown
+// the way the VFS would (each case is checked on the backing file system
+// first), and the kernel still drops file capabilities.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "../skip.h"
+#include "mount_fixture.h"
+
+using namespace hiodsfs::mt;
+
+namespace {
+
+constexpr uid_t kUser = 65534;
+constexpr gid_t kGroup = 65534;
+
+mode_t mode_of(const std::string& p) { return stat_of(p).st_mode & 07777; }
+
+// Writes one byte at offset 0 as uid/gid (0: as root, in this process).
+int write_as(uid_t uid, const std::string& path) {
+    auto w = [&] {
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        if (fd < 0) return errno;
+        const int err = ::pwrite(fd, "x", 1, 0) == 1 ? 0 : errno;
+        ::close(fd);
+        return err;
+    };
+    return uid == 0 ? w() : run_as(uid, kGroup, w);
+}
+
+void make_file(const std::string& path, mode_t mode) {
+    write_file(path, "data", 0644);
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    REQUIRE(mode_of(path) == mode);
+}
+
+// Waits until status.json counts at least `writes` write requests and
+// returns its count of getxattr requests.
+long long getxattr_requests_after(const std::string& store, long long writes) {
+    for (int i = 0; i < 100 && status_field(store, "write") < writes; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(status_field(store, "write") >= writes);
+    const long long n = status_field(store, "getxattr");
+    return n < 0 ? 0 : n;
+}
+
+}  // namespace
+
+TEST_CASE("write requests come without a getxattr each", "[mount][killpriv]") {
+    const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache");
+    INFO(cache);
+    MountFixture fx({cache});
+    const std::string f = fx.path("f");
+    write_file(f, std::string(1 << 20, 'a'));
+    const long long before = getxattr_requests_after(fx.store(), 1);
+    // 2000 write(2) calls of 4 KiB: without FUSE_HANDLE_KILLPRIV_V2 the
+    // kernel asks GETXATTR "security.capability" before each one.
+    const int fd = ::open(f.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    const std::string block(4096, 'b');
+    for (int i = 0; i < 2000; ++i)
+        REQUIRE(::pwrite(fd, block.data(), block.size(), (i * 7919 % 256) * 4096) == 4096);
+    REQUIRE(::fsync(fd) == 0);
+    REQUIRE(::close(fd) == 0);
+    // With the writeback cache the kernel may send fewer, larger requests.
+    const long long writes = cache == "no_writeback_cache" ? 2000 : 1;
+    const long long asked = getxattr_requests_after(fx.store(), writes) - before;
+    INFO("getxattr requests during 2000 writes: " << asked);
+    CHECK(asked < 20);
+}
+
+TEST_CASE("setuid and setgid go on write, truncate and chown as on a local file system",
+          "[mount][killpriv]") {
+    if (!is_root()) SKIP_TEST("needs root (to write as uid 65534 and to chown)");
+    const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache");
+    INFO(cache);
+    MountFixture fx({cache, "allow_other"});
+    for (const auto& r : ext4_and_mount(fx, "kill")) {
+        INFO(r.where);
+        const std::string k = r.dir;
+        REQUIRE(::chmod(k.c_str(), 0777) == 0);
+        // A writer without CAP_FSETID drops setuid, and setgid when the
+        // group may execute...
+        make_file(k + "/both", 06777);
+        CHECK(write_as(kUser, k + "/both") == 0);
+        CHECK(mode_of(k + "/both") == 0777);
+        // A setgid without group execute stays when the writer is in the
+        // file's group, and goes when it is not.
+        write_file(k + "/sgid-member", "data", 0644);
+        REQUIRE(::chown((k + "/sgid-member").c_str(), 0, kGroup) == 0);
+        REQUIRE(::chmod((k + "/sgid-member").c_str(), 02767) == 0);
+        CHECK(write_as(kUser, k + "/sgid-member") == 0);
+        CHECK(mode_of(k + "/sgid-member") == 02767);
+        make_file(k + "/sgid-other", 02767);
+        CHECK(write_as(kUser, k + "/sgid-other") == 0);
+        CHECK(mode_of(k + "/sgid-other") == 0767);
+        // root keeps both.
+        make_file(k + "/root", 06777);
+        CHECK(write_as(0, k + "/root") == 0);
+        CHECK(mode_of(k + "/root") == 06777);
+        // Truncation by the user: ftruncate, and open with O_TRUNC.
+        make_file(k + "/ftrunc", 06777);
+        CHECK(run_as(kUser, kGroup, [&] {
+                  const int fd = ::open((k + "/ftrunc").c_str(), O_WRONLY);
+                  if (fd < 0) return errno;
+                  const int err = ::ftruncate(fd, 1) == 0 ? 0 : errno;
+                  ::close(fd);
+                  return err;
+              }) == 0);
+        CHECK(mode_of(k + "/ftrunc") == 0777);
+        make_file(k + "/otrunc", 06777);
+        CHECK(run_as(kUser, kGroup, [&] {
+                  const int fd = ::open((k + "/otrunc").c_str(), O_WRONLY | O_TRUNC);
+                  if (fd < 0) return errno;
+                  return ::close(fd) == 0 ? 0 : errno;
+              }) == 0);
+        CHECK(mode_of(k + "/otrunc") == 0777);
+        // chown, even by root, drops both from a file (not a directory).
+        make_file(k + "/chown", 06755);
+        REQUIRE(::chown((k + "/chown").c_str(), 1, 1) == 0);
+        CHECK(mode_of(k + "/chown") == 0755);
+        make_file(k + "/chown-sgid-nox", 02745);
+        REQUIRE(::chown((k + "/chown-sgid-nox").c_str(), 1, 1) == 0);
+        CHECK(mode_of(k + "/chown-sgid-nox") == 02745);
+        make_dir(k + "/dir");
+        REQUIRE(::chmod((k + "/dir").c_str(), 06755) == 0);
+        REQUIRE(::chown((k + "/dir").c_str(), 1, 1) == 0);
+        CHECK(mode_of(k + "/dir") == 06755);
+    }
+    fx.remount();
+    for (const char* name : {"both", "ftrunc", "otrunc"}) {
+        INFO(name << " after remount");
+        CHECK(mode_of(fx.path(std::string("kill/") + name)) == 0777);
+    }
+    CHECK(mode_of(fx.path("kill/root")) == 06777);
+}
+
+TEST_CASE("a write drops the file's capabilities", "[mount][killpriv]") {
+    if (!is_root()) SKIP_TEST("needs root (to set security.capability)");
+    MountFixture fx;
+    const std::string f = fx.path("cap");
+    write_file(f, "data", 0755);
+    // struct vfs_cap_data, revision 2: cap_net_bind_service (10) permitted.
+    const std::uint32_t cap[5] = {0x02000000u, 1u << 10, 0, 0, 0};
+    REQUIRE(::setxattr(f.c_str(), "security.capability", cap, sizeof cap, 0) == 0);
+    char buf[64];
+    REQUIRE(::getxattr(f.c_str(), "security.capability", buf, sizeof buf) == sizeof cap);
+    CHECK(write_as(0, f) == 0);
+    CHECK(::getxattr(f.c_str(), "security.capability", buf, sizeof buf) == -1);
+    CHECK(errno == ENODATA);
+    fx.remount();
+    CHECK(::getxattr(f.c_str(), "security.capability", buf, sizeof buf) == -1);
+}
