@@ -68,9 +68,11 @@ public:
     ~SegmentStore();
 
     // Appends one chunk. The location is valid at once for read(); the bytes
-    // are durable only after sync(). If writing the buffer fails (ENOSPC, EIO)
-    // the append fails, and buffered records stay readable and are written
-    // again by the next append, flush() or sync().
+    // are durable only after sync(). A full buffer is written by the store's
+    // flusher thread while appends go on into the next one (an append waits
+    // only when that one is full too). If a write fails (ENOSPC, EIO) the
+    // records stay readable from memory and are written again by the next
+    // hand-off, flush() or sync(), which return the error if it fails again.
     Status append(ChunkId chunk, const void* data, std::uint32_t len, ChunkLocation* out);
     // Reads the whole payload of a record into out (loc.length bytes) and
     // verifies its checksum and chunk id; EIO with a clear message otherwise.

@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <list>
 #include <map>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -264,8 +266,21 @@ struct SegmentStore::Impl {
     std::mutex mu;
     SegmentId active = 0;
     std::shared_ptr<File> active_file;
-    std::uint64_t written = 0;  // bytes of the active segment in its file; the buffer follows
+    // The active segment: `written` bytes in its file, then `flushing` (the
+    // last full buffer, which the flusher thread is writing), then `buffer`.
+    std::uint64_t written = 0;
+    std::vector<char> flushing;
     std::vector<char> buffer;
+    // The flusher writes `flushing` without mu, so appends (and the metadata
+    // operations that make them) never wait for a pwrite; they wait only
+    // when the buffer after it is full as well.
+    bool flush_busy = false;      // the flusher is writing `flushing` (no one changes it)
+    Status flush_error;           // its last failure; the next hand-off or flush retries
+    bool stopping = false;
+    std::condition_variable flush_cv;    // wakes the flusher
+    std::condition_variable flushed_cv;  // a write of `flushing` ended
+    std::thread flusher;
+    std::uint64_t end() const { return written + flushing.size() + buffer.size(); }
     // Set by a failed fdatasync: after one, the kernel may have dropped the
     // dirty pages, so a later "successful" sync would promise too much.
     Status failed;
@@ -357,20 +372,88 @@ struct SegmentStore::Impl {
 
     // ---- the following require mu
 
-    Status flush_locked() {
-        if (buffer.empty()) return Status::ok();
-        // On failure the buffer is kept: its locations stay readable from
-        // memory and the next attempt rewrites the same offsets.
-        HIODSFS_TRY(active_file->pwrite(buffer.data(), buffer.size(), written));
+    void start_flusher() {
+        flushing.reserve(options.write_buffer_bytes);
+        flusher = std::thread([this] { flusher_loop(); });
+    }
+
+    void wrote_locked(std::size_t n) {
         dirty[active] = Dirty{active_file, ++write_gen};
-        written += buffer.size();
+        written += n;
         active_written.store(written);
+    }
+
+    // Writes everything in memory to the file (after the flusher's write in
+    // progress). On failure the bytes are kept: their locations stay
+    // readable from memory and the next attempt rewrites the same offsets.
+    Status flush_locked(std::unique_lock<std::mutex>& lock) {
+        flushed_cv.wait(lock, [&] { return !flush_busy; });
+        if (!flushing.empty()) {
+            HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
+            wrote_locked(flushing.size());
+            flushing.clear();
+            flush_error = Status::ok();
+            flushed_cv.notify_all();  // a hand-off may wait for the slot
+        }
+        if (buffer.empty()) return Status::ok();
+        HIODSFS_TRY(active_file->pwrite(buffer.data(), buffer.size(), written));
+        wrote_locked(buffer.size());
         buffer.clear();
         return Status::ok();
     }
 
-    Status roll_over_locked() {
-        HIODSFS_TRY(flush_locked());
+    // A full buffer goes to the flusher. Waits while the flusher still has
+    // the one before; if that one failed, writes it here and fails with it.
+    Status hand_off_locked(std::unique_lock<std::mutex>& lock) {
+        if (!flusher.joinable()) return flush_locked(lock);
+        flushed_cv.wait(lock, [&] { return flushing.empty() || (!flush_busy && !flush_error.is_ok()); });
+        if (!flushing.empty()) {
+            HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
+            wrote_locked(flushing.size());
+            flushing.clear();
+            flush_error = Status::ok();
+        }
+        flushing.swap(buffer);  // the emptied vector keeps its capacity
+        flush_cv.notify_one();
+        return Status::ok();
+    }
+
+    void flusher_loop() {
+        std::unique_lock lock(mu);
+        for (;;) {
+            flush_cv.wait(lock, [&] {
+                return stopping || (!flushing.empty() && !flush_busy && flush_error.is_ok());
+            });
+            if (stopping) return;  // the destructor writes what is left
+            flush_busy = true;
+            const std::shared_ptr<File> file = active_file;  // no roll-over while busy
+            const std::uint64_t at = written;
+            lock.unlock();
+            Status st = file->pwrite(flushing.data(), flushing.size(), at);
+            lock.lock();
+            flush_busy = false;
+            if (st) {
+                wrote_locked(flushing.size());
+                flushing.clear();
+            } else {
+                flush_error = st;
+            }
+            flushed_cv.notify_all();
+        }
+    }
+
+    // The bytes of a record of the active segment still in memory, or null.
+    const char* in_memory_locked(std::uint64_t header_off, std::size_t total) const {
+        if (header_off >= written && header_off + total <= written + flushing.size())
+            return flushing.data() + (header_off - written);
+        const std::uint64_t base = written + flushing.size();
+        if (header_off >= base && header_off + total <= base + buffer.size())
+            return buffer.data() + (header_off - base);
+        return nullptr;
+    }
+
+    Status roll_over_locked(std::unique_lock<std::mutex>& lock) {
+        HIODSFS_TRY(flush_locked(lock));
         if (active == UINT32_MAX) {
             return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
         }
@@ -390,8 +473,15 @@ SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 SegmentStore::~SegmentStore() {
     // Hand buffered appends to the OS like closing a file would; durability
     // was only ever promised by sync(), so an error here loses nothing promised.
-    std::lock_guard lock(impl_->mu);
-    if (impl_->failed.is_ok()) (void)impl_->flush_locked();
+    std::unique_lock lock(impl_->mu);
+    if (impl_->flusher.joinable()) {
+        impl_->stopping = true;
+        impl_->flush_cv.notify_all();
+        lock.unlock();
+        impl_->flusher.join();
+        lock.lock();
+    }
+    if (impl_->failed.is_ok()) (void)impl_->flush_locked(lock);
 }
 
 Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
@@ -459,6 +549,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         HIODSFS_TRY(env->open(impl->path(1), OpenMode::kCreateNew, &f));
         impl->dir_gen = 1;  // the first sync() makes the new file's entry durable
         impl->set_active(1, std::shared_ptr<File>(std::move(f)), 0);
+        impl->start_flusher();
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
         return Status::ok();
     }
@@ -495,7 +586,8 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         impl->active = newest;
         impl->active_file = file;
         impl->written = size;
-        HIODSFS_TRY(impl->roll_over_locked());
+        std::unique_lock lock(impl->mu);
+        HIODSFS_TRY(impl->roll_over_locked(lock));
     } else {
         if (tail.last_good < size) {
             HIODSFS_TRY(file->truncate(tail.last_good));
@@ -505,6 +597,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         }
         impl->set_active(newest, file, tail.last_good);
     }
+    impl->start_flusher();
     *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
     return Status::ok();
 }
@@ -519,20 +612,20 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
 
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("append");
-    std::lock_guard lock(m.mu);
+    std::unique_lock lock(m.mu);
     if (!m.failed.is_ok()) return m.failed;
-    const std::uint64_t used = m.written + m.buffer.size();
+    const std::uint64_t used = m.end();
     if (used > 0 && used + record > m.options.max_segment_bytes) {
-        HIODSFS_TRY(m.roll_over_locked());
+        HIODSFS_TRY(m.roll_over_locked(lock));
     } else if (!m.buffer.empty() && m.buffer.size() + record > m.options.write_buffer_bytes) {
-        HIODSFS_TRY(m.flush_locked());
+        HIODSFS_TRY(m.hand_off_locked(lock));
     }
-    const std::size_t at = m.buffer.size();
+    const std::uint64_t at = m.end();
     // insert, not resize + memcpy: no zero-filling of every appended byte.
     m.buffer.insert(m.buffer.end(), hdr, hdr + kHeaderBytes);
     const char* bytes = static_cast<const char*>(data);
     if (len > 0) m.buffer.insert(m.buffer.end(), bytes, bytes + len);
-    *out = ChunkLocation{m.active, m.written + at + kHeaderBytes, len};
+    *out = ChunkLocation{m.active, at + kHeaderBytes, len};
     return Status::ok();
 }
 
@@ -560,11 +653,9 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bo
     if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
         std::unique_lock lock(m.mu);
         if (loc.segment == m.active && loc.offset + loc.length > m.written) {
-            if (header_off < m.written || header_off + total > m.written + m.buffer.size()) {
-                return Status::error(EIO, where() + ": location is past the end of the segment");
-            }
+            const char* rec = m.in_memory_locked(header_off, total);
+            if (rec == nullptr) return Status::error(EIO, where() + ": location is past the end of the segment");
             char hdr[kHeaderBytes];
-            const char* rec = m.buffer.data() + (header_off - m.written);
             std::memcpy(hdr, rec, kHeaderBytes);
             if (loc.length > 0) std::memcpy(out, rec + kHeaderBytes, loc.length);
             lock.unlock();
@@ -638,9 +729,9 @@ Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
 
 Status SegmentStore::flush() {
     if (impl_->options.read_only) return impl_->read_only_error("flush");
-    std::lock_guard lock(impl_->mu);
+    std::unique_lock lock(impl_->mu);
     if (!impl_->failed.is_ok()) return impl_->failed;
-    return impl_->flush_locked();
+    return impl_->flush_locked(lock);
 }
 
 Status SegmentStore::sync(SegmentPosition* synced) {
@@ -651,9 +742,9 @@ Status SegmentStore::sync(SegmentPosition* synced) {
     bool need_dir = false;
     SegmentPosition position;
     {
-        std::lock_guard lock(m.mu);
+        std::unique_lock lock(m.mu);
         if (!m.failed.is_ok()) return m.failed;
-        HIODSFS_TRY(m.flush_locked());
+        HIODSFS_TRY(m.flush_locked(lock));
         files.assign(m.dirty.begin(), m.dirty.end());
         dir_gen = m.dir_gen;
         need_dir = m.dir_gen != m.dir_synced_gen;
@@ -690,7 +781,7 @@ Status SegmentStore::sync(SegmentPosition* synced) {
 Status SegmentStore::list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
     std::lock_guard lock(impl_->mu);
     out->assign(impl_->sealed.begin(), impl_->sealed.end());
-    if (impl_->active != 0) out->emplace_back(impl_->active, impl_->written + impl_->buffer.size());
+    if (impl_->active != 0) out->emplace_back(impl_->active, impl_->end());
     return Status::ok();
 }
 
@@ -706,7 +797,8 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
             // A snapshot: what is in the file now, then a copy of the buffer.
             file = m.active_file;
             file_end = m.written;
-            tail = m.buffer;
+            tail = m.flushing;
+            tail.insert(tail.end(), m.buffer.begin(), m.buffer.end());
         }
     }
     if (!file) {
@@ -763,15 +855,15 @@ Status SegmentStore::remove(SegmentId segment) {
 Status SegmentStore::seal() {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("seal");
-    std::lock_guard lock(m.mu);
+    std::unique_lock lock(m.mu);
     if (!m.failed.is_ok()) return m.failed;
-    if (m.written + m.buffer.size() == 0) return Status::ok();
-    return m.roll_over_locked();
+    if (m.end() == 0) return Status::ok();
+    return m.roll_over_locked(lock);
 }
 
 std::uint64_t SegmentStore::disk_bytes() {
     std::lock_guard lock(impl_->mu);
-    return impl_->sealed_bytes + impl_->written + impl_->buffer.size();
+    return impl_->sealed_bytes + impl_->end();
 }
 
 SegmentId SegmentStore::active_segment() { return impl_->active_id.load(); }

@@ -694,7 +694,10 @@ TEST_CASE("segment store: write faults at every write of a workload", "[segment]
                     env.fail_write_at(n, kind, permanent);
                     w.run(*s, 1, kWorkloadRecords, 11);
                     REQUIRE(env.injected_faults() >= 1);
-                    REQUIRE(!w.errors.empty());
+                    // A passing fault may hit the flusher thread's write, which
+                    // the next flush repeats with nobody told; one that stays
+                    // must reach an append or a sync.
+                    if (permanent) REQUIRE(!w.errors.empty());
                     const int want = kind == WriteFault::kNoSpace ? ENOSPC : EIO;
                     for (const Status& st : w.errors) REQUIRE(st.err() == want);
                     if (!permanent) {
