@@ -1,12 +1,15 @@
 #include "fuse/fuse_ops.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,17 +96,26 @@ void reply_entry(fuse_req_t req, const Attr& a) {
     if (fuse_reply_entry(req, &e) != 0) vfs_of(req).forget(a.ino, 1);
 }
 
+// The caller's supplementary groups, from /proc/PID/task/PID/status.
+// libfuse's fuse_req_getgroups reads that file into a fixed buffer and
+// searches it as a C string without terminating it (ASan reports the
+// over-read when the file fills the buffer), so this reads it whole.
 bool caller_in_group(fuse_req_t req, std::uint32_t gid) {
-    std::vector<gid_t> groups(32);
-    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-    if (n > static_cast<int>(groups.size())) {
-        groups.resize(static_cast<std::size_t>(n));
-        n = fuse_req_getgroups(req, n, groups.data());
-    }
-    if (n <= 0) return false;
-    auto end =
-        groups.begin() + std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(groups.size()));
-    return std::find(groups.begin(), end, static_cast<gid_t>(gid)) != end;
+    const pid_t pid = fuse_req_ctx(req)->pid;
+    const std::string path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/status";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    const std::size_t at = text.find("\nGroups:");
+    if (at == std::string::npos) return false;
+    const std::size_t end = text.find('\n', at + 1);
+    std::istringstream groups(text.substr(at + 8, end == std::string::npos ? std::string::npos : end - at - 8));
+    for (unsigned long g; groups >> g;)
+        if (g == gid) return true;
+    return false;
 }
 
 vfs::Caller caller_of(fuse_req_t req) {
