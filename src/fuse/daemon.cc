@@ -433,7 +433,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     };
 
     // Before the engine, which reads its counts until it is closed.
-    KernelChannel channel(/*want_killpriv_v2=*/true);
+    KernelChannel channel;
     state.channel = &channel;
 
     EngineOptions eo;

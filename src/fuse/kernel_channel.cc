@@ -103,7 +103,7 @@ long KernelChannel::writev_hook(int fd, ::iovec* iov, int count, void* self) {
     auto* ch = static_cast<KernelChannel*>(self);
     // libfuse sends a reply as the header and then its argument.
     fuse_out_header h;
-    if (ch->want_killpriv_v2_ && ch->kernel_offers_v2_.load() && count >= 2 &&
+    if (ch->kernel_offers_v2_.load() && count >= 2 &&
         iov[0].iov_len >= sizeof h && !ch->killpriv_v2_.load()) {
         std::memcpy(&h, iov[0].iov_base, sizeof h);
         constexpr std::size_t kFlags = offsetof(fuse_init_out, flags);

@@ -42,8 +42,7 @@ const RequestFlags& current_request();
 
 class KernelChannel {
 public:
-    // want_killpriv_v2: ask for FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it.
-    explicit KernelChannel(bool want_killpriv_v2) : want_killpriv_v2_(want_killpriv_v2) {}
+    KernelChannel() = default;
     KernelChannel(const KernelChannel&) = delete;
     KernelChannel& operator=(const KernelChannel&) = delete;
 
@@ -62,7 +61,6 @@ private:
     void note_request(const void* buf, std::size_t len);
 
     static constexpr std::size_t kOpcodes = 64;
-    const bool want_killpriv_v2_;
     std::atomic<bool> kernel_offers_v2_{false};
     std::atomic<std::uint64_t> init_unique_{0};
     std::atomic<bool> killpriv_v2_{false};

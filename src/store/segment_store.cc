@@ -383,18 +383,24 @@ struct SegmentStore::Impl {
         active_written.store(written);
     }
 
+    // Writes `flushing` here, under mu: the flusher is not writing it (it
+    // failed, or has not started on it).
+    Status write_flushing_locked() {
+        if (flushing.empty()) return Status::ok();
+        HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
+        wrote_locked(flushing.size());
+        flushing.clear();
+        flush_error = Status::ok();
+        flushed_cv.notify_all();  // a hand-off may wait for the slot
+        return Status::ok();
+    }
+
     // Writes everything in memory to the file (after the flusher's write in
     // progress). On failure the bytes are kept: their locations stay
     // readable from memory and the next attempt rewrites the same offsets.
     Status flush_locked(std::unique_lock<std::mutex>& lock) {
         flushed_cv.wait(lock, [&] { return !flush_busy; });
-        if (!flushing.empty()) {
-            HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
-            wrote_locked(flushing.size());
-            flushing.clear();
-            flush_error = Status::ok();
-            flushed_cv.notify_all();  // a hand-off may wait for the slot
-        }
+        HIODSFS_TRY(write_flushing_locked());
         if (buffer.empty()) return Status::ok();
         HIODSFS_TRY(active_file->pwrite(buffer.data(), buffer.size(), written));
         wrote_locked(buffer.size());
@@ -407,12 +413,7 @@ struct SegmentStore::Impl {
     Status hand_off_locked(std::unique_lock<std::mutex>& lock) {
         if (!flusher.joinable()) return flush_locked(lock);
         flushed_cv.wait(lock, [&] { return flushing.empty() || (!flush_busy && !flush_error.is_ok()); });
-        if (!flushing.empty()) {
-            HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
-            wrote_locked(flushing.size());
-            flushing.clear();
-            flush_error = Status::ok();
-        }
+        HIODSFS_TRY(write_flushing_locked());
         flushing.swap(buffer);  // the emptied vector keeps its capacity
         flush_cv.notify_one();
         return Status::ok();
