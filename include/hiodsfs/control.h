@@ -157,6 +157,10 @@ std::vector<std::string> policy_names();
 // speed; while the foreground is active the speed rises at most ramp_per_s
 // per second, and a switch back to inline restarts it from 0 (the foreground
 // takes on inline deduplication, so the old operating point is stale).
+// Reads are foreground too: while they stream (under stress by the same
+// test as writes, on their own sample) the background pauses whatever the
+// goal, since a write-rate goal says nothing of reads and the pass's disk
+// and CPU use would come out of theirs; the integral is kept for the writes.
 // Output clamping plus integrator clamping keep it free of windup: a
 // positive error integrates only as far as the upper limit (1, or the ramp)
 // lets the output through, and the integral stays in [0, 1]. Without a goal
@@ -166,8 +170,10 @@ std::vector<std::string> policy_names();
 class BackgroundThrottle {
 public:
     explicit BackgroundThrottle(const ControlConfig& cfg);
-    // dt_s: the interval's length in seconds. Returns the new speed.
-    double update(const IntervalSample& s, WriteMode mode, double dt_s);
+    // dt_s: the interval's length in seconds; reads: the same interval's
+    // read requests, if counted. Returns the new speed.
+    double update(const IntervalSample& s, WriteMode mode, double dt_s,
+                  const IntervalSample* reads = nullptr);
     double speed() const;
     // Addition: why the last update set the speed, e.g. "goal missed".
     const char* regime() const;
@@ -212,6 +218,9 @@ public:
     ModeController& operator=(const ModeController&) = delete;
 
     LoadMonitor& monitor();
+    // Read requests, counted apart so that they never enter the write-rate
+    // figures the policy and the goal use; the throttle looks at both.
+    LoadMonitor& read_monitor();
     WriteMode mode() const;           // atomic read, called on every write
     double background_speed() const;  // atomic read
     // Called every interval by the engine's controller thread with the
@@ -241,6 +250,7 @@ private:
     const Setting setting_;
     std::unique_ptr<ModePolicy> policy_;
     LoadMonitor monitor_;
+    LoadMonitor read_monitor_;
     BackgroundThrottle throttle_;
     std::atomic<WriteMode> mode_;
     std::atomic<double> speed_;

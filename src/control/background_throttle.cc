@@ -23,7 +23,8 @@ double goal_error(const IntervalSample& s, const ControlConfig& cfg) {
 
 BackgroundThrottle::BackgroundThrottle(const ControlConfig& cfg) : cfg_(cfg) {}
 
-double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, double dt_s) {
+double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, double dt_s,
+                                  const IntervalSample* reads) {
     if (!(dt_s > 0)) dt_s = static_cast<double>(cfg_.interval_ms) / 1e3;
     const bool switched_back =
         have_mode_ && prev_mode_ == WriteMode::kDeferred && mode == WriteMode::kInline;
@@ -37,7 +38,15 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
     prev_mode_ = mode;
     have_mode_ = true;
 
-    if (foreground_idle(s, cfg_)) {
+    if (reads != nullptr && under_stress(*reads, cfg_)) {
+        // Pause, and ramp up from nothing once the reads calm down or stop;
+        // the integral stays the writes' operating point.
+        speed_ = 0.0;
+        prev_stressed_ = false;
+        regime_ = "reads under stress";
+        return speed_;
+    }
+    if (foreground_idle(s, cfg_) && (reads == nullptr || foreground_idle(*reads, cfg_))) {
         // Nothing to protect. The integral is kept, so a returning foreground
         // starts from the last operating point instead of from full speed.
         speed_ = 1.0;

@@ -20,6 +20,7 @@ ModeController::ModeController(Clock* clock, const ControlConfig& cfg, Setting s
       setting_(setting),
       policy_(std::move(policy)),
       monitor_(clock, cfg),
+      read_monitor_(clock, cfg),
       throttle_(cfg),
       mode_(initial_mode(setting)),
       speed_(1.0),
@@ -31,6 +32,8 @@ ModeController::ModeController(Clock* clock, const ControlConfig& cfg, Setting s
 }
 
 LoadMonitor& ModeController::monitor() { return monitor_; }
+
+LoadMonitor& ModeController::read_monitor() { return read_monitor_; }
 
 WriteMode ModeController::mode() const { return mode_.load(std::memory_order_relaxed); }
 
@@ -48,6 +51,7 @@ IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t
                                     std::uint64_t background_bytes) {
     std::lock_guard<std::mutex> lock(tick_mu_);
     IntervalSample s = monitor_.take_sample();
+    const IntervalSample reads = read_monitor_.take_sample();
     s.backlog_records = backlog_records;
     s.backlog_bytes = backlog_bytes;
     s.background_bytes = background_bytes;
@@ -74,7 +78,7 @@ IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t
     }
 
     const double before = last_event_speed_;
-    const double speed = throttle_.update(s, next, s.seconds());
+    const double speed = throttle_.update(s, next, s.seconds(), &reads);
     speed_.store(speed, std::memory_order_relaxed);
     if (std::fabs(speed - before) > kThrottleEventStep) {
         char text[128];

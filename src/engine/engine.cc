@@ -63,6 +63,10 @@ constexpr std::size_t kMaxSymlink = 4095;
 // at most kReorderWait.
 constexpr std::uint64_t kReorderWindow = 16 << 20;
 constexpr auto kReorderWait = std::chrono::milliseconds(50);
+// A read that finds its file's lock taken looks this often, this many
+// times, whether the pass's sweep holds it (EngineImpl::read).
+constexpr auto kReadLockPoll = std::chrono::microseconds(50);
+constexpr int kReadLockPolls = 200;
 // Old data is re-read in pieces of at most this size while re-chunking.
 constexpr std::uint64_t kRechunkPiece = 256 * 1024;
 
@@ -137,6 +141,10 @@ struct Stream {
     std::vector<std::uint8_t> buf;
     std::size_t head = 0;
     std::unique_ptr<Chunker> chunker;
+    // The background pass holds the lock for a sweep (rechunk_locked), which
+    // may take seconds: every acknowledged byte of the file is then in its
+    // extents, so reads need not wait for it (EngineImpl::read).
+    std::atomic<bool> sweeping{false};
 
     std::size_t size() const { return buf.size() - head; }
     std::uint64_t end() const { return off + size(); }
@@ -302,10 +310,12 @@ private:
     // Whether m begins a chunk cut by the chunker (raw data and the tail of
     // a chunk whose head was overwritten do not).
     Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);
+    // quiet: a failure is not counted or acted on (the caller retries).
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
-                       std::uint8_t* out, std::size_t* got);
+                       std::uint8_t* out, std::size_t* got, bool quiet = false);
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
     Status regular_file(InodeId ino, Inode* out);
+    static Status check_regular(const Inode& in);
 
     Status commit_now();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
@@ -382,6 +392,7 @@ private:
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
+    std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
@@ -1415,8 +1426,12 @@ Status EngineImpl::regular_file(InodeId ino, Inode* out) {
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     HIODSFS_TRY(load_inode(*t, ino, out));
-    if (is_dir(out->r.mode)) return Status::error(EISDIR, "is a directory");
-    if (!S_ISREG(out->r.mode)) return Status::error(EINVAL, "not a regular file");
+    return check_regular(*out);
+}
+
+Status EngineImpl::check_regular(const Inode& in) {
+    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+    if (!S_ISREG(in.r.mode)) return Status::error(EINVAL, "not a regular file");
     return Status::ok();
 }
 
@@ -1495,6 +1510,8 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
+    // A deferred write's only metadata operation is this one: its check too.
+    HIODSFS_TRY(check_regular(in));
     auto& sup = t->super();
     for (std::size_t done = 0; done < len; done += piece) {
         const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
@@ -1765,12 +1782,12 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         offset - s->end() <= kReorderWindow)
         wait_for_gap(*s, l, offset);
     s->streak = s->active && offset == s->end() ? s->streak + 1 : 0;
-    Inode in;
-    HIODSFS_TRY(regular_file(ino, &in));
-    std::uint64_t old_size = in.r.size;
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     WriteUpdate upd{offset + len, now_ts()};
     if (deferred_.load()) return write_deferred(ino, *s, offset, bytes, len, &upd);
+    Inode in;
+    HIODSFS_TRY(regular_file(ino, &in));
+    std::uint64_t old_size = in.r.size;
     if (!(s->active && offset == s->end())) {
         HIODSFS_TRY(close_stream(ino, *s));
         HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4));
@@ -1797,7 +1814,7 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
 }
 
 Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
-                               std::uint8_t* out, std::size_t* got) {
+                               std::uint8_t* out, std::size_t* got, bool quiet) {
     struct Piece {
         std::uint64_t file_off;
         std::uint32_t chunk_off, length;
@@ -1826,7 +1843,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
             HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
             ChunkRecord rec;
             if (!found || !from_bytes(v, &rec)) {
-                read_errors_.fetch_add(1);
+                if (!quiet) read_errors_.fetch_add(1);
                 return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
                                               std::to_string(m.e.chunk));
             }
@@ -1845,6 +1862,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         bool damaged = false;
         Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data(), &damaged);
         if (!st) {
+            if (quiet) return st;
             read_errors_.fetch_add(1);
             if (damaged) mark_damaged(p.chunk);
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
@@ -1861,8 +1879,40 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
 
 Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
                         std::size_t* got) {
+    // Measured so the background pass yields to streaming reads (the throttle).
+    struct Measured {
+        LoadMonitor& m;
+        std::uint64_t arrival;
+        std::size_t* got;
+        ~Measured() { m.request_finished(arrival, *got); }
+    } measured{controller_->read_monitor(), controller_->read_monitor().request_started(), got};
+    *got = 0;
     auto s = stream(ino);
-    std::lock_guard<std::mutex> l(s->mu);
+    std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
+    // The pass takes the lock a moment before its sweep begins: a read that
+    // finds the lock taken looks again, a bounded while, before it queues
+    // for it, so as not to queue behind a whole sweep.
+    for (int polls = 0; !l.try_lock();) {
+        if (s->sweeping.load(std::memory_order_acquire)) {
+            // Beside the pass's sweep: each of its metadata operations maps
+            // the same bytes anew, so any snapshot of the extents reads
+            // right. A chunk it freed may be gone by the time it is read
+            // (compaction): then the read is made again under the lock,
+            // which has the last word.
+            if (read_locked(ino, nullptr, offset, len, static_cast<std::uint8_t*>(out), got, true)) {
+                reads_beside_sweep_.fetch_add(1, std::memory_order_relaxed);
+                return Status::ok();
+            }
+            *got = 0;
+            l.lock();
+            break;
+        }
+        if (++polls > kReadLockPolls) {
+            l.lock();
+            break;
+        }
+        std::this_thread::sleep_for(kReadLockPoll);
+    }
     return read_locked(ino, s.get(), offset, len, static_cast<std::uint8_t*>(out), got);
 }
 
@@ -2192,6 +2242,12 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         if (!any_raw) return Status::ok();
     }
     HIODSFS_TRY(close_stream(ino, *s, true));
+    // From here until the lock goes, every byte of the file is in its extents.
+    s->sweeping.store(true, std::memory_order_release);
+    struct Swept {
+        Stream& s;
+        ~Swept() { s.sweeping.store(false, std::memory_order_release); }
+    } swept{*s};
     // The inline path over the current bytes of the range: start at the cut
     // point before it, and realign with the chunks after it. Unlike a write
     // it never gives up early: a cut left where the stream stopped would be
@@ -2375,6 +2431,7 @@ std::string EngineImpl::status_json() {
     j["backlog_records"] = c.backlog_records;
     j["backlog_bytes"] = c.backlog_bytes;
     j["read_errors"] = read_errors_.load();
+    j["reads_beside_sweep"] = reads_beside_sweep_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;

@@ -311,3 +311,32 @@ TEST_CASE("throttle: random inputs keep speed and integral in [0, 1] and the ram
         if (load != Load::kIdle) REQUIRE(s - before <= cfg.ramp_per_s * dt + 1e-12);
     }
 }
+
+TEST_CASE("streaming reads pause the background, with or without a write goal", "[control]") {
+    for (bool goal : {false, true}) {
+        DYNAMIC_SECTION((goal ? "write goal" : "no goal")) {
+            ControlConfig cfg = goal ? goal_config() : ControlConfig{};
+            BackgroundThrottle t(cfg);
+            std::uint64_t k = 0;
+            // Writes idle, reads streaming: the pass would take their disk
+            // and CPU, so it stops, and the reason says why.
+            IntervalSample idle_writes = sample(k, 0, Load::kIdle);
+            IntervalSample reads = sample(k++, 3000, Load::kStressed);
+            CHECK(t.update(idle_writes, WriteMode::kDeferred, 1.0, &reads) == 0.0);
+            CHECK(std::string(t.regime()) == "reads under stress");
+            // Reads that trickle (not under stress) and no writes: the
+            // background ramps up again instead of jumping to full speed.
+            IntervalSample calm = sample(k, 50, Load::kCalm);
+            idle_writes = sample(k++, 0, Load::kIdle);
+            const double after = t.update(idle_writes, WriteMode::kDeferred, 1.0, &calm);
+            CHECK(after > 0.0);
+            CHECK(after <= cfg.ramp_per_s + 1e-9);
+            // Both idle: full speed.
+            IntervalSample none = sample(k++, 0, Load::kIdle);
+            CHECK(t.update(none, WriteMode::kDeferred, 1.0, &none) == 1.0);
+            // Without a read sample (a caller that does not count reads) the
+            // writes alone decide, as before.
+            CHECK(t.update(none, WriteMode::kDeferred, 1.0) == 1.0);
+        }
+    }
+}

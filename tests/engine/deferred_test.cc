@@ -5,6 +5,11 @@
 // arrive out of order).
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <thread>
+
 #include "engine_test_util.h"
 
 using namespace hiodsfs;
@@ -364,3 +369,66 @@ TEST_CASE("inline writes out of order are cut as the same bytes written in order
     }
 }
 
+
+// A sweep of the pass holds its file's stream lock for as long as the
+// re-chunking of the merged range takes (seconds for a large file). Reads do
+// not wait for it: every byte is mapped meanwhile, so they read the extents
+// beside it, and go back to the lock only if a chunk vanished under them
+// (compaction). Contents are checked on every read, with compaction on too.
+TEST_CASE("reads beside the pass's sweep do not wait for it and read the file's bytes",
+          "[engine][deferred]") {
+    for (ReclaimMode reclaim : {ReclaimMode::kOff, ReclaimMode::kBackground}) {
+        DYNAMIC_SECTION("reclaim " << static_cast<int>(reclaim)) {
+            TempDir dir;
+            EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(4096, 16384, 65536));
+            o.mode = DedupMode::kDeferred;
+            o.background_threads = 0;
+            o.reclaim = reclaim;
+            auto e = open_engine(o);
+            std::mt19937_64 rng(77);
+            // Half of it twice, so the pass frees raw chunks and compaction
+            // has dead bytes to take back while the reads run.
+            const std::size_t half = (kSanitized ? 4u : 12u) << 20;
+            auto data = random_bytes(rng, half);
+            data.insert(data.end(), data.begin(), data.end());
+            Attr a = make_file(*e, "f");
+            write_all(*e, a.ino, 0, data, 1u << 20);
+            REQUIRE(e->flush(a.ino).is_ok());
+
+            std::atomic<bool> done{false};
+            Status pass_status;
+            std::thread pass([&] {
+                pass_status = e->run_background();
+                done.store(true);
+            });
+            std::size_t reads = 0, wrong = 0;
+            std::vector<std::uint8_t> buf(64 * 1024);
+            while (!done.load()) {
+                const std::size_t off = rng() % data.size();
+                const std::size_t len = std::min(buf.size(), data.size() - off);
+                std::size_t got = 0;
+                Status st = e->read(a.ino, off, len, buf.data(), &got);
+                INFO(st.to_string());
+                REQUIRE(st.is_ok());
+                REQUIRE(got == len);
+                if (!std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len),
+                                data.begin() + static_cast<std::ptrdiff_t>(off)))
+                    ++wrong;
+                ++reads;
+            }
+            pass.join();
+            INFO(pass_status.to_string());
+            REQUIRE(pass_status.is_ok());
+            CHECK(wrong == 0);
+            // Without the lock-free path every read during the one long sweep
+            // would wait for its end, and none would be counted.
+            auto status = nlohmann::json::parse(e->status_json());
+            INFO(reads << " reads");
+            CHECK(status["reads_beside_sweep"].get<std::uint64_t>() > 0);
+            CHECK(read_all(*e, a.ino) == data);
+            CHECK(counters_of(*e).raw_bytes == 0);
+            REQUIRE(e->close().is_ok());
+            CHECK(check_invariants(dir.store()).empty());
+        }
+    }
+}
