@@ -102,6 +102,9 @@ struct EngineOptions {
     std::function<std::vector<std::pair<std::string, std::uint64_t>>()> request_counts;
     // Tests: see MetaStoreOptions::commit_fault.
     std::function<int()> commit_fault;
+    // Tests: the background speed the pass and the reclaimer go by, in
+    // place of the controller's.
+    std::function<double()> background_speed;
 };
 
 struct Attr {

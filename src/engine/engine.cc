@@ -219,6 +219,15 @@ private:
     Status finish_dirty(const std::vector<DirtyRecord>& done) override;
     Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length,
                           bool* gone);
+    // The speed the pass and the reclaimer go by (the throttle's).
+    double background_speed() const {
+        return opts_.background_speed ? opts_.background_speed() : controller_->background_speed();
+    }
+    // A sweep stopped for the throttle: the stream's bytes (all still mapped)
+    // are dropped and [s.off, end) is queued again, to be swept from that cut.
+    Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
+    // Queues [off, off + len) of ino for the background pass.
+    Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
 
     // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
     Status reclaim_step(bool* did_work) override;
@@ -393,6 +402,7 @@ private:
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
+    std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
@@ -628,14 +638,14 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (options.background_commit) committer_ = std::thread([this] { committer_loop(); });
     if (options.background_threads > 0) {
         pass_ = std::make_unique<BackgroundPass>(
-            static_cast<DedupTarget*>(this), [this] { return controller_->background_speed(); },
+            static_cast<DedupTarget*>(this), [this] { return background_speed(); },
             options.background_threads);
         pass_->start();
     }
     if (options.background_commit) control_ = std::thread([this] { control_loop(); });
     if (reclaim_mode_ == ReclaimMode::kBackground) {
         reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
-                                                 [this] { return controller_->background_speed(); });
+                                                 [this] { return background_speed(); });
         reclaimer_->start();
     }
     return Status::ok();
@@ -1532,14 +1542,7 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
         ExtentRecord e{id, 0, n};
         HIODSFS_TRY(replace_range(*t, ino, in, off + done, n, &e));
     }
-    std::uint64_t seq = sup.next_dirty++;
-    std::string v;
-    put_be64(&v, ino);
-    put_be64(&v, off);
-    put_be64(&v, len);
-    HIODSFS_TRY(t->put(Db::kDirty, key_u64(seq), v));
-    sup.counters.backlog_records += 1;
-    sup.counters.backlog_bytes += len;
+    HIODSFS_TRY(queue_dirty(*t, ino, off, len));
     if (off + len > in.r.size) in.r.size = off + len;
     WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
     if (upd != nullptr) apply_update(in, &pending);
@@ -2255,6 +2258,10 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     Status result = start_stream(ino, *s, offset, kUnbounded);
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
+        // The throttle paused the pass (reads or writes need the machine):
+        // stop at this piece, after at least one so that every sweep gets
+        // somewhere, and leave the rest for a later one.
+        if (pos > offset && background_speed() <= 0) return requeue_sweep(ino, *s, end);
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
         // The chunked copy is written before the raw bytes die: on a full
         // disk the sweep stops here (the record stays queued, the raw bytes
@@ -2272,6 +2279,32 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     Status closed = close_stream(ino, *s, true);
     s->clear();
     return result ? closed : result;
+}
+
+Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
+    // The stream's tail [s.off, ...) was read from the file and is mapped as
+    // it was; s.off is a cut the chunker made, so a sweep from there (which
+    // starts at the cut before it) cuts the rest as this one would have.
+    const std::uint64_t from = s.off;
+    s.clear();
+    sweeps_yielded_.fetch_add(1, std::memory_order_relaxed);
+    if (from >= end) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(queue_dirty(*t, ino, from, end - from));
+    return t->commit();
+}
+
+Status EngineImpl::queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
+    auto& sup = t.super();
+    std::string v;
+    put_be64(&v, ino);
+    put_be64(&v, off);
+    put_be64(&v, len);
+    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), v));
+    sup.counters.backlog_records += 1;
+    sup.counters.backlog_bytes += len;
+    return Status::ok();
 }
 
 Status EngineImpl::run_background() {
@@ -2432,6 +2465,7 @@ std::string EngineImpl::status_json() {
     j["backlog_bytes"] = c.backlog_bytes;
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
+    j["sweeps_yielded"] = sweeps_yielded_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;
