@@ -1,0 +1,286 @@
+// What the background pass and the reclaimer do to the store: the dirty
+// queue and re-chunking (DedupTarget, driven by dedup/background_pass.h),
+// and space reclaim (ReclaimTarget: purging deleted files, compaction).
+#include "engine/engine_impl.h"
+
+namespace hiodsfs {
+
+// ---------------------------------------------------------------------------
+// Background pass (DedupTarget)
+
+Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Cursor c = t->cursor(Db::kDirty);
+    for (bool ok = c.first(); ok && out->size() < max; ok = c.next()) {
+        if (c.key().size() != 8 || c.value().size() != 24)
+            return Status::error(EUCLEAN, "dirty-queue record is damaged");
+        DirtyRecord r;
+        r.seq = get_be64(c.key());
+        r.ino = get_be64(c.value(), 0);
+        r.offset = get_be64(c.value(), 8);
+        r.length = get_be64(c.value(), 16);
+        out->push_back(r);
+    }
+    return c.status();
+}
+
+Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    auto& c = t->super().counters;
+    for (const auto& r : done) {
+        bool existed = false;
+        HIODSFS_TRY(t->del(Db::kDirty, key_u64(r.seq), &existed));
+        if (existed) {
+            c.backlog_records -= 1;
+            c.backlog_bytes -= r.length;
+        }
+    }
+    return t->commit();
+}
+
+Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
+    std::shared_ptr<Stream> s = stream(ino);
+    Status st;
+    bool gone = false;
+    {
+        std::lock_guard<std::mutex> l(s->mu);
+        st = rechunk_locked(ino, *s, offset, length, &gone);
+    }
+    s.reset();
+    drop_stream(ino, gone);  // a file nothing pins keeps no stream after its pass
+    return st;
+}
+
+Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t offset,
+                                  std::uint64_t length, bool* gone) {
+    Stream* s = &stream;
+    Inode in;
+    Status st = regular_file(ino, &in);
+    // Stale work: the file is gone or is no longer a regular file.
+    *gone = st.err() == ENOENT;
+    if (st.err() == ENOENT || st.err() == EINVAL || st.err() == EISDIR) return Status::ok();
+    HIODSFS_TRY(st);
+    *gone = in.r.nlink == 0;
+    if (in.r.nlink == 0 || offset >= in.r.size) return Status::ok();
+    std::uint64_t end = std::min(in.r.size, offset + length);
+    {
+        // Nothing raw left in the range: an earlier sweep that chunked on
+        // through it, or an inline overwrite, has done the work already.
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(extents_in(*t, ino, offset, end, &ex));
+        bool any_raw = false;
+        for (const auto& m : ex) {
+            std::string_view v;
+            bool found = false;
+            ChunkRecord rec;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+            if (found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed)) {
+                any_raw = true;
+                break;
+            }
+        }
+        if (!any_raw) return Status::ok();
+    }
+    HIODSFS_TRY(close_stream(ino, *s, true));
+    // From here until the lock goes, every byte of the file is in its extents.
+    s->sweeping.store(true, std::memory_order_release);
+    struct Swept {
+        Stream& s;
+        ~Swept() { s.sweeping.store(false, std::memory_order_release); }
+    } swept{*s};
+    // The inline path over the current bytes of the range: start at the cut
+    // point before it, and realign with the chunks after it. Unlike a write
+    // it never gives up early: a cut left where the stream stopped would be
+    // no content-defined one, and nothing would come back to fix it.
+    Status result = start_stream(ino, *s, offset, kUnbounded);
+    std::vector<std::uint8_t> buf;
+    for (std::uint64_t pos = offset; result && pos < end;) {
+        // The throttle paused the pass (reads or writes need the machine):
+        // stop at this piece, after at least one so that every sweep gets
+        // somewhere, and leave the rest for a later one.
+        if (pos > offset && background_speed() <= 0) return requeue_sweep(ino, *s, end);
+        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
+        // The chunked copy is written before the raw bytes die: on a full
+        // disk the sweep stops here (the record stays queued, the raw bytes
+        // readable) instead of taking the room compaction and commits need.
+        std::optional<Admission> admission;
+        result = admit(n, &admission, true);
+        if (!result) break;
+        buf.resize(n);
+        std::size_t got = 0;
+        result = read_locked(ino, nullptr, pos, n, buf.data(), &got);
+        if (result) result = feed(ino, *s, buf.data(), n);
+        pos += n;
+    }
+    if (result) result = realign(ino, *s, end, kUnbounded);
+    Status closed = close_stream(ino, *s, true);
+    s->clear();
+    return result ? closed : result;
+}
+
+Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
+    // The stream's tail [s.off, ...) was read from the file and is mapped as
+    // it was; s.off is a cut the chunker made, so a sweep from there (which
+    // starts at the cut before it) cuts the rest as this one would have.
+    const std::uint64_t from = s.off;
+    s.clear();
+    sweeps_yielded_.fetch_add(1, std::memory_order_relaxed);
+    if (from >= end) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(queue_dirty(*t, ino, from, end - from));
+    return t->commit();
+}
+
+Status EngineImpl::queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
+    auto& sup = t.super();
+    std::string v;
+    put_be64(&v, ino);
+    put_be64(&v, off);
+    put_be64(&v, len);
+    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), v));
+    sup.counters.backlog_records += 1;
+    sup.counters.backlog_bytes += len;
+    return Status::ok();
+}
+
+Status EngineImpl::run_background() {
+    return BackgroundPass::run_until_idle(this, std::max(1u, opts_.background_threads));
+}
+
+// ---------------------------------------------------------------------------
+// Space reclaim: deleted files are freed in bounded steps, then segments are
+// compacted (engine/compaction.h). One step at a time, from the reclaimer
+// thread or run_reclaim().
+
+namespace {
+// Extents freed per step of a deleted file's purge: one short metadata
+// operation (a few ms), so foreground requests barely wait for it.
+constexpr std::size_t kPurgeExtentsPerStep = 4096;
+}  // namespace
+
+Status EngineImpl::run_reclaim() {
+    if (!compactor_) return Status::error(EROFS, "store is open read-only");
+    for (;;) {
+        bool did_work = false;
+        HIODSFS_TRY(reclaim_step(&did_work));
+        if (!did_work) return Status::ok();
+    }
+}
+
+Status EngineImpl::reclaim_step(bool* did_work) {
+    std::lock_guard<std::mutex> l(reclaim_mu_);
+    *did_work = false;
+    if (!compactor_) return Status::ok();
+    // Deleted files first: their chunks' death is what makes segments dead.
+    HIODSFS_TRY(purge_step(did_work));
+    if (*did_work) return Status::ok();
+    const bool full_speed = !reclaimer_ || controller_->background_speed() >= 1.0;
+    return compactor_->step(full_speed, did_work);
+}
+
+Status EngineImpl::free_inode(Txn& t, InodeId ino) {
+    if (reclaim_mode_ != ReclaimMode::kOff) {
+        Inode in;
+        if (load_inode(t, ino, &in) && S_ISREG(in.r.mode) && in.r.mapped > opts_.async_delete_bytes) {
+            HIODSFS_TRY(t.put(Db::kOrphans, key_u64(ino), ""));
+            deletes_queued_ += 1;
+            if (reclaimer_) reclaimer_->wake();
+            return Status::ok();
+        }
+    }
+    return purge_inode(t, ino);
+}
+
+Status EngineImpl::purge_step(bool* did_work) {
+    *did_work = false;
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    InodeId ino = 0;
+    {
+        // Orphans still pinned (open, or known to the kernel) wait for unpin.
+        Cursor c = t->cursor(Db::kOrphans);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            InodeId cand = get_be64(c.key());
+            if (!pinned(cand)) {
+                ino = cand;
+                break;
+            }
+        }
+        HIODSFS_TRY(c.status());
+    }
+    if (ino == 0) return Status::ok();
+    *did_work = true;
+    Inode in;
+    Status st = load_inode(*t, ino, &in);
+    if (st && S_ISREG(in.r.mode)) {
+        // Unmap the first extents of the file; the last step purges the inode.
+        std::uint64_t first = 0, end = 0;
+        std::size_t n = 0;
+        {
+            Cursor c = t->cursor(Db::kExtents);
+            const std::string prefix = key_u64(ino);
+            for (bool ok = c.seek(prefix); ok && n < kPurgeExtentsPerStep; ok = c.next()) {
+                std::string_view k = c.key();
+                if (k.size() != 16 || k.substr(0, 8) != prefix) break;
+                ExtentRecord e;
+                if (!from_bytes(c.value(), &e)) return Status::error(EUCLEAN, "extent record is damaged");
+                if (n == 0) first = get_be64(k, 8);
+                end = get_be64(k, 8) + e.length;
+                ++n;
+            }
+            HIODSFS_TRY(c.status());
+        }
+        if (n == kPurgeExtentsPerStep) {
+            HIODSFS_TRY(replace_range(*t, ino, in, first, end - first, nullptr));
+            HIODSFS_TRY(store_inode(*t, ino, in));
+            return t->commit();
+        }
+    }
+    HIODSFS_TRY(purge_inode(*t, ino));
+    HIODSFS_TRY(t->commit());
+    deletes_done_ += 1;
+    return Status::ok();
+}
+
+void EngineImpl::mark_damaged(ChunkId id) {
+    if (meta_->read_only()) return;
+    std::unique_ptr<Txn> t;
+    if (!meta_->begin(&t)) return;
+    std::string_view v;
+    bool found = false;
+    ChunkRecord rec;
+    if (!t->get(Db::kChunks, key_u64(id), &v, &found) || !found || !from_bytes(v, &rec)) return;
+    if (rec.flags & ChunkRecord::kDamaged) return;
+    // Out of the index: the next write of this content stores a fresh copy
+    // and takes the fingerprint over, instead of sharing bad bytes.
+    if (flag_damaged(*t, id, &rec) && t->commit()) damaged_chunks_.fetch_add(1);
+}
+
+Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged) {
+    Status st = segs_->read(loc, id, out, damaged);
+    // A failed read of a chunk that compaction moved (and whose old segment
+    // it deleted) after our lookup: read the new place. A location that did
+    // not change means the error is real.
+    for (int attempt = 0; !st && attempt < 3; ++attempt) {
+        ChunkRecord rec;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            std::string_view v;
+            bool found = false;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(id), &v, &found));
+            if (!found || !from_bytes(v, &rec)) return st;
+        }
+        if (rec.location() == loc) return st;
+        loc = rec.location();
+        st = segs_->read(loc, id, out, damaged);
+    }
+    return st;
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,705 @@
+// The data path: writes (inline and deferred), reads, truncate, fsync,
+// fallocate, clone and seek.
+//
+// Write path. Each regular file being written has a Stream: the bytes since
+// the last cut point, kept in memory with the chunker's state, so chunk
+// boundaries do not depend on how writes are split. A complete chunk is
+// fingerprinted, looked up, stored once, and mapped in one metadata
+// operation. A write that does not continue the stream first closes it, then
+// re-chunks from the start of the chunk holding the byte before the write
+// (the cut point before it) and goes on through the old data after it until
+// a new cut falls on an old chunk boundary again, so a small overwrite
+// re-chunks only its region.
+//
+// Deferred writes store their bytes raw and queue them for the background
+// pass (background.cc).
+#include "engine/engine_impl.h"
+
+#include <tbb/parallel_for.h>
+
+#include "common/tsan_fork_join.h"
+
+namespace hiodsfs {
+
+// ---------------------------------------------------------------------------
+// Data path
+
+std::shared_ptr<Stream> EngineImpl::stream(InodeId ino) {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    auto& s = streams_[ino];
+    if (!s) s = std::make_shared<Stream>();
+    return s;
+}
+
+Status EngineImpl::regular_file(InodeId ino, Inode* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(load_inode(*t, ino, out));
+    return check_regular(*out);
+}
+
+Status EngineImpl::check_regular(const Inode& in) {
+    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+    if (!S_ISREG(in.r.mode)) return Status::error(EINVAL, "not a regular file");
+    return Status::ok();
+}
+
+// Chunks of file ino: fingerprinted outside the lock, then stored or shared
+// and mapped in ONE metadata operation (a request's chunks commit together).
+void EngineImpl::apply_update(Inode& in, WriteUpdate* u) {
+    if (u->end > in.r.size) in.r.size = u->end;
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, u->now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, u->now);
+    u->applied = true;
+}
+
+Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
+                               WriteUpdate* upd) {
+    if (chunks.empty()) return Status::ok();
+    std::vector<Digest> digests(chunks.size());
+    std::vector<char> zero(chunks.size());
+    auto fingerprint = [&](std::size_t i) {
+        // Zeros are not stored: they read back from a hole.
+        zero[i] = all_zero(chunks[i].data, chunks[i].len);
+        if (!zero[i]) digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
+    };
+    // A large request's chunks are hashed on every core: one file's stream
+    // is serial, and SHA-256 is most of its CPU time.
+    if (chunks.size() >= 8) {
+        ForkJoin fj;  // for ThreadSanitizer: TBB's hand-off is not instrumented
+        fj.fork();
+        tbb::parallel_for(std::size_t{0}, chunks.size(), fj.wrap(fingerprint));
+        fj.join();
+    } else {
+        for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
+    }
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    // Appending (or filling a hole) replaces nothing: one lookup for the
+    // whole request instead of one per chunk.
+    std::vector<MappedExtent> old;
+    HIODSFS_TRY(extents_in(*t, ino, chunks.front().off, chunks.back().off + chunks.back().len, &old));
+    const bool fresh = old.empty();
+    SegmentGains gains;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const ChunkSpan& c = chunks[i];
+        if (zero[i]) {
+            if (!fresh) HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, nullptr));
+            continue;
+        }
+        ExtentRecord e;
+        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains));
+        if (fresh)
+            HIODSFS_TRY(map_extent(*t, ino, in, c.off, e));
+        else
+            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
+    }
+    for (const auto& [seg, bytes] : gains)
+        HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
+    WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
+    if (upd != nullptr) apply_update(in, &pending);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    HIODSFS_TRY(t->commit());
+    if (upd != nullptr) *upd = pending;
+    return Status::ok();
+}
+
+Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
+    return emit_chunks(ino, {ChunkSpan{off, data, len}});
+}
+
+Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
+                            std::size_t len, WriteUpdate* upd) {
+    // Raw records are bounded like chunks so reads of them stay cheap; all
+    // of one request's records and its one dirty record commit together.
+    const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    // A deferred write's only metadata operation is this one: its check too.
+    HIODSFS_TRY(check_regular(in));
+    auto& sup = t->super();
+    for (std::size_t done = 0; done < len; done += piece) {
+        const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
+        ChunkId id = sup.next_chunk++;
+        ChunkLocation loc;
+        HIODSFS_TRY(segs_->append(id, data + done, n, &loc));
+        ChunkRecord rec;
+        rec.segment = loc.segment;
+        rec.offset = loc.offset;
+        rec.length = n;
+        rec.set_refs(1);
+        rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
+        HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
+        HIODSFS_TRY(add_segment_live(*t, loc.segment, n));
+        sup.counters.stored_bytes += n;
+        sup.counters.raw_bytes += n;
+        sup.counters.chunk_count += 1;
+        ExtentRecord e{id, 0, n};
+        HIODSFS_TRY(replace_range(*t, ino, in, off + done, n, &e));
+    }
+    HIODSFS_TRY(queue_dirty(*t, ino, off, len));
+    if (off + len > in.r.size) in.r.size = off + len;
+    WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
+    if (upd != nullptr) apply_update(in, &pending);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    HIODSFS_TRY(t->commit());
+    if (upd != nullptr) *upd = pending;
+    return Status::ok();
+}
+
+Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
+                                  const std::uint8_t* data, std::size_t len, WriteUpdate* upd) {
+    HIODSFS_TRY(close_stream(ino, s));
+    HIODSFS_TRY(emit_raw(ino, off, data, len, upd));
+    if (pass_) pass_->wake();
+    return Status::ok();
+}
+
+// Appends bytes to the stream and emits every chunk they complete. On a
+// failure the stream is left holding only bytes that were acknowledged
+// before this call, with the chunker state rebuilt to match.
+Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
+                        WriteUpdate* upd) {
+    // The bytes are chunked where they are: only the chunk that completes
+    // the stream's tail, and the new tail, are copied into the stream.
+    const std::size_t before = s.buf.size();
+    std::vector<ChunkSpan> chunks;
+    std::uint64_t off = s.off;
+    std::size_t pos = 0;
+    std::size_t n = s.chunker->next_cut(data, len);
+    if (n != Chunker::kNoCut) {
+        s.buf.insert(s.buf.end(), data, data + n);
+        chunks.push_back(ChunkSpan{off, s.buf.data() + s.head, s.buf.size() - s.head});
+        off += chunks.back().len;
+        pos = n;
+        while (pos < len && (n = s.chunker->next_cut(data + pos, len - pos)) != Chunker::kNoCut) {
+            chunks.push_back(ChunkSpan{off, data + pos, n});
+            off += n;
+            pos += n;
+        }
+    }
+    Status st = emit_chunks(ino, chunks, upd);
+    if (st && chunks.empty()) {
+        s.buf.insert(s.buf.end(), data, data + len);
+    } else if (st) {
+        s.buf.clear();
+        s.head = 0;
+        s.buf.insert(s.buf.end(), data + pos, data + len);
+        s.off = off;
+    } else {
+        // Nothing of this call was emitted: drop its bytes and rebuild the
+        // chunker's state over what the stream held before.
+        s.buf.resize(before);
+        s.chunker->reset(s.off);
+        if (s.size() > 0) (void)s.chunker->next_cut(s.data(), s.size());
+    }
+    // Keep the buffer small: move the open chunk to the front.
+    if (s.head > 0 && (s.head >= s.buf.size() / 2 || s.head > (1u << 20))) {
+        s.buf.erase(s.buf.begin(), s.buf.begin() + static_cast<std::ptrdiff_t>(s.head));
+        s.head = 0;
+    }
+    return st;
+}
+
+Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
+    if (!s.active) return Status::ok();
+    if (s.size() > 0) {
+        if (deferred_.load() && !force_inline)
+            HIODSFS_TRY(emit_raw(ino, s.off, s.data(), s.size()));
+        else
+            HIODSFS_TRY(emit(ino, s.off, s.data(), s.size()));
+    }
+    s.clear();
+    return Status::ok();
+}
+
+Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
+    *out = false;
+    if (m.e.chunk_off != 0) return Status::ok();
+    std::string_view v;
+    bool found = false;
+    ChunkRecord rec;
+    HIODSFS_TRY(t.get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+    *out = found && from_bytes(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+    return Status::ok();
+}
+
+// Opens a stream for a write at `off` that does not continue the current
+// one: it starts at the cut point before `off` and is preloaded with the old
+// bytes between that cut point and `off`. With CDC that is the start of the
+// chunk holding the byte before off, even when that chunk ends at off (its
+// end may be where the file ended when it was cut, not a content-defined
+// cut); raw data and chunk tails are passed over back to a chunk's start, a
+// hole or the file's start. If that lies more than `reach` before off, the
+// stream starts at off.
+Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach) {
+    std::uint64_t start = off;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode in;
+        HIODSFS_TRY(load_inode(*t, ino, &in));
+        if (chunking_.kind == ChunkingParams::Kind::kFixed) {
+            // Fixed chunks sit at multiples of the size: restart at the one
+            // that holds off, preloaded with the old bytes before off.
+            start = off - off % chunking_.avg_size;
+        } else if (off <= in.r.size) {  // past the end, the gap stays a hole: a cut point
+            for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
+                std::vector<MappedExtent> ex;
+                HIODSFS_TRY(extents_in(*t, ino, pos - 1, pos, &ex));
+                if (ex.empty()) break;  // a hole ends at pos: a cut point
+                bool is_start = false;
+                HIODSFS_TRY(starts_chunk(*t, ex.front(), &is_start));
+                pos = ex.front().start;
+                if (is_start) {
+                    start = pos;
+                    break;
+                }
+                start = pos;  // the file's start, if the walk ends there
+            }
+            if (off - start > reach) start = off;  // never preload unbounded
+        }
+    }
+    s.active = true;
+    s.off = start;
+    s.buf.clear();
+    s.head = 0;
+    if (!s.chunker) s.chunker = Chunker::make(chunking_);
+    s.chunker->reset(start);
+    std::vector<std::uint8_t> old;
+    for (std::uint64_t pos = start; pos < off;) {
+        old.resize(static_cast<std::size_t>(std::min(off - pos, kRechunkPiece)));
+        std::fill(old.begin(), old.end(), 0);  // past EOF stays zeros
+        std::size_t got = 0;
+        Status st = read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
+        if (st) st = feed(ino, s, old.data(), old.size());
+        if (!st) {
+            s.clear();
+            return st;
+        }
+        pos += old.size();
+    }
+    return Status::ok();
+}
+
+// After an overwrite inside old data: keep chunking the old bytes that follow
+// until a cut falls on an old extent boundary, so the chunks after it stay.
+Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach) {
+    const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
+    std::vector<std::uint8_t> piece;
+    for (;;) {
+        std::uint64_t pos = s.end();
+        std::uint64_t size = 0;
+        bool at_boundary = false;
+        bool next_starts_chunk = false;
+        bool hole_at_pos = false;
+        std::uint64_t piece_end = 0;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin(&t));
+            Inode in;
+            HIODSFS_TRY(load_inode(*t, ino, &in));
+            size = in.r.size;
+            if (pos >= size) return Status::ok();  // reached the end: the rest is the tail
+            std::vector<MappedExtent> ex;
+            HIODSFS_TRY(extents_in(*t, ino, pos, std::min(size, pos + kRechunkPiece), &ex));
+            if (ex.empty()) {
+                at_boundary = true;  // a hole
+                piece_end = std::min(size, pos + kRechunkPiece);
+            } else if (ex.front().start >= pos) {
+                at_boundary = true;
+                piece_end = ex.front().start > pos ? ex.front().start : ex.front().end();
+            } else {
+                piece_end = ex.front().end();
+            }
+            piece_end = std::min({piece_end, size, pos + kRechunkPiece});
+            hole_at_pos = ex.empty() || ex.front().start > pos;
+            // Raw (not yet deduplicated) data ahead, or the tail of a chunk
+            // whose head was overwritten, is no boundary to stop at:
+            // chunking on through it cuts it as inline mode would.
+            if (!ex.empty()) HIODSFS_TRY(starts_chunk(*t, ex.front(), &next_starts_chunk));
+        }
+        // A hole is a cut point: its zeros are not chunked into the data. The
+        // stream stays open, so a write that continues it (filling the hole,
+        // as into a preallocated file) needs no restart.
+        if (hole_at_pos) return Status::ok();
+        if ((at_boundary && next_starts_chunk && s.size() == 0) ||
+            (at_boundary && next_starts_chunk && pos >= give_up))
+            return close_stream(ino, s, true);  // inline even when the pass runs this
+        piece.resize(piece_end - pos);
+        std::size_t got = 0;
+        HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
+        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size()));
+    }
+}
+
+// Waits until the stream reaches offset, while another write in flight may
+// still take it there: one not itself waiting, or (when every one is) an
+// earlier waiter, which goes on first.
+void EngineImpl::wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset) {
+    auto me = s.waiting.insert(offset);
+    const auto deadline = std::chrono::steady_clock::now() + kReorderWait;
+    while (s.active && s.end() < offset) {
+        const bool others_busy = s.writers.load() > static_cast<int>(s.waiting.size());
+        if (!others_busy && *s.waiting.begin() == offset) break;
+        if (s.moved.wait_until(l, deadline) == std::cv_status::timeout) break;
+    }
+    s.waiting.erase(me);
+    s.moved.notify_all();  // the next waiter may be first now
+}
+
+Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) {
+    if (offset > kMaxFileSize || len > kMaxFileSize - offset)
+        return Status::error(EFBIG, "write past the maximum file size");
+    if (len == 0) return Status::ok();
+    // Every write request is measured for the mode controller.
+    struct Measured {
+        LoadMonitor& m;
+        std::uint64_t arrival, bytes;
+        ~Measured() { m.request_finished(arrival, bytes); }
+    } measured{controller_->monitor(), controller_->monitor().request_started(), len};
+    std::optional<Admission> admission;
+    HIODSFS_TRY(admit_write(len, &admission));
+    auto s = stream(ino);
+    s->writers.fetch_add(1);
+    std::unique_lock<std::mutex> l(s->mu);
+    struct Leave {
+        Stream& s;
+        ~Leave() {
+            s.writers.fetch_sub(1);
+            s.moved.notify_all();
+        }
+    } leave{*s};
+    // The kernel's writeback sends one file's pages from several threads, so
+    // a request may overtake the one before it. It waits briefly for the
+    // others in flight: the stream then continues, with the cut points one
+    // writer would make, instead of closing and restarting (an extra chunk
+    // and a re-read of old bytes each time).
+    // Only a stream being continued waits: random writers never do.
+    if (!deferred_.load() && s->active && s->streak >= 2 && offset > s->end() &&
+        offset - s->end() <= kReorderWindow)
+        wait_for_gap(*s, l, offset);
+    s->streak = s->active && offset == s->end() ? s->streak + 1 : 0;
+    const auto* bytes = static_cast<const std::uint8_t*>(data);
+    WriteUpdate upd{offset + len, now_ts()};
+    if (deferred_.load()) return write_deferred(ino, *s, offset, bytes, len, &upd);
+    Inode in;
+    HIODSFS_TRY(regular_file(ino, &in));
+    std::uint64_t old_size = in.r.size;
+    if (!(s->active && offset == s->end())) {
+        HIODSFS_TRY(close_stream(ino, *s));
+        HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4));
+    }
+    Status st = feed(ino, *s, bytes, len, &upd);
+    // A failed feed accepted nothing of this write.
+    std::uint64_t accepted_end = st ? offset + len : 0;
+    if (!upd.applied) {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode cur;
+        HIODSFS_TRY(load_inode(*t, ino, &cur));
+        if (accepted_end > cur.r.size) cur.r.size = accepted_end;
+        auto now = now_ts();
+        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, now);
+        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, ino, cur));
+        HIODSFS_TRY(t->commit());
+    }
+    HIODSFS_TRY(st);
+    if (offset + len < old_size)
+        HIODSFS_TRY(realign(ino, *s, offset + len, std::uint64_t{chunking_.max_size} * 4));
+    return Status::ok();
+}
+
+Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
+                               std::uint8_t* out, std::size_t* got, bool quiet) {
+    struct Piece {
+        std::uint64_t file_off;
+        std::uint32_t chunk_off, length;
+        ChunkId chunk;
+        ChunkLocation loc;
+    };
+    std::vector<Piece> pieces;
+    std::size_t n = 0;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        Inode in;
+        HIODSFS_TRY(load_inode(*t, ino, &in));
+        if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+        if (off >= in.r.size) {
+            *got = 0;
+            return Status::ok();
+        }
+        n = static_cast<std::size_t>(std::min<std::uint64_t>(len, in.r.size - off));
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(extents_in(*t, ino, off, off + n, &ex));
+        for (const auto& m : ex) {
+            std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), off + n);
+            std::string_view v;
+            bool found = false;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
+            ChunkRecord rec;
+            if (!found || !from_bytes(v, &rec)) {
+                if (!quiet) read_errors_.fetch_add(1);
+                return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
+                                              std::to_string(m.e.chunk));
+            }
+            pieces.push_back(Piece{a, static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start)),
+                                   static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
+        }
+    }
+    std::memset(out, 0, n);
+    thread_local std::vector<std::uint8_t> chunk_buf;
+    for (const auto& p : pieces) {
+        std::uint8_t* dst = out + (p.file_off - off);
+        const bool whole = p.chunk_off == 0 && p.length == p.loc.length;
+        if (!whole) chunk_buf.resize(p.loc.length);
+        // A chunk that fails its checks is EIO for the whole request, never
+        // wrong bytes; counted for hiodsfs-stat.
+        bool damaged = false;
+        Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data(), &damaged);
+        if (!st) {
+            if (quiet) return st;
+            read_errors_.fetch_add(1);
+            if (damaged) mark_damaged(p.chunk);
+            return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
+        }
+        if (!whole) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
+    }
+    if (s != nullptr && s->active && s->size() > 0) {
+        std::uint64_t a = std::max(off, s->off), b = std::min<std::uint64_t>(off + n, s->end());
+        if (a < b) std::memcpy(out + (a - off), s->data() + (a - s->off), b - a);
+    }
+    *got = n;
+    return Status::ok();
+}
+
+Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
+                        std::size_t* got) {
+    // Measured so the background pass yields to streaming reads (the throttle).
+    struct Measured {
+        LoadMonitor& m;
+        std::uint64_t arrival;
+        std::size_t* got;
+        ~Measured() { m.request_finished(arrival, *got); }
+    } measured{controller_->read_monitor(), controller_->read_monitor().request_started(), got};
+    *got = 0;
+    auto s = stream(ino);
+    std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
+    // The pass takes the lock a moment before its sweep begins: a read that
+    // finds the lock taken looks again, a bounded while, before it queues
+    // for it, so as not to queue behind a whole sweep.
+    for (int polls = 0; !l.try_lock();) {
+        if (s->sweeping.load(std::memory_order_acquire)) {
+            // Beside the pass's sweep: each of its metadata operations maps
+            // the same bytes anew, so any snapshot of the extents reads
+            // right. A chunk it freed may be gone by the time it is read
+            // (compaction): then the read is made again under the lock,
+            // which has the last word.
+            if (read_locked(ino, nullptr, offset, len, static_cast<std::uint8_t*>(out), got, true)) {
+                reads_beside_sweep_.fetch_add(1, std::memory_order_relaxed);
+                return Status::ok();
+            }
+            *got = 0;
+            l.lock();
+            break;
+        }
+        if (++polls > kReadLockPolls) {
+            l.lock();
+            break;
+        }
+        std::this_thread::sleep_for(kReadLockPoll);
+    }
+    return read_locked(ino, s.get(), offset, len, static_cast<std::uint8_t*>(out), got);
+}
+
+Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
+    HIODSFS_TRY(close_stream(ino, s));
+    // The chunk that straddles the new end is rewritten shortened, so stored
+    // bytes follow the content instead of keeping the whole old chunk alive.
+    std::vector<std::uint8_t> keep;
+    std::uint64_t keep_start = size;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        std::vector<MappedExtent> ex;
+        if (size > 0) HIODSFS_TRY(extents_in(*t, ino, size - 1, size, &ex));
+        if (!ex.empty() && ex.front().end() > size) keep_start = ex.front().start;
+    }
+    if (keep_start < size) {
+        keep.resize(size - keep_start);
+        std::size_t got = 0;
+        HIODSFS_TRY(read_locked(ino, nullptr, keep_start, keep.size(), keep.data(), &got));
+    }
+    bool zero = keep.empty() || all_zero(keep.data(), keep.size());
+    Digest digest;
+    if (!zero) digest = thread_sha256().digest(keep.data(), keep.size());
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    HIODSFS_TRY(replace_range(*t, ino, in, keep_start, kMaxFileSize, nullptr));
+    if (!zero) {
+        ExtentRecord e;
+        HIODSFS_TRY(store_chunk(*t, keep.data(), static_cast<std::uint32_t>(keep.size()), digest, &e));
+        HIODSFS_TRY(replace_range(*t, ino, in, keep_start, keep.size(), &e));
+    }
+    in.r.size = size;
+    auto now = now_ts();
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::flush(InodeId ino) {
+    std::shared_ptr<Stream> s;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        auto it = streams_.find(ino);
+        if (it == streams_.end()) return Status::ok();
+        s = it->second;
+    }
+    std::lock_guard<std::mutex> l(s->mu);
+    return close_stream(ino, *s);
+}
+
+Status EngineImpl::fsync(InodeId ino, bool /*datasync*/) {
+    HIODSFS_TRY(flush(ino));
+    return commit_now();
+}
+
+Status EngineImpl::sync_all() {
+    std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        all.assign(streams_.begin(), streams_.end());
+    }
+    for (auto& [ino, s] : all) {
+        std::lock_guard<std::mutex> l(s->mu);
+        HIODSFS_TRY(close_stream(ino, *s));
+    }
+    return commit_now();
+}
+
+Status EngineImpl::fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) {
+    if (len == 0) return Status::error(EINVAL, "fallocate of zero length");
+    if (offset > kMaxFileSize || len > kMaxFileSize - offset)
+        return Status::error(EFBIG, "fallocate past the maximum file size");
+    const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+    if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&
+        mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
+        return Status::error(EOPNOTSUPP, "fallocate mode not supported");
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode cur;
+    HIODSFS_TRY(regular_file(ino, &cur));
+    HIODSFS_TRY(close_stream(ino, *s));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    // Space is not reserved: chunks are stored when written, and holes read
+    // as zeros, so allocation only extends the size.
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+        HIODSFS_TRY(replace_range(*t, ino, in, offset, len, nullptr));
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && offset + len > in.r.size) in.r.size = offset + len;
+    auto now = now_ts();
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
+                               std::uint64_t dst_off, std::uint64_t len, std::uint64_t* copied) {
+    *copied = 0;
+    if (src_off > kMaxFileSize || dst_off > kMaxFileSize || len > kMaxFileSize)
+        return Status::error(EFBIG, "clone past the maximum file size");
+    auto ss = stream(src);
+    auto ds = stream(dst);
+    // Lock both streams in inode order (once if they are the same file).
+    std::unique_lock<std::mutex> l1, l2;
+    if (src == dst) {
+        l1 = std::unique_lock<std::mutex>(ss->mu);
+        if (src_off < dst_off + len && dst_off < src_off + len)
+            return Status::error(EINVAL, "overlapping clone within one file");
+    } else if (src < dst) {
+        l1 = std::unique_lock<std::mutex>(ss->mu);
+        l2 = std::unique_lock<std::mutex>(ds->mu);
+    } else {
+        l1 = std::unique_lock<std::mutex>(ds->mu);
+        l2 = std::unique_lock<std::mutex>(ss->mu);
+    }
+    Inode tmp;
+    HIODSFS_TRY(regular_file(src, &tmp));
+    HIODSFS_TRY(regular_file(dst, &tmp));
+    HIODSFS_TRY(close_stream(src, *ss));
+    if (src != dst) HIODSFS_TRY(close_stream(dst, *ds));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode sin, din;
+    HIODSFS_TRY(load_inode(*t, src, &sin));
+    if (src_off >= sin.r.size) return Status::ok();
+    std::uint64_t n = std::min(len, sin.r.size - src_off);
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(*t, src, src_off, src_off + n, &ex));
+    HIODSFS_TRY(load_inode(*t, dst, &din));
+    HIODSFS_TRY(replace_range(*t, dst, din, dst_off, n, nullptr));
+    std::uint64_t shared = 0;
+    for (const auto& m : ex) {
+        std::uint64_t a = std::max(m.start, src_off), b = std::min(m.end(), src_off + n);
+        ExtentRecord e = m.e;
+        e.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start));
+        e.length = static_cast<std::uint32_t>(b - a);
+        HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
+        std::uint64_t at = dst_off + (a - src_off);
+        HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), as_bytes(e)));
+        din.r.mapped += e.length;
+        t->super().counters.logical_bytes += e.length;
+        shared += e.length;
+    }
+    if (dst_off + n > din.r.size) din.r.size = dst_off + n;
+    auto now = now_ts();
+    set_time(&din.r.mtime_s, &din.r.mtime_ns, now);
+    set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, dst, din));
+    t->super().counters.cloned_bytes += shared;
+    HIODSFS_TRY(t->commit());
+    *copied = n;
+    return Status::ok();
+}
+
+Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) {
+    auto s = stream(ino);
+    std::lock_guard<std::mutex> l(s->mu);
+    Inode cur;
+    HIODSFS_TRY(regular_file(ino, &cur));
+    HIODSFS_TRY(close_stream(ino, *s));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (offset >= in.r.size) return Status::error(ENXIO, "offset past end of file");
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(*t, ino, offset, in.r.size, &ex));
+    if (whence == SeekWhence::kData) {
+        if (ex.empty()) return Status::error(ENXIO, "no data after offset");
+        *out = std::max(offset, ex.front().start);
+        return Status::ok();
+    }
+    std::uint64_t pos = offset;
+    for (const auto& m : ex) {
+        if (m.start > pos) break;
+        pos = std::max(pos, m.end());
+    }
+    *out = std::min(pos, in.r.size);
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,411 @@
+// EngineImpl, the engine behind include/hiodsfs/engine.h, internal to
+// libhiodsfs. Its definitions are split by job:
+//   engine.cc         opening and closing, the group commit, the control
+//                     loop, status for hiodsfs-stat, space (statfs)
+//   namespace_ops.cc  metadata helpers, namespace operations, extended
+//                     attributes
+//   data_path.cc      streams, the inline and deferred write paths, reads,
+//                     truncate, fsync, clone and seek
+//   background.cc     the background pass's target (dirty queue,
+//                     re-chunking) and space reclaim (purge, compaction)
+//
+// Lock order: Stream::mu, then the MetaStore lock (a Txn), then pins_mu_.
+#pragma once
+
+#include "hiodsfs/engine.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "dedup/background_pass.h"
+#include "dedup/reclaimer.h"
+#include "engine/chunk_index.h"
+#include "engine/compaction.h"
+#include "engine/space_budget.h"
+#include "engine/store_layout.h"
+#include "hiodsfs/fingerprint.h"
+#include "hiodsfs/history.h"
+#include "hiodsfs/meta_store.h"
+#include "hiodsfs/records.h"
+
+namespace hiodsfs {
+
+inline constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
+inline constexpr std::size_t kMaxName = 255;
+inline constexpr std::size_t kMaxXattrName = 255;
+inline constexpr std::size_t kMaxXattrValue = 65536;
+inline constexpr std::size_t kMaxSymlink = 4095;
+// A write this far ahead of its file's stream, while the file is being
+// written sequentially, waits for the requests before it (wait_for_gap),
+// at most kReorderWait.
+inline constexpr std::uint64_t kReorderWindow = 16 << 20;
+inline constexpr auto kReorderWait = std::chrono::milliseconds(50);
+// A read that finds its file's lock taken looks this often, this many
+// times, whether the pass's sweep holds it (EngineImpl::read).
+inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
+inline constexpr int kReadLockPolls = 200;
+// Old data is re-read in pieces of at most this size while re-chunking.
+inline constexpr std::uint64_t kRechunkPiece = 256 * 1024;
+
+inline struct timespec now_ts() {
+    struct timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+inline void set_time(std::int64_t* s, std::uint32_t* ns, const struct timespec& ts) {
+    *s = ts.tv_sec;
+    *ns = static_cast<std::uint32_t>(ts.tv_nsec);
+}
+
+inline std::uint64_t wall_ns() {
+    auto ts = now_ts();
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline struct timespec get_time(std::int64_t s, std::uint32_t ns) {
+    struct timespec ts {};
+    ts.tv_sec = s;
+    ts.tv_nsec = ns;
+    return ts;
+}
+
+inline bool is_dir(std::uint32_t mode) { return S_ISDIR(mode); }
+
+inline bool all_zero(const std::uint8_t* p, std::size_t n) {
+    // Compare 8 bytes at a time; chunks are large, and most are not zero.
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        if (w != 0) return false;
+    }
+    for (; i < n; ++i)
+        if (p[i] != 0) return false;
+    return true;
+}
+
+inline Status check_name(std::string_view name) {
+    if (name.empty() || name == "." || name == "..")
+        return Status::error(EINVAL, "invalid name");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
+        return Status::error(EINVAL, "name contains '/' or NUL");
+    return Status::ok();
+}
+
+// An inode as stored: the fixed record plus a symlink target.
+struct Inode {
+    InodeRecord r;
+    std::string target;
+};
+
+struct MappedExtent {
+    std::uint64_t start;  // file offset
+    ExtentRecord e;
+    std::uint64_t end() const { return start + e.length; }
+};
+
+// The open write stream of one file (see the comment at the top).
+struct Stream {
+    std::mutex mu;
+    std::condition_variable moved;  // a write to the file finished
+    std::atomic<int> writers{0};    // write requests inside write() for this file
+    int streak = 0;                 // consecutive writes that continued the stream
+    std::multiset<std::uint64_t> waiting;  // offsets of writes waiting for a gap to fill
+    bool active = false;
+    std::uint64_t off = 0;  // file offset of buf[head]; always a cut point
+    std::vector<std::uint8_t> buf;
+    std::size_t head = 0;
+    std::unique_ptr<Chunker> chunker;
+    // The background pass holds the lock for a sweep (rechunk_locked), which
+    // may take seconds: every acknowledged byte of the file is then in its
+    // extents, so reads need not wait for it (EngineImpl::read).
+    std::atomic<bool> sweeping{false};
+
+    std::size_t size() const { return buf.size() - head; }
+    std::uint64_t end() const { return off + size(); }
+    const std::uint8_t* data() const { return buf.data() + head; }
+    void clear() {
+        active = false;
+        buf.clear();
+        buf.shrink_to_fit();
+        head = 0;
+    }
+};
+
+class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget {
+public:
+    ~EngineImpl() override {
+        if (!closed_) (void)close();
+    }
+
+    Status init(const EngineOptions& options);
+
+    Status close() override;
+    void abandon() override;
+    const ChunkingParams& chunking() const override { return chunking_; }
+
+    Status lookup(InodeId parent, std::string_view name, Attr* out) override;
+    Status getattr(InodeId ino, Attr* out) override;
+    Status setattr(InodeId ino, const SetAttr& changes, Attr* out) override;
+    Status create(InodeId parent, std::string_view name, const NewNode& node, Attr* out) override;
+    Status readlink(InodeId ino, std::string* target) override;
+    Status link(InodeId ino, InodeId new_parent, std::string_view new_name, Attr* out) override;
+    Status unlink(InodeId parent, std::string_view name) override;
+    Status rmdir(InodeId parent, std::string_view name) override;
+    Status rename(InodeId parent, std::string_view name, InodeId new_parent,
+                  std::string_view new_name, unsigned flags) override;
+    Status readdir(InodeId dir, std::vector<DirEntry>* out) override;
+    Status parent_of(InodeId dir, InodeId* out) override;
+    void pin(InodeId ino, std::uint64_t count) override;
+    void unpin(InodeId ino, std::uint64_t count) override;
+
+    Status read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
+                std::size_t* got) override;
+    Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) override;
+    Status flush(InodeId ino) override;
+    Status fsync(InodeId ino, bool datasync) override;
+    Status sync_all() override;
+    Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) override;
+    Status clone_range(InodeId src, std::uint64_t src_off, InodeId dst, std::uint64_t dst_off,
+                       std::uint64_t len, std::uint64_t* copied) override;
+    Status seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) override;
+
+    Status setxattr(InodeId ino, std::string_view name, std::string_view value,
+                    int flags) override;
+    Status getxattr(InodeId ino, std::string_view name, std::string* value) override;
+    Status listxattr(InodeId ino, std::vector<std::string>* names) override;
+    Status removexattr(InodeId ino, std::string_view name) override;
+
+    Status run_background() override;
+    Status run_reclaim() override;
+    void set_deferred(bool deferred) override { deferred_.store(deferred); }
+    bool deferred() const override { return deferred_.load(); }
+    const ModeController* controller() const override { return controller_.get(); }
+    std::string status_json() override;
+
+    Status statfs(FsStats* out) override;
+    std::uint64_t data_room() override;
+    Status counters(SpaceCounters* out) override;
+
+private:
+    // ---- DedupTarget (the background pass) ----
+    Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
+    Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
+    Status finish_dirty(const std::vector<DirtyRecord>& done) override;
+    Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length,
+                          bool* gone);
+    // The speed the pass and the reclaimer go by (the throttle's).
+    double background_speed() const {
+        return opts_.background_speed ? opts_.background_speed() : controller_->background_speed();
+    }
+    // A sweep stopped for the throttle: the stream's bytes (all still mapped)
+    // are dropped and [s.off, end) is queued again, to be swept from that cut.
+    Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
+    // Queues [off, off + len) of ino for the background pass.
+    Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
+
+    // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
+    Status reclaim_step(bool* did_work) override;
+    // Frees part of one deleted file that nothing pins any more.
+    Status purge_step(bool* did_work);
+    // nlink is zero and nothing pins ino: free it now, or queue a large file
+    // for the reclaimer.
+    Status free_inode(Txn& t, InodeId ino);
+    // Reads chunk id at loc, or where compaction has moved it meanwhile.
+    // *damaged as SegmentStore::read says it.
+    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged = nullptr);
+    // A chunk whose record failed its checks (checksum, header, or bytes
+    // gone; not a passing I/O error) is flagged kDamaged and leaves the
+    // fingerprint index: never shared again.
+    void mark_damaged(ChunkId id);
+
+    // ---- metadata helpers (caller holds a Txn) ----
+    Status load_inode(Txn& t, InodeId ino, Inode* out);
+    Status store_inode(Txn& t, InodeId ino, const Inode& in);
+    Status lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
+                        bool* found);
+    Status load_dir(Txn& t, InodeId ino, Inode* out);
+    // The entry `name` of directory `parent` and its inode (ENOENT if absent).
+    Status resolve_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* entry,
+                         Inode* child);
+    Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
+    Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
+    // Collects the extents of ino overlapping [off, end).
+    Status extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                      std::vector<MappedExtent>* out);
+    // Unmaps [off, off+len) of ino and, if add is given, maps it to add (whose
+    // chunk reference the caller has already taken). Updates mapped bytes.
+    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
+                         const ExtentRecord* add);
+    // Maps [off, off + e.length), which must be unmapped (a hole).
+    Status map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, const ExtentRecord& e);
+    Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);
+    // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
+    // New chunks' live bytes per segment, added once per request (most of a
+    // request's chunks land in one segment).
+    using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;
+    Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
+                       ExtentRecord* out, SegmentGains* gains = nullptr);
+    Status purge_inode(Txn& t, InodeId ino);
+    bool pinned(InodeId ino);
+    // Forgets ino's stream once nothing holds or pins it. A stream is never
+    // replaced while in use: the pass re-chunking a file and a write after
+    // the kernel forgot and reopened it must serialize on the same lock.
+    void drop_stream(InodeId ino, bool file_gone = false);
+    // nlink reached zero: free now, or when the last pin goes.
+    Status release_inode(Txn& t, InodeId ino);
+    Attr to_attr(InodeId ino, const Inode& in) const;
+
+    // ---- data path (caller holds the Stream lock) ----
+    std::shared_ptr<Stream> stream(InodeId ino);
+    struct ChunkSpan {
+        std::uint64_t off;
+        const std::uint8_t* data;
+        std::size_t len;
+    };
+    // What a write request does to its inode (size, mtime, ctime), applied in
+    // the same metadata operation as its last chunks when it has any, so a
+    // write costs one transaction instead of two.
+    struct WriteUpdate {
+        std::uint64_t end;
+        struct timespec now;
+        bool applied = false;
+    };
+    static void apply_update(Inode& in, WriteUpdate* u);
+    Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
+                       WriteUpdate* upd = nullptr);
+    Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
+    // Deferred path: stores bytes as they are (no fingerprint, no lookup),
+    // maps them, and records the range for the background pass.
+    Status emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
+                    WriteUpdate* upd = nullptr);
+    Status write_deferred(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
+                          std::size_t len, WriteUpdate* upd);
+    Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
+                WriteUpdate* upd = nullptr);
+    static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
+    // Chunks the stream's tail (raw in deferred mode unless force_inline).
+    Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
+    // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
+    // which must leave canonical cut points however far that takes it).
+    static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
+    Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach);
+    Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach);
+    // Whether m begins a chunk cut by the chunker (raw data and the tail of
+    // a chunk whose head was overwritten do not).
+    Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);
+    // quiet: a failure is not counted or acted on (the caller retries).
+    Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
+                       std::uint8_t* out, std::size_t* got, bool quiet = false);
+    Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
+    Status regular_file(InodeId ino, Inode* out);
+    static Status check_regular(const Inode& in);
+
+    Status commit_now();
+    Status check_segment_files(const SuperState& committed, const std::string& hint);
+    void committer_loop();
+    void control_loop();
+    void stop_committer();
+    Status publish_status();
+    Status record_history(const IntervalSample& s, const SpaceCounters& c);
+
+    EngineOptions opts_;
+    Env* env_ = nullptr;
+    ChunkingParams chunking_;
+    std::unique_ptr<StoreLock> lock_;
+    std::unique_ptr<SegmentStore> segs_;
+    std::unique_ptr<MetaStore> meta_;
+    std::uint32_t uid_ = 0, gid_ = 0;
+
+    std::mutex streams_mu_;
+    std::unordered_map<InodeId, std::shared_ptr<Stream>> streams_;
+    std::mutex pins_mu_;
+    std::unordered_map<InodeId, std::uint64_t> pins_;
+
+    std::mutex commit_mu_;  // one commit at a time
+    std::mutex committer_mu_;
+    std::condition_variable committer_cv_;
+    bool stop_ = false;
+    std::thread committer_;
+    std::thread control_;
+    bool closed_ = false;
+    std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)
+    // check_space's view: free bytes at the last statvfs (steady-clock
+    // time), and bytes asked for since.
+    std::atomic<std::uint64_t> known_avail_{0}, asked_since_{0};
+    std::atomic<std::int64_t> known_at_{0};
+    // ENOSPC when the store's file system cannot take len on top of `keep`
+    // free bytes (file data and the pass keep the reserve) and of what
+    // admitted requests are still writing.
+    Status check_space(std::uint64_t len) { return check_space(len, space_reserve_); }
+    Status check_space(std::uint64_t len, std::uint64_t keep, bool admitted = false);
+    // Bytes of write requests and pass sweeps that passed check_space and
+    // are not yet written: requests queued on one stream are all checked
+    // before the first of them writes, and must not pass the reserve together.
+    std::atomic<std::uint64_t> admitted_{0};
+    struct Admission {
+        std::atomic<std::uint64_t>& bytes;
+        std::uint64_t len;
+        Admission(std::atomic<std::uint64_t>& b, std::uint64_t n) : bytes(b), len(n) {}
+        Admission(const Admission&) = delete;
+        Admission& operator=(const Admission&) = delete;
+        ~Admission() { bytes.fetch_sub(len, std::memory_order_relaxed); }
+    };
+    // check_space for a request of len bytes that counts as being written
+    // until *out goes.
+    // The pass's sweeps (background) yield to a write waiting for room.
+    Status admit(std::uint64_t len, std::optional<Admission>* out, bool background = false) {
+        admitted_.fetch_add(len, std::memory_order_relaxed);
+        out->emplace(admitted_, len);
+        if (background && room_waiters_.load(std::memory_order_relaxed) > 0)
+            return Status::error(ENOSPC, "a write is waiting for room");
+        return check_space(len, space_reserve_, true);
+    }
+    // admit for a foreground write: on a full disk it first waits, a bounded
+    // time, while reclaim gives space back (deletes being purged, segments
+    // the pass or a delete left dead), the way a file system flushes its
+    // pending frees before it answers ENOSPC. Meanwhile the pass yields.
+    Status admit_write(std::uint64_t len, std::optional<Admission>* out);
+    std::atomic<int> room_waiters_{0};
+    std::unique_ptr<ModeController> controller_;
+    HistoryRecorder history_;  // the control thread's
+    Clock* clock_ = nullptr;   // the controller's
+
+    std::atomic<bool> commit_failed_{false};  // logged once
+    std::atomic<bool> deferred_{false};
+    std::unique_ptr<BackgroundPass> pass_;
+    std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
+    std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
+    std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
+    std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
+
+    ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
+    std::mutex reclaim_mu_;  // one reclaim step at a time
+    std::unique_ptr<Compactor> compactor_;
+    std::unique_ptr<Reclaimer> reclaimer_;
+    std::atomic<std::uint64_t> deletes_queued_{0};  // large deletes handed to the reclaimer
+    std::atomic<std::uint64_t> deletes_done_{0};    // deleted files the reclaimer freed
+};
+
+}  // namespace hiodsfs

@@ -1,0 +1,673 @@
+// Namespace operations (lookup, create, link, unlink, rename, readdir),
+// the metadata helpers they share with the data path, and extended
+// attributes.
+#include "engine/engine_impl.h"
+
+namespace hiodsfs {
+
+// ---------------------------------------------------------------------------
+// Metadata helpers
+
+Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kInodes, key_u64(ino), &v, &found));
+    if (!found) return Status::error(ENOENT, "inode " + std::to_string(ino) + " does not exist");
+    if (!from_bytes(v, &out->r))
+        return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is damaged");
+    out->target.assign(v.substr(sizeof(InodeRecord)));
+    return Status::ok();
+}
+
+Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
+    std::string v(as_bytes(in.r));
+    v += in.target;
+    return t.put(Db::kInodes, key_u64(ino), v);
+}
+
+Status EngineImpl::lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
+                                bool* found) {
+    std::string_view v;
+    HIODSFS_TRY(t.get(Db::kDirents, key_u64_str(parent, name), &v, found));
+    if (*found && !from_bytes(v, out))
+        return Status::error(EUCLEAN, "directory entry record is damaged");
+    return Status::ok();
+}
+
+Status EngineImpl::load_dir(Txn& t, InodeId ino, Inode* out) {
+    HIODSFS_TRY(load_inode(t, ino, out));
+    if (!is_dir(out->r.mode)) return Status::error(ENOTDIR, "not a directory");
+    if (out->r.nlink == 0) return Status::error(ENOENT, "directory was removed");
+    return Status::ok();
+}
+
+Status EngineImpl::resolve_entry(Txn& t, InodeId parent, std::string_view name,
+                                 DirentValue* entry, Inode* child) {
+    Inode dir;
+    HIODSFS_TRY(load_dir(t, parent, &dir));
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(t, parent, name, entry, &found));
+    if (!found) return Status::error(ENOENT, "no such entry");
+    return load_inode(t, entry->ino, child);
+}
+
+Status EngineImpl::dir_is_empty(Txn& t, InodeId dir, bool* empty) {
+    Cursor c = t.cursor(Db::kDirents);
+    std::string prefix = key_u64(dir);
+    *empty = !(c.seek(prefix) && c.key().substr(0, 8) == prefix);
+    return c.status();
+}
+
+Status EngineImpl::touch_dir(Txn& t, InodeId dir, int nlink_delta) {
+    Inode d;
+    HIODSFS_TRY(load_inode(t, dir, &d));
+    auto now = now_ts();
+    set_time(&d.r.mtime_s, &d.r.mtime_ns, now);
+    set_time(&d.r.ctime_s, &d.r.ctime_ns, now);
+    d.r.nlink = static_cast<std::uint32_t>(static_cast<std::int64_t>(d.r.nlink) + nlink_delta);
+    return store_inode(t, dir, d);
+}
+
+Attr EngineImpl::to_attr(InodeId ino, const Inode& in) const {
+    Attr a;
+    a.ino = ino;
+    a.mode = in.r.mode;
+    a.nlink = in.r.nlink;
+    a.uid = in.r.uid;
+    a.gid = in.r.gid;
+    a.rdev = in.r.rdev;
+    if (is_dir(in.r.mode)) {
+        a.size = 4096;
+        a.blocks = 8;
+    } else if (S_ISLNK(in.r.mode)) {
+        a.size = in.target.size();
+    } else {
+        a.size = in.r.size;
+        a.blocks = (in.r.mapped + 511) / 512;
+    }
+    a.atime = get_time(in.r.atime_s, in.r.atime_ns);
+    a.mtime = get_time(in.r.mtime_s, in.r.mtime_ns);
+    a.ctime = get_time(in.r.ctime_s, in.r.ctime_ns);
+    return a;
+}
+
+Status EngineImpl::extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                              std::vector<MappedExtent>* out) {
+    Cursor c = t.cursor(Db::kExtents);
+    std::string k = key_u64_u64(ino, off);
+    bool ok = c.seek(k);
+    // The extent before `off` may reach into the range.
+    if (ok) {
+        if (c.key() != k) ok = c.prev() || (c.status() ? c.seek(k) : false);
+    } else {
+        HIODSFS_TRY(c.status());
+        ok = c.last();
+    }
+    for (; ok; ok = c.next()) {
+        std::string_view key = c.key();
+        if (key.size() != 16) return Status::error(EUCLEAN, "extent key is damaged");
+        InodeId kino = get_be64(key, 0);
+        if (kino < ino) continue;
+        if (kino > ino) break;
+        MappedExtent m;
+        m.start = get_be64(key, 8);
+        if (m.start >= end) break;
+        if (!from_bytes(c.value(), &m.e)) return Status::error(EUCLEAN, "extent record is damaged");
+        if (m.end() > off) out->push_back(m);
+    }
+    return c.status();
+}
+
+Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
+    if (delta == 0) return Status::ok();
+    std::string k = key_u64(id);
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kChunks, k, &v, &found));
+    ChunkRecord rec;
+    if (!found || !from_bytes(v, &rec))
+        return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " is missing or damaged");
+    const std::uint64_t refs = rec.refs();
+    if (delta < 0 && refs < static_cast<std::uint64_t>(-delta))
+        return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " reference count underflow");
+    if (delta > 0 && ChunkRecord::kMaxRefs - refs < static_cast<std::uint64_t>(delta))
+        return Status::error(EOVERFLOW, "chunk " + std::to_string(id) + " is shared by too many extents");
+    rec.set_refs(refs + static_cast<std::uint64_t>(delta));
+    if (rec.refs() > 0) return t.put(Db::kChunks, k, as_bytes(rec));
+
+    // Last reference gone: the bytes are dead (reclaimable by compaction).
+    HIODSFS_TRY(t.del(Db::kChunks, k));
+    HIODSFS_TRY(unindex_chunk(t, id, rec));
+    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
+    auto& c = t.super().counters;
+    if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= rec.length;
+    c.stored_bytes -= rec.length;
+    c.chunk_count -= 1;
+    c.dead_bytes += rec.length;
+    return Status::ok();
+}
+
+Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
+                                 std::uint64_t len, const ExtentRecord* add) {
+    std::uint64_t end = len > kMaxFileSize - std::min(off, kMaxFileSize) ? kMaxFileSize : off + len;
+    std::vector<MappedExtent> old;
+    HIODSFS_TRY(extents_in(t, ino, off, end, &old));
+    auto& c = t.super().counters;
+    for (const auto& m : old) {
+        HIODSFS_TRY(t.del(Db::kExtents, key_u64_u64(ino, m.start)));
+        int pieces = 0;
+        if (m.start < off) {
+            ExtentRecord left = m.e;
+            left.length = static_cast<std::uint32_t>(off - m.start);
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, m.start), as_bytes(left)));
+            ++pieces;
+        }
+        if (m.end() > end) {
+            ExtentRecord right = m.e;
+            right.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (end - m.start));
+            right.length = static_cast<std::uint32_t>(m.end() - end);
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, end), as_bytes(right)));
+            ++pieces;
+        }
+        std::uint64_t removed = std::min(m.end(), end) - std::max(m.start, off);
+        inode.r.mapped -= removed;
+        c.logical_bytes -= removed;
+        HIODSFS_TRY(chunk_ref(t, m.e.chunk, pieces - 1));
+    }
+    return add != nullptr ? map_extent(t, ino, inode, off, *add) : Status::ok();
+}
+
+Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
+                              const ExtentRecord& e) {
+    HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), as_bytes(e)));
+    inode.r.mapped += e.length;
+    t.super().counters.logical_bytes += e.length;
+    return Status::ok();
+}
+
+Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
+                               const Digest& digest, ExtentRecord* out, SegmentGains* gains) {
+    auto& c = t.super().counters;
+    std::string fk = fingerprint_key(digest);
+    std::string_view fv;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &found));
+    if (found) {
+        if (fv.size() != 8) return Status::error(EUCLEAN, "fingerprint index record is damaged");
+        ChunkId id = get_be64(fv);
+        HIODSFS_TRY(chunk_ref(t, id, +1));
+        c.dedup_hits += 1;
+        *out = ExtentRecord{id, 0, len};
+        return Status::ok();
+    }
+    ChunkId id = t.super().next_chunk++;
+    ChunkLocation loc;
+    HIODSFS_TRY(segs_->append(id, data, len, &loc));
+    ChunkRecord rec;
+    rec.segment = loc.segment;
+    rec.offset = loc.offset;
+    rec.length = len;
+    rec.set_refs(1);
+    rec.flags = ChunkRecord::kIndexed;
+    rec.digest = digest;
+    HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
+    HIODSFS_TRY(t.put(Db::kFingerprints, fk, key_u64(id)));
+    if (gains == nullptr) {
+        HIODSFS_TRY(add_segment_live(t, loc.segment, len));
+    } else if (!gains->empty() && gains->back().first == loc.segment) {
+        gains->back().second += len;
+    } else {
+        gains->emplace_back(loc.segment, len);
+    }
+    c.stored_bytes += len;
+    c.chunk_count += 1;
+    *out = ExtentRecord{id, 0, len};
+    return Status::ok();
+}
+
+Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
+    Inode in;
+    Status st = load_inode(t, ino, &in);
+    if (st.err() == ENOENT) return t.del(Db::kOrphans, key_u64(ino));
+    HIODSFS_TRY(st);
+    if (S_ISREG(in.r.mode)) HIODSFS_TRY(replace_range(t, ino, in, 0, kMaxFileSize, nullptr));
+    std::vector<std::string> xattr_keys;
+    {
+        std::string prefix = key_u64(ino);
+        Cursor c = t.cursor(Db::kXattrs);
+        for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
+            xattr_keys.emplace_back(c.key());
+        HIODSFS_TRY(c.status());
+    }
+    for (const auto& k : xattr_keys) HIODSFS_TRY(t.del(Db::kXattrs, k));
+    HIODSFS_TRY(t.del(Db::kInodes, key_u64(ino)));
+    HIODSFS_TRY(t.del(Db::kOrphans, key_u64(ino)));
+    t.super().counters.inode_count -= 1;
+    if (S_ISREG(in.r.mode)) t.super().counters.file_count -= 1;
+    return Status::ok();
+}
+
+bool EngineImpl::pinned(InodeId ino) {
+    std::lock_guard<std::mutex> l(pins_mu_);
+    return pins_.count(ino) != 0;
+}
+
+Status EngineImpl::release_inode(Txn& t, InodeId ino) {
+    if (pinned(ino)) return t.put(Db::kOrphans, key_u64(ino), "");
+    drop_stream(ino, true);
+    return free_inode(t, ino);
+}
+
+void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    auto it = streams_.find(ino);
+    // Copies are only made under streams_mu_, so a count of one (the map's)
+    // means nobody holds it and nobody can get it without this lock; its own
+    // lock is then free, and taking it orders this read of `active` after
+    // the last holder's writes. An active stream holds bytes not yet
+    // chunked: it stays unless the file itself is gone.
+    if (it == streams_.end() || it->second.use_count() != 1 || pinned(ino)) return;
+    std::unique_lock<std::mutex> sl(it->second->mu, std::try_to_lock);
+    if (!sl.owns_lock() || (!file_gone && it->second->active)) return;
+    sl.unlock();
+    streams_.erase(it);
+}
+
+// ---------------------------------------------------------------------------
+// Namespace
+
+Status EngineImpl::lookup(InodeId parent, std::string_view name, Attr* out) {
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    DirentValue d;
+    Inode in;
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
+    *out = to_attr(d.ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::getattr(InodeId ino, Attr* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::setattr(InodeId ino, const SetAttr& ch, Attr* out) {
+    if (ch.valid & SetAttr::kSize) {
+        if (ch.size > kMaxFileSize) return Status::error(EFBIG, "file size too large");
+        auto s = stream(ino);
+        std::lock_guard<std::mutex> l(s->mu);
+        Inode in;
+        HIODSFS_TRY(regular_file(ino, &in));
+        HIODSFS_TRY(truncate_locked(ino, *s, ch.size));
+    }
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    auto now = now_ts();
+    if (ch.valid & SetAttr::kMode) in.r.mode = (in.r.mode & S_IFMT) | (ch.mode & 07777);
+    if (ch.valid & SetAttr::kUid) in.r.uid = ch.uid;
+    if (ch.valid & SetAttr::kGid) in.r.gid = ch.gid;
+    if (ch.valid & SetAttr::kAtimeNow) set_time(&in.r.atime_s, &in.r.atime_ns, now);
+    else if (ch.valid & SetAttr::kAtime) set_time(&in.r.atime_s, &in.r.atime_ns, ch.atime);
+    if (ch.valid & SetAttr::kMtimeNow) set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    else if (ch.valid & SetAttr::kMtime) set_time(&in.r.mtime_s, &in.r.mtime_ns, ch.mtime);
+    if (ch.valid & SetAttr::kCtime) set_time(&in.r.ctime_s, &in.r.ctime_ns, ch.ctime);
+    else if (ch.valid != 0) set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    HIODSFS_TRY(t->commit());
+    if (out != nullptr) *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& node, Attr* out) {
+    HIODSFS_TRY(check_name(name));
+    std::uint32_t type = node.mode & S_IFMT;
+    if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO &&
+        type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
+        return Status::error(EINVAL, "unknown file type");
+    if (type == S_IFLNK && (node.symlink_target.empty() || node.symlink_target.size() > kMaxSymlink))
+        return Status::error(node.symlink_target.empty() ? ENOENT : ENAMETOOLONG, "bad symlink target");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, parent, &dir));
+    DirentValue existing;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &existing, &found));
+    if (found) return Status::error(EEXIST, "entry exists");
+
+    InodeId ino = t->super().next_ino++;
+    Inode in;
+    in.r.mode = node.mode;
+    in.r.uid = node.uid;
+    in.r.gid = node.gid;
+    in.r.rdev = (type == S_IFCHR || type == S_IFBLK) ? node.rdev : 0;
+    in.r.nlink = type == S_IFDIR ? 2 : 1;
+    in.r.parent = type == S_IFDIR ? parent : 0;
+    auto now = now_ts();
+    set_time(&in.r.atime_s, &in.r.atime_ns, now);
+    set_time(&in.r.mtime_s, &in.r.mtime_ns, now);
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
+    if (type == S_IFLNK) in.target = node.symlink_target;
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    DirentValue d{ino, type, 0};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(d)));
+    for (const auto& [xname, xvalue] : node.xattrs)
+        HIODSFS_TRY(t->put(Db::kXattrs, key_u64_str(ino, xname), xvalue));
+    HIODSFS_TRY(touch_dir(*t, parent, type == S_IFDIR ? 1 : 0));
+    t->super().counters.inode_count += 1;
+    if (type == S_IFREG) t->super().counters.file_count += 1;
+    HIODSFS_TRY(t->commit());
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::readlink(InodeId ino, std::string* target) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (!S_ISLNK(in.r.mode)) return Status::error(EINVAL, "not a symlink");
+    *target = in.target;
+    return Status::ok();
+}
+
+Status EngineImpl::link(InodeId ino, InodeId new_parent, std::string_view new_name, Attr* out) {
+    HIODSFS_TRY(check_name(new_name));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    if (is_dir(in.r.mode)) return Status::error(EPERM, "hard link to a directory");
+    if (in.r.nlink == 0) return Status::error(ENOENT, "file was removed");
+    if (in.r.nlink >= 65000) return Status::error(EMLINK, "too many links");
+    Inode dir;
+    HIODSFS_TRY(load_dir(*t, new_parent, &dir));
+    DirentValue existing;
+    bool found = false;
+    HIODSFS_TRY(lookup_entry(*t, new_parent, new_name, &existing, &found));
+    if (found) return Status::error(EEXIST, "entry exists");
+    in.r.nlink += 1;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    DirentValue d{ino, in.r.mode & S_IFMT, 0};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(d)));
+    HIODSFS_TRY(touch_dir(*t, new_parent, 0));
+    HIODSFS_TRY(t->commit());
+    *out = to_attr(ino, in);
+    return Status::ok();
+}
+
+Status EngineImpl::unlink(InodeId parent, std::string_view name) {
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    DirentValue d;
+    Inode in;
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
+    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(touch_dir(*t, parent, 0));
+    in.r.nlink -= 1;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, d.ino, in));
+    if (in.r.nlink == 0) HIODSFS_TRY(release_inode(*t, d.ino));
+    return t->commit();
+}
+
+Status EngineImpl::rmdir(InodeId parent, std::string_view name) {
+    if (name == ".") return Status::error(EINVAL, "cannot remove '.'");
+    if (name == "..") return Status::error(ENOTEMPTY, "cannot remove '..'");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    DirentValue d;
+    Inode in;
+    HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
+    if (!is_dir(in.r.mode)) return Status::error(ENOTDIR, "not a directory");
+    bool empty = false;
+    HIODSFS_TRY(dir_is_empty(*t, d.ino, &empty));
+    if (!empty) return Status::error(ENOTEMPTY, "directory not empty");
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(touch_dir(*t, parent, -1));
+    in.r.nlink = 0;
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, d.ino, in));
+    HIODSFS_TRY(release_inode(*t, d.ino));
+    return t->commit();
+}
+
+Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_parent,
+                          std::string_view new_name, unsigned flags) {
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::error(EINVAL, "unsupported rename flags");
+    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+        return Status::error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
+    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
+    HIODSFS_TRY(check_name(new_name));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode pdir, ndir;
+    HIODSFS_TRY(load_dir(*t, parent, &pdir));
+    HIODSFS_TRY(load_dir(*t, new_parent, &ndir));
+    DirentValue src, dst;
+    bool have_src = false, have_dst = false;
+    HIODSFS_TRY(lookup_entry(*t, parent, name, &src, &have_src));
+    if (!have_src) return Status::error(ENOENT, "no such entry");
+    HIODSFS_TRY(lookup_entry(*t, new_parent, new_name, &dst, &have_dst));
+    if ((flags & RENAME_EXCHANGE) && !have_dst) return Status::error(ENOENT, "exchange target missing");
+    if ((flags & RENAME_NOREPLACE) && have_dst) return Status::error(EEXIST, "target exists");
+    if (have_dst && dst.ino == src.ino) return Status::ok();  // the same file: nothing to do
+
+    Inode sin;
+    HIODSFS_TRY(load_inode(*t, src.ino, &sin));
+    bool src_dir = is_dir(sin.r.mode);
+    Inode din;
+    if (have_dst) HIODSFS_TRY(load_inode(*t, dst.ino, &din));
+    bool dst_dir = have_dst && is_dir(din.r.mode);
+
+    // A directory may not move below itself.
+    auto check_not_below = [&](InodeId moving, InodeId into) -> Status {
+        InodeId cur = into;
+        for (int depth = 0; depth < 100000; ++depth) {
+            if (cur == moving) return Status::error(EINVAL, "cannot move a directory below itself");
+            if (cur == kRootInode) return Status::ok();
+            Inode ci;
+            HIODSFS_TRY(load_inode(*t, cur, &ci));
+            cur = ci.r.parent;
+        }
+        return Status::error(ELOOP, "directory tree too deep");
+    };
+    auto now = now_ts();
+
+    if (flags & RENAME_EXCHANGE) {
+        if (parent != new_parent) {
+            if (src_dir) HIODSFS_TRY(check_not_below(src.ino, new_parent));
+            if (dst_dir) HIODSFS_TRY(check_not_below(dst.ino, parent));
+        }
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(dst)));
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+        if (src_dir) sin.r.parent = new_parent;
+        if (dst_dir) din.r.parent = parent;
+        set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
+        set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, src.ino, sin));
+        HIODSFS_TRY(store_inode(*t, dst.ino, din));
+        int delta = (src_dir ? 1 : 0) - (dst_dir ? 1 : 0);
+        if (parent != new_parent) {
+            HIODSFS_TRY(touch_dir(*t, parent, -delta));
+            HIODSFS_TRY(touch_dir(*t, new_parent, delta));
+        } else {
+            HIODSFS_TRY(touch_dir(*t, parent, 0));
+        }
+        return t->commit();
+    }
+
+    if (src_dir) {
+        if (have_dst && !dst_dir) return Status::error(ENOTDIR, "target is not a directory");
+        if (parent != new_parent) HIODSFS_TRY(check_not_below(src.ino, new_parent));
+    } else if (dst_dir) {
+        return Status::error(EISDIR, "target is a directory");
+    }
+    if (have_dst) {
+        if (dst_dir) {
+            bool empty = false;
+            HIODSFS_TRY(dir_is_empty(*t, dst.ino, &empty));
+            if (!empty) return Status::error(ENOTEMPTY, "target directory not empty");
+            din.r.nlink = 0;
+        } else {
+            din.r.nlink -= 1;
+        }
+        set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
+        HIODSFS_TRY(store_inode(*t, dst.ino, din));
+    }
+    HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+    if (src_dir) sin.r.parent = new_parent;
+    set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
+    HIODSFS_TRY(store_inode(*t, src.ino, sin));
+    // Link counts of the parents: a moved directory's ".." changes parent;
+    // a replaced directory's entry goes away from new_parent.
+    int old_parent_delta = (src_dir && parent != new_parent) ? -1 : 0;
+    int new_parent_delta = (src_dir && parent != new_parent ? 1 : 0) - (dst_dir ? 1 : 0);
+    if (parent == new_parent) {
+        HIODSFS_TRY(touch_dir(*t, parent, old_parent_delta + new_parent_delta));
+    } else {
+        HIODSFS_TRY(touch_dir(*t, parent, old_parent_delta));
+        HIODSFS_TRY(touch_dir(*t, new_parent, new_parent_delta));
+    }
+    if (have_dst && din.r.nlink == 0) HIODSFS_TRY(release_inode(*t, dst.ino));
+    return t->commit();
+}
+
+Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode d;
+    HIODSFS_TRY(load_dir(*t, dir, &d));
+    std::string prefix = key_u64(dir);
+    Cursor c = t->cursor(Db::kDirents);
+    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next()) {
+        DirentValue v;
+        if (!from_bytes(c.value(), &v)) return Status::error(EUCLEAN, "directory entry record is damaged");
+        out->push_back(DirEntry{std::string(c.key().substr(8)), v.ino, v.type});
+    }
+    return c.status();
+}
+
+Status EngineImpl::parent_of(InodeId dir, InodeId* out) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode d;
+    HIODSFS_TRY(load_inode(*t, dir, &d));
+    if (!is_dir(d.r.mode)) return Status::error(ENOTDIR, "not a directory");
+    *out = dir == kRootInode ? kRootInode : d.r.parent;
+    return Status::ok();
+}
+
+void EngineImpl::pin(InodeId ino, std::uint64_t count) {
+    std::lock_guard<std::mutex> l(pins_mu_);
+    pins_[ino] += count;
+}
+
+void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
+    {
+        std::lock_guard<std::mutex> l(pins_mu_);
+        auto it = pins_.find(ino);
+        if (it == pins_.end()) return;
+        if (it->second > count) {
+            it->second -= count;
+            return;
+        }
+        pins_.erase(it);
+    }
+    // The kernel forgot the inode: close its stream, and free it if unlinked.
+    std::shared_ptr<Stream> s;
+    {
+        std::lock_guard<std::mutex> l(streams_mu_);
+        auto it = streams_.find(ino);
+        if (it != streams_.end()) s = it->second;
+    }
+    if (s) {
+        std::lock_guard<std::mutex> l(s->mu);
+        (void)close_stream(ino, *s);
+    }
+    std::unique_ptr<Txn> t;
+    if (!meta_->begin(&t)) return;
+    Inode in;
+    if (!load_inode(*t, ino, &in)) return;
+    if (in.r.nlink == 0 && !pinned(ino)) {
+        if (free_inode(*t, ino)) (void)t->commit();
+    }
+    t.reset();
+    s.reset();
+    drop_stream(ino);
+}
+
+// ---------------------------------------------------------------------------
+// Extended attributes
+
+Status EngineImpl::setxattr(InodeId ino, std::string_view name, std::string_view value, int flags) {
+    if (name.empty()) return Status::error(EINVAL, "empty attribute name");
+    if (name.size() > kMaxXattrName) return Status::error(ERANGE, "attribute name too long");
+    if (value.size() > kMaxXattrValue) return Status::error(E2BIG, "attribute value too large");
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string k = key_u64_str(ino, name);
+    std::string_view old;
+    bool found = false;
+    HIODSFS_TRY(t->get(Db::kXattrs, k, &old, &found));
+    if ((flags & XATTR_CREATE) && found) return Status::error(EEXIST, "attribute exists");
+    if ((flags & XATTR_REPLACE) && !found) return Status::error(ENODATA, "no such attribute");
+    HIODSFS_TRY(t->put(Db::kXattrs, k, value));
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+Status EngineImpl::getxattr(InodeId ino, std::string_view name, std::string* value) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t->get(Db::kXattrs, key_u64_str(ino, name), &v, &found));
+    if (!found) return Status::error(ENODATA, "no such attribute");
+    value->assign(v);
+    return Status::ok();
+}
+
+Status EngineImpl::listxattr(InodeId ino, std::vector<std::string>* names) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    std::string prefix = key_u64(ino);
+    Cursor c = t->cursor(Db::kXattrs);
+    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
+        names->emplace_back(c.key().substr(8));
+    return c.status();
+}
+
+Status EngineImpl::removexattr(InodeId ino, std::string_view name) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode in;
+    HIODSFS_TRY(load_inode(*t, ino, &in));
+    bool existed = false;
+    HIODSFS_TRY(t->del(Db::kXattrs, key_u64_str(ino, name), &existed));
+    if (!existed) return Status::error(ENODATA, "no such attribute");
+    set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
+    HIODSFS_TRY(store_inode(*t, ino, in));
+    return t->commit();
+}
+
+}  // namespace hiodsfs
