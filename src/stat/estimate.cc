@@ -14,11 +14,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_set>
 
 #include "hiodsfs/fingerprint.h"
-#include "stat/json.h"
 #include "stat/report.h"
 
 namespace hiodsfs::stat {
@@ -494,24 +494,26 @@ std::string format_estimate_text(const EstimateReport& r) {
 }
 
 std::string format_estimate_json(const EstimateReport& r) {
-    auto u = [](std::uint64_t v) { return std::to_string(v); };
-    std::string o = "{\n  \"schema\": \"hiodsfs-stat-estimate/1\",\n";
-    o += "  \"files\": " + u(r.files) + ",\n  \"apparent_bytes\": " + u(r.apparent_bytes) + ",\n";
-    o += "  \"files_read\": " + u(r.files_read) + ",\n  \"files_cached\": " + u(r.files_cached) + ",\n";
-    o += "  \"bytes_read\": " + u(r.bytes_read) + ",\n  \"skipped\": " + u(r.skipped) + ",\n";
-    o += "  \"elapsed_s\": " + json::number(r.elapsed_s) + ",\n";
-    o += "  \"interrupted\": " + std::string(r.interrupted ? "true" : "false") + ",\n";
-    o += "  \"results\": [";
-    for (std::size_t i = 0; i < r.results.size(); ++i) {
-        const auto& x = r.results[i];
-        o += std::string(i ? "," : "") + "\n    {\"chunking\": " + json::quote(x.chunking.describe()) +
-             ", \"logical_bytes\": " + u(x.logical_bytes) + ", \"stored_bytes\": " + u(x.stored_bytes) +
-             ", \"saved_bytes\": " + u(x.logical_bytes > x.stored_bytes ? x.logical_bytes - x.stored_bytes : 0) +
-             ", \"ratio\": " + json::number(x.ratio()) + ", \"chunks\": " + u(x.chunks) +
-             ", \"unique_chunks\": " + u(x.unique_chunks) + "}";
-    }
-    o += r.results.empty() ? "]\n}\n" : "\n  ]\n}\n";
-    return o;
+    nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    for (const auto& x : r.results)
+        results.push_back({{"chunking", x.chunking.describe()},
+                           {"logical_bytes", x.logical_bytes},
+                           {"stored_bytes", x.stored_bytes},
+                           {"saved_bytes", x.logical_bytes > x.stored_bytes ? x.logical_bytes - x.stored_bytes : 0},
+                           {"ratio", json_number(x.ratio())},
+                           {"chunks", x.chunks},
+                           {"unique_chunks", x.unique_chunks}});
+    nlohmann::ordered_json j = {{"schema", "hiodsfs-stat-estimate/1"},
+                                {"files", r.files},
+                                {"apparent_bytes", r.apparent_bytes},
+                                {"files_read", r.files_read},
+                                {"files_cached", r.files_cached},
+                                {"bytes_read", r.bytes_read},
+                                {"skipped", r.skipped},
+                                {"elapsed_s", json_number(r.elapsed_s)},
+                                {"interrupted", r.interrupted},
+                                {"results", std::move(results)}};
+    return j.dump(2) + "\n";
 }
 
 }  // namespace hiodsfs::stat

@@ -5,14 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -21,6 +24,8 @@
 #include "hiodsfs/segment_store.h"
 
 namespace hiodsfs::stat {
+
+using nlohmann::json;
 
 // ---------------------------------------------------------------------------
 // Derived figures
@@ -129,104 +134,158 @@ std::uint64_t du_bytes(const std::string& dir) {
     return g_du_bytes;
 }
 
-Status parse_file(const std::string& path, json::Value* out, bool* exists) {
-    std::string text;
-    *exists = read_text(path, &text);
-    if (!*exists) return Status::ok();
-    Status st = json::parse(text, out);
-    if (!st) return Status::error(EINVAL, path + ": " + st.message());
+// An object of status.json, read leniently: a member that is missing or of
+// another type reads as 0 or "", as the engine's status may gain or lose
+// figures between versions. Never throws.
+class Members {
+public:
+    explicit Members(const json& obj) : obj_(obj) {}
+    const json& get(const char* key) const {
+        static const json null;
+        if (!obj_.is_object()) return null;
+        auto it = obj_.find(key);
+        return it != obj_.end() ? *it : null;
+    }
+    bool has(const char* key) const { return obj_.is_object() && obj_.contains(key); }
+    std::uint64_t u(const char* key) const {
+        const json& v = get(key);
+        if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+        if (v.is_number_float()) {
+            const double d = v.get<double>();
+            return d >= 0 && d < 1.8e19 ? static_cast<std::uint64_t>(d) : 0;
+        }
+        return 0;  // negative, or not a number
+    }
+    double d(const char* key) const {
+        const json& v = get(key);
+        return v.is_number() ? v.get<double>() : 0;
+    }
+    std::string s(const char* key) const {
+        const json& v = get(key);
+        return v.is_string() ? v.get<std::string>() : std::string();
+    }
+
+private:
+    const json& obj_;
+};
+
+// nlohmann::json throws on bad text; the error comes back as one line
+// (its message escapes control characters) prefixed with `what`.
+Status parse_json(const std::string& text, const std::string& what, json* out) {
+    try {
+        *out = json::parse(text);
+    } catch (const json::exception& e) {
+        std::string m = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+        if (m.starts_with("[json.exception.") && m.find("] ") != std::string::npos) m.erase(0, m.find("] ") + 2);
+        return Status::error(EINVAL, what + ": not valid JSON: " + m);
+    }
     return Status::ok();
 }
 
-std::vector<Event> events_from(const json::Value& status) {
+Status parse_file(const std::string& path, json* out, bool* exists) {
+    std::string text;
+    *exists = read_text(path, &text);
+    if (!*exists) return Status::ok();
+    return parse_json(text, path, out);
+}
+
+// The members events and history samples share.
+template <class T>
+void read_common(const Members& e, T* x) {
+    x->mode = e.s("mode");
+    x->ops_per_s = e.d("ops_per_s");
+    x->bytes_per_s = e.d("bytes_per_s");
+    x->backlog_records = e.u("backlog_records");
+    x->backlog_bytes = e.u("backlog_bytes");
+}
+
+std::vector<Event> events_from(const json& status) {
     std::vector<Event> out;
-    const json::Value* ev = status.get("events");
-    if (ev == nullptr) return out;
+    const Members st(status);
+    if (!st.get("events").is_array()) return out;
     // Controller times are on the daemon's monotonic clock; now_ns and
     // unix_time_ns were taken at the same moment.
-    const double mono_now = static_cast<double>(status.get("now_ns") ? status.get("now_ns")->u64() : 0);
-    const double unix_now = static_cast<double>(status.get("unix_time_ns") ? status.get("unix_time_ns")->u64() : 0);
-    for (const auto& e : ev->items) {
+    const double mono_now = static_cast<double>(st.u("now_ns"));
+    const double unix_now = static_cast<double>(st.u("unix_time_ns"));
+    for (const auto& item : st.get("events")) {
+        const Members e(item);
         Event x;
-        x.unix_time = (unix_now - (mono_now - static_cast<double>(e.at("time_ns").u64()))) / 1e9;
-        x.kind = e.at("kind").str();
-        x.mode = e.at("mode").str();
-        x.ops_per_s = e.at("ops_per_s").num();
-        x.bytes_per_s = e.at("bytes_per_s").num();
-        x.speed = e.at("speed").num();
-        x.backlog_records = e.at("backlog_records").u64();
-        x.backlog_bytes = e.at("backlog_bytes").u64();
-        x.reason = e.at("reason").str();
+        x.unix_time = (unix_now - (mono_now - static_cast<double>(e.u("time_ns")))) / 1e9;
+        read_common(e, &x);
+        x.kind = e.s("kind");
+        x.speed = e.d("speed");
+        x.reason = e.s("reason");
         out.push_back(std::move(x));
     }
     return out;
 }
 
-std::vector<Sample> samples_from(const json::Value* list) {
+std::vector<Sample> samples_from(const json& list) {
     std::vector<Sample> out;
-    if (list == nullptr) return out;
-    for (const auto& e : list->items) {
+    if (!list.is_array()) return out;
+    for (const auto& item : list) {
+        const Members e(item);
         Sample s;
-        s.unix_time = static_cast<double>(e.at("unix_time_ns").u64()) / 1e9;
-        s.period_s = static_cast<double>(e.at("period_ns").u64()) / 1e9;
-        s.mode = e.at("mode").str();
-        s.ops_per_s = e.at("ops_per_s").num();
-        s.bytes_per_s = e.at("bytes_per_s").num();
-        s.background_bytes_per_s = e.at("background_bytes_per_s").num();
-        s.backlog_records = e.at("backlog_records").u64();
-        s.backlog_bytes = e.at("backlog_bytes").u64();
-        s.logical_bytes = e.at("logical_bytes").u64();
-        s.stored_bytes = e.at("stored_bytes").u64();
+        s.unix_time = static_cast<double>(e.u("unix_time_ns")) / 1e9;
+        s.period_s = static_cast<double>(e.u("period_ns")) / 1e9;
+        read_common(e, &s);
+        s.background_bytes_per_s = e.d("background_bytes_per_s");
+        s.logical_bytes = e.u("logical_bytes");
+        s.stored_bytes = e.u("stored_bytes");
         out.push_back(std::move(s));
     }
     return out;
 }
 
-}  // namespace
-
-Status report_from_status(const json::Value& st, Report* r) {
-    if (st.type != json::Value::Type::kObject || st.get("logical_bytes") == nullptr)
+Status report_from(const json& status, Report* r) {
+    const Members st(status);
+    if (!st.has("logical_bytes"))
         return Status::error(EINVAL, "status is not a hiodsfs status object");
-    auto u = [&](const char* k) { return st.at(k).u64(); };
-    auto d = [&](const char* k) { return st.at(k).num(); };
-    auto s = [&](const char* k) { return st.at(k).str(); };
-    r->logical_bytes = u("logical_bytes");
-    r->stored_bytes = u("stored_bytes");
-    r->disk_bytes = u("disk_bytes");
-    r->dead_bytes = u("dead_bytes");
-    r->raw_bytes = u("raw_bytes");
-    r->chunk_count = u("chunk_count");
-    r->file_count = u("file_count");
-    r->inode_count = u("inode_count");
-    r->segment_count = u("segment_count");
-    r->dedup_hits = u("dedup_hits");
-    r->cloned_bytes = u("cloned_bytes");
-    r->backlog_records = u("backlog_records");
-    r->backlog_bytes = u("backlog_bytes");
+    r->logical_bytes = st.u("logical_bytes");
+    r->stored_bytes = st.u("stored_bytes");
+    r->disk_bytes = st.u("disk_bytes");
+    r->dead_bytes = st.u("dead_bytes");
+    r->raw_bytes = st.u("raw_bytes");
+    r->chunk_count = st.u("chunk_count");
+    r->file_count = st.u("file_count");
+    r->inode_count = st.u("inode_count");
+    r->segment_count = st.u("segment_count");
+    r->dedup_hits = st.u("dedup_hits");
+    r->cloned_bytes = st.u("cloned_bytes");
+    r->backlog_records = st.u("backlog_records");
+    r->backlog_bytes = st.u("backlog_bytes");
+    r->store_error = st.s("store_error");  // null when the store is well
     // The engine's read-corruption counter, under whichever name it has.
-    r->store_error = st.get("store_error") != nullptr ? s("store_error") : std::string();
     r->read_errors = 0;
     for (const char* k : {"read_errors", "read_error_count", "corrupt_reads", "checksum_errors"})
-        if (st.get(k) != nullptr) {
-            r->read_errors = u(k);
+        if (st.has(k)) {
+            r->read_errors = st.u(k);
             break;
         }
-    r->chunking = s("chunking");
-    r->setting = s("setting");
-    r->mode = s("mode");
-    r->ops_per_s = d("ops_per_s");
-    r->bytes_per_s = d("bytes_per_s");
-    r->background_bytes_per_s = d("background_bytes_per_s");
-    r->background_speed = d("background_speed");
-    r->target_ops = d("target_ops");
-    r->target_bytes_per_s = d("target_bytes_per_s");
-    const double mono_now = static_cast<double>(u("now_ns")), unix_now = static_cast<double>(u("unix_time_ns"));
-    if (st.get("mode_since_ns") != nullptr && unix_now > 0)
-        r->mode_since = (unix_now - (mono_now - static_cast<double>(u("mode_since_ns")))) / 1e9;
-    r->events = events_from(st);
+    r->chunking = st.s("chunking");
+    r->setting = st.s("setting");
+    r->mode = st.s("mode");
+    r->ops_per_s = st.d("ops_per_s");
+    r->bytes_per_s = st.d("bytes_per_s");
+    r->background_bytes_per_s = st.d("background_bytes_per_s");
+    r->background_speed = st.d("background_speed");
+    r->target_ops = st.d("target_ops");
+    r->target_bytes_per_s = st.d("target_bytes_per_s");
+    const double mono_now = static_cast<double>(st.u("now_ns")), unix_now = static_cast<double>(st.u("unix_time_ns"));
+    if (st.has("mode_since_ns") && unix_now > 0)
+        r->mode_since = (unix_now - (mono_now - static_cast<double>(st.u("mode_since_ns")))) / 1e9;
+    r->events = events_from(status);
     r->history = samples_from(st.get("history"));
     r->daily = samples_from(st.get("history_daily"));
     return Status::ok();
+}
+
+}  // namespace
+
+Status report_from_status(const std::string& status_json, Report* r) {
+    json v;
+    HIODSFS_TRY(parse_json(status_json, "status", &v));
+    return report_from(v, r);
 }
 
 Status load_report(const std::string& arg, Report* out) {
@@ -267,9 +326,9 @@ Status load_report(const std::string& arg, Report* out) {
     Status st = Engine::open(eo, &engine);
     if (st) {
         // Unmounted: the engine renders the same status JSON the daemon writes.
-        json::Value v;
-        HIODSFS_TRY(json::parse(engine->status_json(), &v));
-        HIODSFS_TRY(report_from_status(v, out));
+        json v;
+        HIODSFS_TRY(parse_json(engine->status_json(), "the engine's status of " + store, &v));
+        HIODSFS_TRY(report_from(v, out));
         (void)engine->close();
         engine.reset();
         out->mounted = false;
@@ -281,14 +340,15 @@ Status load_report(const std::string& arg, Report* out) {
         out->target_ops = out->target_bytes_per_s = 0;
         out->events.clear();
         // The last session's events, from the status it left behind.
-        json::Value last;
+        // A broken one only loses those events; the figures stand without them.
+        json last;
         bool exists = false;
         if (parse_file(store + "/status.json", &last, &exists) && exists) {
             out->events = events_from(last);
-            out->events_as_of = last.get("unix_time_ns") ? static_cast<double>(last.get("unix_time_ns")->u64()) / 1e9 : 0;
+            out->events_as_of = static_cast<double>(Members(last).u("unix_time_ns")) / 1e9;
             if (out->read_errors == 0) {
                 Report prev;
-                if (report_from_status(last, &prev)) out->read_errors = prev.read_errors;
+                if (report_from(last, &prev)) out->read_errors = prev.read_errors;
             }
         }
         out->store_dir_bytes = du_bytes(store);
@@ -300,12 +360,13 @@ Status load_report(const std::string& arg, Report* out) {
     // daemon that has just started has not written its first status yet:
     // wait for one with its pid, up to a few intervals.
     const long holder = lock_pid(store);
-    json::Value v;
+    const std::string status_path = store + "/status.json";
+    json v;
     bool exists = false;
     for (int tries = 0;; ++tries) {
-        HIODSFS_TRY(parse_file(store + "/status.json", &v, &exists));
-        const bool fresh = exists && (holder == 0 || v.get("pid") == nullptr ||
-                                      static_cast<long>(v.get("pid")->u64()) == holder);
+        HIODSFS_TRY(parse_file(status_path, &v, &exists));
+        const bool fresh = exists && (holder == 0 || !Members(v).has("pid") ||
+                                      static_cast<long>(Members(v).u("pid")) == holder);
         if (fresh) break;
         if (tries >= 50)
             return Status::error(EBUSY, "store " + store + " is in use by " +
@@ -313,11 +374,13 @@ Status load_report(const std::string& arg, Report* out) {
                                             ", which publishes no status.json (a read-only mount or another tool)");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    HIODSFS_TRY(report_from_status(v, out));
+    if (Status bad = report_from(v, out); !bad) return Status::error(EINVAL, status_path + ": " + bad.message());
     out->mounted = true;
     out->mountpoint = mountpoint;
-    const json::Value* t = v.get("unix_time_ns");
-    out->status_age_s = t ? std::max(0.0, now_unix() - static_cast<double>(t->u64()) / 1e9) : 0;
+    const Members status(v);
+    out->status_age_s = status.has("unix_time_ns")
+                            ? std::max(0.0, now_unix() - static_cast<double>(status.u("unix_time_ns")) / 1e9)
+                            : 0;
     out->store_dir_bytes = du_bytes(store);
     return Status::ok();
 }
@@ -525,86 +588,116 @@ std::string format_history(const Report& r, const Style& style) {
     return o;
 }
 
+double json_number(double v) {
+    if (!std::isfinite(v)) return 0;
+    // Large values (times, byte counts) keep every integer digit.
+    char buf[400];  // %.3f of the largest double
+    std::snprintf(buf, sizeof(buf), std::fabs(v) >= 1e6 ? "%.3f" : "%.6g", v);
+    return std::strtod(buf, nullptr);
+}
+
 namespace {
 
-std::string opt_num(const std::optional<double>& v) { return v ? json::number(*v) : "null"; }
+using ojson = nlohmann::ordered_json;
 
-void sample_json(std::string* o, const Sample& s) {
-    *o += "{\"unix_time\": " + json::number(s.unix_time) + ", \"period_s\": " + json::number(s.period_s) +
-          ", \"mode\": " + json::quote(s.mode) + ", \"ops_per_s\": " + json::number(s.ops_per_s) +
-          ", \"bytes_per_s\": " + json::number(s.bytes_per_s) +
-          ", \"background_bytes_per_s\": " + json::number(s.background_bytes_per_s) +
-          ", \"backlog_records\": " + std::to_string(s.backlog_records) +
-          ", \"backlog_bytes\": " + std::to_string(s.backlog_bytes) +
-          ", \"logical_bytes\": " + std::to_string(s.logical_bytes) +
-          ", \"stored_bytes\": " + std::to_string(s.stored_bytes) + "}";
+// The schema has no NaN: a figure that is not finite is null where null is
+// allowed, else 0; rates and speeds stay in the schema's range whatever a
+// damaged status.json held.
+ojson opt_num(const std::optional<double>& v) {
+    return v && std::isfinite(*v) ? ojson(json_number(*v)) : ojson(nullptr);
+}
+double rate(double v) { return std::max(0.0, json_number(v)); }
+double fraction(double v) { return std::clamp(json_number(v), 0.0, 1.0); }
+ojson str_or_null(const std::string& s) { return s.empty() ? ojson(nullptr) : ojson(s); }
+
+ojson sample_json(const Sample& s) {
+    return {{"unix_time", json_number(s.unix_time)},
+            {"period_s", rate(s.period_s)},
+            {"mode", s.mode},
+            {"ops_per_s", rate(s.ops_per_s)},
+            {"bytes_per_s", rate(s.bytes_per_s)},
+            {"background_bytes_per_s", rate(s.background_bytes_per_s)},
+            {"backlog_records", s.backlog_records},
+            {"backlog_bytes", s.backlog_bytes},
+            {"logical_bytes", s.logical_bytes},
+            {"stored_bytes", s.stored_bytes}};
 }
 
 }  // namespace
 
 std::string format_json(const Report& r, bool with_history) {
-    auto u = [](std::uint64_t v) { return std::to_string(v); };
-    std::string o = "{\n";
-    o += "  \"schema\": \"hiodsfs-stat/1\",\n";
-    o += "  \"store\": " + json::quote(r.store) + ",\n";
-    o += "  \"mounted\": " + std::string(r.mounted ? "true" : "false") + ",\n";
-    o += "  \"mountpoint\": " + (r.mountpoint.empty() ? std::string("null") : json::quote(r.mountpoint)) + ",\n";
-    o += "  \"status_age_s\": " + (r.mounted ? json::number(r.status_age_s) : std::string("null")) + ",\n";
-    o += "  \"chunking\": " + json::quote(r.chunking) + ",\n";
-    o += "  \"space\": {\"logical_bytes\": " + u(r.logical_bytes) + ", \"stored_bytes\": " + u(r.stored_bytes) +
-         ", \"disk_bytes\": " + u(r.disk_bytes) + ", \"saved_bytes\": " + u(r.saved_bytes()) +
-         ", \"ratio\": " + json::number(r.ratio()) + ", \"dead_bytes\": " + u(r.dead_bytes) +
-         ", \"reclaimable_bytes\": " + u(r.reclaimable_bytes()) + ", \"raw_bytes\": " + u(r.raw_bytes) +
-         ", \"cloned_bytes\": " + u(r.cloned_bytes) + ", \"segment_count\": " + u(r.segment_count) +
-         ", \"store_dir_bytes\": " + u(r.store_dir_bytes) + "},\n";
-    o += "  \"chunks\": {\"count\": " + u(r.chunk_count) + ", \"mean_bytes\": " + json::number(r.mean_chunk_bytes()) +
-         ", \"dedup_hits\": " + u(r.dedup_hits) + "},\n";
-    o += "  \"files\": {\"count\": " + u(r.file_count) + ", \"inodes\": " + u(r.inode_count) + "},\n";
-    o += "  \"backlog\": {\"records\": " + u(r.backlog_records) + ", \"bytes\": " + u(r.backlog_bytes) +
-         ", \"drain_bytes_per_s\": " + json::number(r.drain_rate()) + ", \"eta_s\": " + opt_num(r.drain_eta_s()) + "},\n";
-    o += "  \"activity\": {\"setting\": " + (r.setting.empty() ? std::string("null") : json::quote(r.setting)) +
-         ", \"mode\": " + json::quote(r.mode) + ", \"mode_since\": " + opt_num(r.mode_since) +
-         ", \"ops_per_s\": " + json::number(r.ops_per_s) + ", \"bytes_per_s\": " + json::number(r.bytes_per_s) +
-         ", \"background_bytes_per_s\": " + json::number(r.background_bytes_per_s) +
-         ", \"background_speed\": " + json::number(r.background_speed) +
-         ", \"target_ops\": " + json::number(r.target_ops) +
-         ", \"target_bytes_per_s\": " + json::number(r.target_bytes_per_s) + "},\n";
-    o += "  \"read_errors\": " + u(r.read_errors) + ",\n";
-    o += "  \"store_error\": " + (r.store_error.empty() ? std::string("null") : json::quote(r.store_error)) + ",\n";
-    o += "  \"events_as_of\": " + (r.events_as_of > 0 ? json::number(r.events_as_of) : std::string("null")) + ",\n";
-    o += "  \"events\": [";
-    for (std::size_t i = 0; i < r.events.size(); ++i) {
-        const Event& e = r.events[i];
-        o += std::string(i ? "," : "") + "\n    {\"unix_time\": " + json::number(e.unix_time) +
-             ", \"kind\": " + json::quote(e.kind) + ", \"mode\": " + json::quote(e.mode) +
-             ", \"ops_per_s\": " + json::number(e.ops_per_s) + ", \"bytes_per_s\": " + json::number(e.bytes_per_s) +
-             ", \"speed\": " + json::number(e.speed) + ", \"backlog_records\": " + u(e.backlog_records) +
-             ", \"backlog_bytes\": " + u(e.backlog_bytes) + ", \"reason\": " + json::quote(e.reason) + "}";
-    }
-    o += r.events.empty() ? "]" : "\n  ]";
+    ojson j;
+    j["schema"] = "hiodsfs-stat/1";
+    j["store"] = r.store;
+    j["mounted"] = r.mounted;
+    j["mountpoint"] = str_or_null(r.mountpoint);
+    j["status_age_s"] = opt_num(r.mounted ? std::optional<double>(r.status_age_s) : std::nullopt);
+    j["chunking"] = r.chunking;
+    j["space"] = {{"logical_bytes", r.logical_bytes},
+                  {"stored_bytes", r.stored_bytes},
+                  {"disk_bytes", r.disk_bytes},
+                  {"saved_bytes", r.saved_bytes()},
+                  {"ratio", json_number(r.ratio())},
+                  {"dead_bytes", r.dead_bytes},
+                  {"reclaimable_bytes", r.reclaimable_bytes()},
+                  {"raw_bytes", r.raw_bytes},
+                  {"cloned_bytes", r.cloned_bytes},
+                  {"segment_count", r.segment_count},
+                  {"store_dir_bytes", r.store_dir_bytes}};
+    j["chunks"] = {{"count", r.chunk_count}, {"mean_bytes", json_number(r.mean_chunk_bytes())},
+                   {"dedup_hits", r.dedup_hits}};
+    j["files"] = {{"count", r.file_count}, {"inodes", r.inode_count}};
+    j["backlog"] = {{"records", r.backlog_records},
+                    {"bytes", r.backlog_bytes},
+                    {"drain_bytes_per_s", rate(r.drain_rate())},
+                    {"eta_s", opt_num(r.drain_eta_s())}};
+    j["activity"] = {{"setting", str_or_null(r.setting)},
+                     {"mode", r.mode},
+                     {"mode_since", opt_num(r.mode_since)},
+                     {"ops_per_s", rate(r.ops_per_s)},
+                     {"bytes_per_s", rate(r.bytes_per_s)},
+                     {"background_bytes_per_s", rate(r.background_bytes_per_s)},
+                     {"background_speed", fraction(r.background_speed)},
+                     {"target_ops", rate(r.target_ops)},
+                     {"target_bytes_per_s", rate(r.target_bytes_per_s)}};
+    j["read_errors"] = r.read_errors;
+    j["store_error"] = str_or_null(r.store_error);
+    j["events_as_of"] = opt_num(r.events_as_of > 0 ? std::optional<double>(r.events_as_of) : std::nullopt);
+    ojson events = ojson::array();
+    for (const Event& e : r.events)
+        events.push_back({{"unix_time", json_number(e.unix_time)},
+                          {"kind", e.kind},
+                          {"mode", e.mode},
+                          {"ops_per_s", rate(e.ops_per_s)},
+                          {"bytes_per_s", rate(e.bytes_per_s)},
+                          {"speed", fraction(e.speed)},
+                          {"backlog_records", e.backlog_records},
+                          {"backlog_bytes", e.backlog_bytes},
+                          {"reason", e.reason}});
+    j["events"] = std::move(events);
     if (with_history) {
-        o += ",\n  \"history\": [";
-        for (std::size_t i = 0; i < r.history.size(); ++i) {
-            o += std::string(i ? "," : "") + "\n    ";
-            sample_json(&o, r.history[i]);
-        }
-        o += r.history.empty() ? "]" : "\n  ]";
-        o += ",\n  \"daily\": [";
+        ojson history = ojson::array();
+        for (const Sample& s : r.history) history.push_back(sample_json(s));
+        j["history"] = std::move(history);
+        ojson daily = ojson::array();
         std::int64_t prev = 0;
         for (std::size_t i = 0; i < r.daily.size(); ++i) {
             const Sample& s = r.daily[i];
-            std::int64_t saved = std::max<std::int64_t>(
+            const std::int64_t saved = std::max<std::int64_t>(
                 0, static_cast<std::int64_t>(s.logical_bytes) - static_cast<std::int64_t>(s.stored_bytes));
-            o += std::string(i ? "," : "") + "\n    {\"date\": " + json::quote(utc_date(s.unix_time)) +
-                 ", \"unix_time\": " + json::number(s.unix_time) + ", \"logical_bytes\": " + u(s.logical_bytes) +
-                 ", \"stored_bytes\": " + u(s.stored_bytes) + ", \"saved_bytes\": " + std::to_string(saved) +
-                 ", \"saved_change_bytes\": " + (i == 0 ? std::string("null") : std::to_string(saved - prev)) + "}";
+            daily.push_back({{"date", utc_date(s.unix_time)},
+                             {"unix_time", json_number(s.unix_time)},
+                             {"logical_bytes", s.logical_bytes},
+                             {"stored_bytes", s.stored_bytes},
+                             {"saved_bytes", saved},
+                             {"saved_change_bytes", i == 0 ? ojson(nullptr) : ojson(saved - prev)}});
             prev = saved;
         }
-        o += r.daily.empty() ? "]" : "\n  ]";
+        j["daily"] = std::move(daily);
     }
-    o += "\n}\n";
-    return o;
+    // Paths are bytes, JSON is UTF-8: an invalid sequence becomes U+FFFD
+    // rather than an exception.
+    return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 }  // namespace hiodsfs::stat

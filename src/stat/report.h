@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "hiodsfs/status.h"
-#include "stat/json.h"
 
 namespace hiodsfs::stat {
 
@@ -65,8 +64,10 @@ struct Report {
 // arg: a store directory or the mount point of a hiodsfs mount. Errors are
 // one line for the user.
 Status load_report(const std::string& arg, Report* out);
-// Fills the report from a status JSON (what STORE/status.json holds).
-Status report_from_status(const json::Value& status, Report* out);
+// Fills the report from a status JSON text (what STORE/status.json holds).
+// Members missing or of another type read as 0 or ""; text that is not JSON
+// or not an object is a one-line error.
+Status report_from_status(const std::string& status_json, Report* out);
 
 struct Style {
     bool color = false;
@@ -75,6 +76,9 @@ std::string format_text(const Report& r, const Style& style);
 std::string format_history(const Report& r, const Style& style);
 // The documented JSON (docs/hiodsfs-stat.md); history included when asked.
 std::string format_json(const Report& r, bool with_history);
+// v as --json writes it: 6 significant digits below 1e6, 3 decimals above;
+// 0 when not finite (JSON has no NaN or infinity).
+double json_number(double v);
 
 // "1.50 GiB", "812 B".
 std::string human_bytes(double bytes);

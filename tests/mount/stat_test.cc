@@ -17,49 +17,44 @@
 #include <filesystem>
 #include <thread>
 
+#include "../stat/schema_check.h"
 #include "mount_fixture.h"
-#include "stat/json.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::mt;
+using nlohmann::json;
 
 namespace {
 
-json::Value stat_json(const std::string& target, bool check_schema = true) {
+json stat_json(const std::string& target, bool check_schema = true) {
     std::vector<std::string> argv = {HIODSFS_STAT_BIN, "--json", "--history", target};
     CmdResult r = run(argv, {}, std::chrono::seconds(60));
     INFO("hiodsfs-stat " << target << ": " << r.describe());
     REQUIRE(r.ok());
-    json::Value v;
-    Status st = json::parse(r.out, &v);
     INFO(r.out);
-    REQUIRE(st);
+    json v = json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(v.is_discarded());
     if (!check_schema) return v;
     // And it follows the documented schema.
-    TempDir t("hiodsfs-stat-json-");
-    write_file(t.path() + "/doc.json", r.out);
-    CmdResult check = sh("python3 " + shq(HIODSFS_SCHEMA_CHECK) + " " + shq(HIODSFS_SCHEMA) + " <" +
-                         shq(t.path() + "/doc.json"));
-    INFO("schema check: " << check.out << check.err);
-    CHECK(check.ok());
+    static const json schema = test::read_json_file(HIODSFS_SCHEMA);
+    CHECK(test::schema_violations(v, schema) == std::vector<std::string>{});
     return v;
 }
 
-std::uint64_t field(const json::Value& v, const char* group, const char* name) {
-    const json::Value* g = v.get(group);
-    REQUIRE(g != nullptr);
-    const json::Value* f = g->get(name);
+std::uint64_t field(const json& v, const char* group, const char* name) {
     INFO(group << "." << name);
-    REQUIRE(f != nullptr);
-    return f->u64();
+    REQUIRE(v.contains(group));
+    REQUIRE(v.at(group).contains(name));
+    REQUIRE(v.at(group).at(name).is_number_unsigned());
+    return v.at(group).at(name).get<std::uint64_t>();
 }
 
 // Polls the mounted figures until pred holds (the daemon publishes every
 // control interval); returns the last figures.
-json::Value wait_for(const MountFixture& m, const std::function<bool(const json::Value&)>& pred) {
+json wait_for(const MountFixture& m, const std::function<bool(const json&)>& pred) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
-        json::Value v = stat_json(m.mnt(), false);
+        json v = stat_json(m.mnt(), false);
         if (pred(v) || std::chrono::steady_clock::now() > deadline) return stat_json(m.mnt());
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -89,16 +84,16 @@ struct Truth {
     std::uint64_t logical, stored, chunks, files, dead;
 };
 
-void check_figures(const json::Value& v, const Truth& t, const std::string& store) {
+void check_figures(const json& v, const Truth& t, const std::string& store) {
     CHECK(field(v, "space", "logical_bytes") == t.logical);
     CHECK(field(v, "space", "stored_bytes") == t.stored);
     CHECK(field(v, "chunks", "count") == t.chunks);
     CHECK(field(v, "files", "count") == t.files);
     CHECK(field(v, "space", "dead_bytes") == t.dead);
     CHECK(field(v, "space", "saved_bytes") == t.logical - t.stored);
-    CHECK(v.get("space")->get("ratio")->num() ==
+    CHECK(v.at("space").at("ratio").get<double>() ==
           Approx(static_cast<double>(t.logical) / static_cast<double>(t.stored)).epsilon(1e-5));
-    CHECK(v.get("chunks")->get("mean_bytes")->num() ==
+    CHECK(v.at("chunks").at("mean_bytes").get<double>() ==
           Approx(static_cast<double>(t.stored) / static_cast<double>(t.chunks)).epsilon(1e-5));
     const std::uint64_t disk = field(v, "space", "disk_bytes");
     CHECK(disk == segment_file_bytes(store));
@@ -127,19 +122,19 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     make_dir(m.path("dir"));
     fsync_path(m.path("unique"));
     Truth t{2 * unique.size() + repeated.size(), unique.size() + block.size(), 64 + 1, 3, 0};
-    json::Value v = wait_for(m, [&](const json::Value& x) { return field(x, "space", "logical_bytes") == t.logical; });
-    CHECK(v.get("mounted")->boolean);
-    CHECK(v.get("mountpoint")->str() == m.mnt());
-    CHECK(v.get("store")->str() == m.store());
-    CHECK(v.get("activity")->get("mode")->str() == "inline");
-    CHECK(v.get("activity")->get("setting")->str() == "inline");
+    json v = wait_for(m, [&](const json& x) { return field(x, "space", "logical_bytes") == t.logical; });
+    CHECK(v["mounted"] == true);
+    CHECK(v["mountpoint"] == m.mnt());
+    CHECK(v["store"] == m.store());
+    CHECK(v["activity"]["mode"] == "inline");
+    CHECK(v["activity"]["setting"] == "inline");
     CHECK(field(v, "files", "inodes") == 5);  // root, dir and three files
     CHECK(field(v, "backlog", "records") == 0);
     check_figures(v, t, m.store());
     // The store path and the mount point give the same figures.
-    json::Value by_store = stat_json(m.store());
+    json by_store = stat_json(m.store());
     CHECK(field(by_store, "space", "logical_bytes") == t.logical);
-    CHECK(by_store.get("mountpoint")->str() == m.mnt());
+    CHECK(by_store["mountpoint"] == m.mnt());
 
     // Deferred: written raw and queued; nothing drains it (no workers).
     m.unmount();
@@ -147,25 +142,25 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     m.mount();
     write_file(m.path("deferred"), unique);
     fsync_path(m.path("deferred"));
-    v = wait_for(m, [&](const json::Value& x) { return field(x, "files", "count") == 4; });
-    CHECK(v.get("activity")->get("mode")->str() == "deferred");
+    v = wait_for(m, [&](const json& x) { return field(x, "files", "count") == 4; });
+    CHECK(v["activity"]["mode"] == "deferred");
     CHECK(field(v, "backlog", "records") >= 1);
     CHECK(field(v, "backlog", "bytes") == unique.size());
     CHECK(field(v, "space", "raw_bytes") == unique.size());
     CHECK(field(v, "space", "stored_bytes") == t.stored + unique.size());
     CHECK(field(v, "space", "logical_bytes") == t.logical + unique.size());
-    CHECK(v.get("backlog")->get("eta_s")->type == json::Value::Type::kNull);  // nothing drains it
+    CHECK(v["backlog"]["eta_s"].is_null());  // nothing drains it
 
     // Drained: back to exactly what inline stores; the raw copy is dead space.
     m.unmount();
     m.set_options({"chunking=fixed,chunk_size=4K", "mode=inline"});
     m.mount();
-    v = wait_for(m, [&](const json::Value& x) { return field(x, "backlog", "records") == 0 && field(x, "space", "raw_bytes") == 0; });
+    v = wait_for(m, [&](const json& x) { return field(x, "backlog", "records") == 0 && field(x, "space", "raw_bytes") == 0; });
     fsync_path(m.path("deferred"));
     t.logical += unique.size();
     t.files = 4;
     t.dead = unique.size();
-    v = wait_for(m, [&](const json::Value& x) { return field(x, "space", "dead_bytes") == t.dead; });
+    v = wait_for(m, [&](const json& x) { return field(x, "space", "dead_bytes") == t.dead; });
     check_figures(v, t, m.store());
 
     // Deleted: a file whose chunks others share frees nothing; one whose
@@ -179,25 +174,25 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     t.chunks -= 1;
     t.files = 2;
     t.dead += block.size();
-    v = wait_for(m, [&](const json::Value& x) { return field(x, "files", "count") == 2 && field(x, "space", "dead_bytes") == t.dead; });
+    v = wait_for(m, [&](const json& x) { return field(x, "files", "count") == 2 && field(x, "space", "dead_bytes") == t.dead; });
     check_figures(v, t, m.store());
     CHECK(field(v, "space", "reclaimable_bytes") == reclaimable_before + block.size() + 24);
 
     // Unmounted: the same figures, read from the store itself.
     m.unmount();
-    json::Value off = stat_json(m.store());
-    CHECK_FALSE(off.get("mounted")->boolean);
-    CHECK(off.get("activity")->get("mode")->str() == "not mounted");
+    json off = stat_json(m.store());
+    CHECK(off["mounted"] == false);
+    CHECK(off["activity"]["mode"] == "not mounted");
     check_figures(off, t, m.store());
     for (const char* g : {"space", "chunks", "files", "backlog"}) {
-        for (const auto& [name, value] : v.get(g)->members) {
+        for (const auto& [name, value] : v[g].items()) {
             if (std::string(g) == "space" && name == "store_dir_bytes") continue;  // du moves a little
             if (std::string(g) == "backlog" && name == "drain_bytes_per_s") continue;  // a rate
             INFO(g << "." << name);
-            CHECK(off.get(g)->get(name)->text == value.text);
+            CHECK(off[g][name] == value);
         }
     }
-    CHECK(off.get("read_errors")->u64() == 0);
+    CHECK(off["read_errors"] == 0);
 
     // Human output: aligned figures, no colour off a terminal.
     CmdResult text = run({HIODSFS_STAT_BIN, m.store()});
@@ -235,33 +230,34 @@ TEST_CASE("hiodsfs-stat --estimate: within 1 % of what a copy really stores; a r
     CmdResult first = run({HIODSFS_STAT_BIN, "--estimate", "--compare", "--json", "--cache", cache, tree});
     INFO(first.describe());
     REQUIRE(first.ok());
-    json::Value e1;
-    REQUIRE(json::parse(first.out, &e1));
-    const json::Value& r1 = e1.get("results")->items.at(0);
-    CHECK(r1.get("chunking")->str() == "cdc:2048/8192/32768");
+    json e1 = json::parse(first.out, nullptr, false);
+    REQUIRE_FALSE(e1.is_discarded());
+    const json r1 = e1["results"].at(0);
+    CHECK(r1["chunking"] == "cdc:2048/8192/32768");
 
     CmdResult cp = run({"cp", "-a", tree, m.path("tree")});
     REQUIRE(cp.ok());
     fsync_path(m.path("tree/a/f0"));
-    json::Value s = wait_for(m, [&](const json::Value& x) {
-        return field(x, "space", "logical_bytes") == r1.get("logical_bytes")->u64();
+    json s = wait_for(m, [&](const json& x) {
+        return field(x, "space", "logical_bytes") == r1["logical_bytes"].get<std::uint64_t>();
     });
     const double stored = static_cast<double>(field(s, "space", "stored_bytes"));
-    const double estimated = static_cast<double>(r1.get("stored_bytes")->u64());
+    const double estimated = r1["stored_bytes"].get<double>();
     INFO("stored " << stored << ", estimated " << estimated);
     CHECK(std::abs(estimated - stored) <= 0.01 * stored);
-    CHECK(field(s, "space", "logical_bytes") == r1.get("logical_bytes")->u64());
+    CHECK(field(s, "space", "logical_bytes") == r1["logical_bytes"].get<std::uint64_t>());
 
     CmdResult second = run({HIODSFS_STAT_BIN, "--estimate", "--compare", "--json", "--cache", cache, tree});
     REQUIRE(second.ok());
-    json::Value e2;
-    REQUIRE(json::parse(second.out, &e2));
-    CHECK(e2.get("bytes_read")->u64() == 0);
-    CHECK(e2.get("files_read")->u64() == 0);
-    INFO("first run " << e1.get("elapsed_s")->num() << " s, second " << e2.get("elapsed_s")->num() << " s");
-    CHECK(e2.get("elapsed_s")->num() < e1.get("elapsed_s")->num() / 2);
-    CHECK(e2.get("results")->items.size() == 8);
-    CHECK(e2.get("results")->items.at(0).get("stored_bytes")->u64() == r1.get("stored_bytes")->u64());
+    json e2 = json::parse(second.out, nullptr, false);
+    REQUIRE_FALSE(e2.is_discarded());
+    CHECK(e2["bytes_read"] == 0);
+    CHECK(e2["files_read"] == 0);
+    const double first_s = e1["elapsed_s"].get<double>(), second_s = e2["elapsed_s"].get<double>();
+    INFO("first run " << first_s << " s, second " << second_s << " s");
+    CHECK(second_s < first_s / 2);
+    CHECK(e2["results"].size() == 8);
+    CHECK(e2["results"].at(0)["stored_bytes"] == r1["stored_bytes"]);
 
     // The options are the daemon's; a wrong one is one line.
     CmdResult bad = run({HIODSFS_STAT_BIN, "--estimate", "-o", "chunking=fixed,cdc_avg=8K", tree});
