@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "chunk/crc32c_impl.h"
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 
 #if defined(__x86_64__) && defined(__SSE4_2__)
 #include <nmmintrin.h>

@@ -2,7 +2,7 @@
 // per process and each Sha256 keeps one EVP_MD_CTX that is re-initialised
 // per digest, because fetching or allocating per chunk would cost a large
 // share of the throughput on chunks of a few KiB.
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 
 #include <openssl/evp.h>
 

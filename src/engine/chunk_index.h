@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "hiodsfs/records.h"
+#include "meta/records.h"
 
 namespace hiodsfs {
 namespace {

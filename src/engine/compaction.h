@@ -34,7 +34,7 @@
 #include <set>
 #include <vector>
 
-#include "hiodsfs/meta_store.h"
+#include "meta/meta_store.h"
 #include "hiodsfs/segment_store.h"
 #include "hiodsfs/status.h"
 

@@ -41,10 +41,10 @@
 #include "engine/compaction.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
-#include "hiodsfs/fingerprint.h"
-#include "hiodsfs/history.h"
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "chunk/fingerprint.h"
+#include "meta/history.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 
 namespace hiodsfs {
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "hiodsfs/records.h"
+#include "meta/records.h"
 
 namespace hiodsfs {
 namespace {

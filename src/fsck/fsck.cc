@@ -29,9 +29,9 @@
 #include "engine/chunk_index.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
-#include "hiodsfs/fingerprint.h"
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "chunk/fingerprint.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 #include "hiodsfs/segment_store.h"
 
 namespace hiodsfs {

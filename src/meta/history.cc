@@ -1,4 +1,4 @@
-#include "hiodsfs/history.h"
+#include "meta/history.h"
 
 #include <algorithm>
 #include <string>

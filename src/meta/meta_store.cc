@@ -1,6 +1,6 @@
-#include "hiodsfs/meta_store.h"
+#include "meta/meta_store.h"
 
-#include "hiodsfs/records.h"
+#include "meta/records.h"
 
 #include <sys/stat.h>
 

@@ -18,7 +18,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 #include "stat/report.h"
 
 namespace hiodsfs::stat {

@@ -1,6 +1,6 @@
 // FaultInjectionEnv: see include/hiodsfs/fault_env.h for the durability model.
 
-#include "hiodsfs/fault_env.h"
+#include "store/fault_env.h"
 
 #include <algorithm>
 #include <filesystem>

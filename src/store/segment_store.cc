@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 
 namespace hiodsfs {
 namespace {

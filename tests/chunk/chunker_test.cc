@@ -11,7 +11,7 @@
 #include <unordered_set>
 
 #include "chunk/chunker_impl.h"
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 #include "test_data.h"
 
 using hiodsfs::Chunker;

@@ -1,6 +1,6 @@
 // SHA-256 (known vectors, context reuse) and CRC-32C (known vectors, the
 // SSE4.2 and table paths agreeing).
-#include "hiodsfs/fingerprint.h"
+#include "chunk/fingerprint.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -22,8 +22,8 @@
 
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 
 namespace hiodsfs::test {
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "engine_test_util.h"
-#include "hiodsfs/fault_env.h"
+#include "store/fault_env.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;

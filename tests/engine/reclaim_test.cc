@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "engine_test_util.h"
-#include "hiodsfs/fault_env.h"
+#include "store/fault_env.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;

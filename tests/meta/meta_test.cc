@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "hiodsfs/meta_store.h"
+#include "meta/meta_store.h"
 
 using namespace hiodsfs;
 

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <thread>
 
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs;

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "hiodsfs/engine.h"
-#include "hiodsfs/history.h"
-#include "hiodsfs/meta_store.h"
+#include "meta/history.h"
+#include "meta/meta_store.h"
 #include "schema_check.h"
 #include "stat/estimate.h"
 #include "stat/report.h"

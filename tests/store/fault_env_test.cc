@@ -1,7 +1,7 @@
 // FaultInjectionEnv: injected write and sync failures, and the power-loss
 // model of drop_unsynced().
 
-#include "hiodsfs/fault_env.h"
+#include "store/fault_env.h"
 
 #include <set>
 #include <thread>

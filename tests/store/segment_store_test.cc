@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "hiodsfs/fault_env.h"
-#include "hiodsfs/fingerprint.h"
+#include "store/fault_env.h"
+#include "chunk/fingerprint.h"
 #include "store_test_util.h"
 
 namespace hiodsfs {

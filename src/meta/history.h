@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "hiodsfs/control.h"
-#include "hiodsfs/meta_store.h"
-#include "hiodsfs/records.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
 
 namespace hiodsfs {
 
