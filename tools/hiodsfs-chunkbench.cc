@@ -10,6 +10,7 @@
 //    counts with its best time over the repeats. On a shared machine this is
 //    what one core does when nothing else runs on it.
 //  - wall: bytes / wall-clock time of the best whole pass, everything included.
+#include <boost/program_options.hpp>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -48,38 +50,41 @@ void usage() {
 }
 
 bool parse_args(int argc, char** argv, Options* o) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--help" || a == "-h") return false;
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "hiodsfs-chunkbench: %s needs a value\n", a.c_str());
+    namespace po = boost::program_options;
+    po::options_description opts;
+    opts.add_options()("help,h", "")("size", po::value<long>())("repeat", po::value<long>())(
+        "threads", po::value<long>())("slice", po::value<long>())("cdc", po::value<std::string>())(
+        "fixed", po::value<std::string>());
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", e.what());
+        return false;
+    }
+    if (vm.count("help")) return false;
+    for (const char* name : {"size", "repeat", "threads", "slice"}) {
+        if (!vm.count(name)) continue;
+        const long n = vm[name].as<long>();
+        if (n <= 0 || n > (1 << 20)) {
+            std::fprintf(stderr, "hiodsfs-chunkbench: --%s wants a positive number, got %ld\n", name, n);
             return false;
         }
-        const std::string v = argv[++i];
-        if (a == "--size" || a == "--repeat" || a == "--threads" || a == "--slice") {
-            char* end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (end == v.c_str() || *end != '\0' || n <= 0 || n > (1 << 20)) {
-                std::fprintf(stderr, "hiodsfs-chunkbench: %s wants a positive number, got '%s'\n",
-                             a.c_str(), v.c_str());
-                return false;
-            }
-            if (a == "--size") o->size_mib = static_cast<std::size_t>(n);
-            if (a == "--repeat") o->repeat = static_cast<int>(n);
-            if (a == "--threads") o->threads = static_cast<int>(n);
-            if (a == "--slice") o->slice_mib = static_cast<std::size_t>(n);
-        } else if (a == "--cdc" || a == "--fixed") {
-            ChunkingParams p;
-            const auto st = ChunkingParams::parse(v, &p);
-            if (!st.is_ok()) {
-                std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", st.message().c_str());
-                return false;
-            }
-            (a == "--cdc" ? o->cdc : o->fixed) = p;
-        } else {
-            std::fprintf(stderr, "hiodsfs-chunkbench: unknown option %s\n", a.c_str());
+        const std::string_view a = name;
+        if (a == "size") o->size_mib = static_cast<std::size_t>(n);
+        if (a == "repeat") o->repeat = static_cast<int>(n);
+        if (a == "threads") o->threads = static_cast<int>(n);
+        if (a == "slice") o->slice_mib = static_cast<std::size_t>(n);
+    }
+    for (const char* name : {"cdc", "fixed"}) {
+        if (!vm.count(name)) continue;
+        ChunkingParams p;
+        const auto st = ChunkingParams::parse(vm[name].as<std::string>(), &p);
+        if (!st.is_ok()) {
+            std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", st.message().c_str());
             return false;
         }
+        (std::string_view(name) == "cdc" ? o->cdc : o->fixed) = p;
     }
     return true;
 }

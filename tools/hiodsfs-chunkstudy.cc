@@ -14,6 +14,7 @@
 //           data padded to 512), as a backup tool writing archives would;
 //  - files: each file chunked on its own, as after `cp -a` or rsync of the
 //           tree into the file system.
+#include <boost/program_options.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -250,23 +251,23 @@ int main(int argc, char** argv) {
     Rng rng{1};
     std::string mode = "both";
     std::vector<std::string> roots;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--mode" && i + 1 < argc) {
-            mode = argv[++i];
-            if (mode != "tar" && mode != "files" && mode != "both") return usage();
-        } else if ((a == "--change-pct" || a == "--seed") && i + 1 < argc) {
-            char* end = nullptr;
-            const double v = std::strtod(argv[++i], &end);
-            if (*end != '\0' || v < 0 || (a == "--change-pct" && v > 100)) return usage();
-            if (a == "--change-pct") change_pct = v;
-            if (a == "--seed") rng.s = static_cast<std::uint64_t>(v);
-        } else if (a.rfind("--", 0) == 0) {
-            return usage();
-        } else {
-            roots.push_back(a);
-        }
+    namespace po = boost::program_options;
+    po::options_description opts;
+    opts.add_options()("mode", po::value<std::string>(&mode))("change-pct", po::value<double>(&change_pct))(
+        "seed", po::value<std::uint64_t>())("dir", po::value<std::vector<std::string>>(&roots));
+    po::positional_options_description pos;
+    pos.add("dir", -1);
+    try {
+        po::variables_map vm;
+        po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+        po::notify(vm);
+        if (vm.count("seed")) rng.s = vm["seed"].as<std::uint64_t>();
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "hiodsfs-chunkstudy: %s\n", e.what());
+        return usage();
     }
+    if (mode != "tar" && mode != "files" && mode != "both") return usage();
+    if (change_pct < 0 || change_pct > 100) return usage();
     if (roots.empty()) return usage();
 
     std::vector<File> gen1;

@@ -5,12 +5,15 @@
 // See docs/fsck.md and man/hiodsfs-fsck.8.
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "common/units.h"
 #include "fsck/fsck.h"
 
 namespace {
@@ -24,19 +27,6 @@ const char* const kUsage =
     "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
     "  -n        check only, change nothing (the default)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
-
-std::string human_bytes(std::uint64_t n) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(n);
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        ++i;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", v, units[i]);
-    return buf;
-}
 
 // A progress line on stderr, at most five times a second, only on a terminal.
 class Progress {
@@ -64,37 +54,46 @@ private:
 }  // namespace
 
 int main(int argc, char** argv) {
+    namespace po = boost::program_options;
     hiodsfs::FsckOptions o;
-    bool dry_run = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        if (a == "--repair" || a == "-y") {
-            o.repair = true;
-        } else if (a == "--scrub") {
-            o.scrub = true;
-        } else if (a == "-n" || a == "--no-repair") {
-            dry_run = true;
-        } else if (a == "-h" || a == "--help") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        } else if (a == "--version") {
-            std::printf("hiodsfs-fsck %s\n", HIODSFS_VERSION);
-            return 0;
-        } else if (!a.empty() && a[0] == '-') {
-            std::fprintf(stderr, "hiodsfs-fsck: unknown option %s (see --help)\n", argv[i]);
-            return kExitOperational;
-        } else if (o.store.empty()) {
-            o.store = argv[i];
-        } else {
-            std::fprintf(stderr, "hiodsfs-fsck: one store only (got %s and %s)\n", o.store.c_str(), argv[i]);
-            return kExitOperational;
-        }
+    po::options_description opts;
+    opts.add_options()("repair,y", "")("scrub", "")("no-repair,n", "")("help,h", "")("version", "")(
+        "store", po::value<std::vector<std::string>>());
+    po::positional_options_description pos;
+    pos.add("store", -1);
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    } catch (const po::unknown_option& e) {
+        std::fprintf(stderr, "hiodsfs-fsck: unknown option %s (see --help)\n", e.get_option_name().c_str());
+        return kExitOperational;
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s (see --help)\n", e.what());
+        return kExitOperational;
     }
-    if (o.store.empty()) {
+    if (vm.count("help")) {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (vm.count("version")) {
+        std::printf("hiodsfs-fsck %s\n", HIODSFS_VERSION);
+        return 0;
+    }
+    o.repair = vm.count("repair") != 0;
+    o.scrub = vm.count("scrub") != 0;
+    const bool dry_run = vm.count("no-repair") != 0;
+    const auto stores = vm.count("store") ? vm["store"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (stores.size() > 1) {
+        std::fprintf(stderr, "hiodsfs-fsck: one store only (got %s and %s)\n", stores[0].c_str(),
+                     stores[1].c_str());
+        return kExitOperational;
+    }
+    if (stores.empty() || stores[0].empty()) {
         std::fputs("hiodsfs-fsck: no store given (usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n])\n",
                    stderr);
         return kExitOperational;
     }
+    o.store = stores[0];
     if (dry_run && o.repair) {
         std::fputs("hiodsfs-fsck: -n and --repair contradict each other\n", stderr);
         return kExitOperational;
@@ -126,7 +125,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(r.xattrs), static_cast<unsigned long long>(r.segments));
     if (o.scrub)
         std::printf("; scrubbed %llu chunks (%s)", static_cast<unsigned long long>(r.scrubbed_chunks),
-                    human_bytes(r.scrubbed_bytes).c_str());
+                    hiodsfs::human_bytes(static_cast<double>(r.scrubbed_bytes)).c_str());
     std::printf("\n");
     std::printf("%s\n", hiodsfs::fsck_verdict(o, r).c_str());
     return r.exit_code();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/units.h"
 #include "fuse/options.h"
 #include "stat/estimate.h"
 #include "stat/report.h"
@@ -115,9 +116,9 @@ int run_estimate_cmd(const std::vector<std::string>& dirs, const std::vector<std
             std::fprintf(stderr, "\r\033[K%llu/%llu files, %s of %s, %s/s, ETA %s",
                          static_cast<unsigned long long>(p.files_done),
                          static_cast<unsigned long long>(p.files_total),
-                         stat::human_bytes(static_cast<double>(p.bytes_done)).c_str(),
-                         stat::human_bytes(static_cast<double>(p.bytes_total)).c_str(),
-                         stat::human_bytes(rate).c_str(), eta.c_str());
+                         hiodsfs::human_bytes(static_cast<double>(p.bytes_done)).c_str(),
+                         hiodsfs::human_bytes(static_cast<double>(p.bytes_total)).c_str(),
+                         hiodsfs::human_bytes(rate).c_str(), eta.c_str());
         };
     }
     stat::EstimateReport r;

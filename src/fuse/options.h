@@ -61,9 +61,6 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
 // The --help text.
 std::string usage_text();
 
-// "64K", "1M", "4096" -> bytes. False if malformed or above max.
-bool parse_size(const std::string& text, std::uint64_t max, std::uint64_t* out);
-
 // Splits an -o list at unescaped commas; items keep their escapes.
 std::vector<std::string> split_option_list(const std::string& list);
 

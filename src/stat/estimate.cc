@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "chunk/fingerprint.h"
+#include "common/units.h"
 #include "stat/report.h"
 
 namespace hiodsfs::stat {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/mountinfo.h"
+#include "common/units.h"
 #include "hiodsfs/engine.h"
 #include "hiodsfs/segment_store.h"
 
@@ -387,19 +388,6 @@ Status load_report(const std::string& arg, Report* out) {
 
 // ---------------------------------------------------------------------------
 // Formatting
-
-std::string human_bytes(double b) {
-    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int u = 0;
-    while (std::fabs(b) >= 1024 && u < 6) {
-        b /= 1024;
-        ++u;
-    }
-    char buf[32];
-    if (u == 0) std::snprintf(buf, sizeof(buf), "%.0f B", b);
-    else std::snprintf(buf, sizeof(buf), "%.*f %s", std::fabs(b) < 10 ? 2 : std::fabs(b) < 100 ? 1 : 0, b, units[u]);
-    return buf;
-}
 
 std::string human_duration(double s) {
     if (!std::isfinite(s) || s < 0) return "?";

@@ -81,7 +81,6 @@ std::string format_json(const Report& r, bool with_history);
 double json_number(double v);
 
 // "1.50 GiB", "812 B".
-std::string human_bytes(double bytes);
 // "3 h 12 min", "45 s".
 std::string human_duration(double seconds);
 

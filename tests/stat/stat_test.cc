@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/units.h"
 #include "hiodsfs/engine.h"
 #include "meta/history.h"
 #include "meta/meta_store.h"
@@ -191,8 +192,8 @@ TEST_CASE("report: derived figures", "[stat]") {
     stat::Report empty;
     CHECK(empty.ratio() == 1);
     CHECK(empty.saved_bytes() == 0);
-    CHECK(stat::human_bytes(1536) == "1.50 KiB");
-    CHECK(stat::human_bytes(812) == "812 B");
+    CHECK(human_bytes(1536) == "1.50 KiB");
+    CHECK(human_bytes(812) == "812 B");
     CHECK(stat::human_duration(3 * 3600 + 12 * 60) == "3 h 12 min");
 }
 

@@ -1,5 +1,6 @@
 // The daemon's command line: long flags and -o items, sizes, pass-through
 // to libfuse, and the one-line errors.
+#include "common/units.h"
 #include "fuse/options.h"
 
 #include <catch2/catch.hpp>
@@ -10,7 +11,7 @@ using hiodsfs::ChunkingParams;
 using hiodsfs::fuse::DaemonOptions;
 using hiodsfs::fuse::fuse_option_string;
 using hiodsfs::fuse::parse_command_line;
-using hiodsfs::fuse::parse_size;
+using hiodsfs::parse_size;
 using hiodsfs::fuse::split_option_list;
 
 namespace {
