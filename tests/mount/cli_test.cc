@@ -1,6 +1,6 @@
 // The daemon's command line: bad invocations fail with one clear line, and
 // `mount -t fuse.hiodsfs` works once hiodsfs is installed (scripts/test
-// installs it before running this binary).
+// installs the Debian package before running this binary).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,7 +215,7 @@ TEST_CASE("mount -t fuse.hiodsfs works once installed", "[cli][install]") {
     const std::string installed = which("hiodsfs");
     if (installed.empty()) {
         SKIP_TEST("hiodsfs is not on PATH, so `mount -t fuse.hiodsfs` cannot find it; "
-                  "run scripts/install first (scripts/test does)");
+                  "install the package first (scripts/test does) or run scripts/install");
     }
     if (!is_root()) {
         SKIP_TEST("mount(8) needs root");
