@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -127,6 +128,24 @@ private:
     std::atomic<std::uint64_t> ops_{0}, bytes_{0}, arrivals_{0}, stressed_{0}, busy_ns_{0};
     std::atomic<std::uint64_t> last_arrival_ns_{0}, last_finish_ns_{0};
     std::atomic<std::uint64_t> in_flight_{0};
+};
+
+// One request, measured from construction to destruction, whatever path
+// returns: its payload is `bytes`, or what *done holds when it ends (a read's
+// bytes returned).
+class MeasuredRequest {
+public:
+    MeasuredRequest(LoadMonitor& m, std::uint64_t bytes) : m_(m), arrival_(m.request_started()), bytes_(bytes) {}
+    MeasuredRequest(LoadMonitor& m, const std::size_t* done) : m_(m), arrival_(m.request_started()), done_(done) {}
+    MeasuredRequest(const MeasuredRequest&) = delete;
+    MeasuredRequest& operator=(const MeasuredRequest&) = delete;
+    ~MeasuredRequest() { m_.request_finished(arrival_, done_ != nullptr ? *done_ : bytes_); }
+
+private:
+    LoadMonitor& m_;
+    const std::uint64_t arrival_;
+    const std::uint64_t bytes_ = 0;
+    const std::size_t* const done_ = nullptr;
 };
 
 // Decides the write mode from samples. Implementations: HiodsPolicy (the

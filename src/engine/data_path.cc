@@ -357,11 +357,7 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();
     // Every write request is measured for the mode controller.
-    struct Measured {
-        LoadMonitor& m;
-        std::uint64_t arrival, bytes;
-        ~Measured() { m.request_finished(arrival, bytes); }
-    } measured{controller_->monitor(), controller_->monitor().request_started(), len};
+    const MeasuredRequest measured(controller_->monitor(), std::uint64_t{len});
     std::optional<Admission> admission;
     HIODSFS_TRY(admit_write(len, &admission));
     auto s = stream(ino);
@@ -482,13 +478,8 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
 Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
                         std::size_t* got) {
     // Measured so the background pass yields to streaming reads (the throttle).
-    struct Measured {
-        LoadMonitor& m;
-        std::uint64_t arrival;
-        std::size_t* got;
-        ~Measured() { m.request_finished(arrival, *got); }
-    } measured{controller_->read_monitor(), controller_->read_monitor().request_started(), got};
     *got = 0;
+    const MeasuredRequest measured(controller_->read_monitor(), got);
     auto s = stream(ino);
     std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
     // The pass takes the lock a moment before its sweep begins: a read that

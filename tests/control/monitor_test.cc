@@ -224,3 +224,25 @@ TEST_CASE("monitor: concurrent writers lose no request") {
     CHECK(total_bytes == 10ull * kThreads * kPerThread);
     CHECK(m.in_flight() == 0);
 }
+
+TEST_CASE("a measured request counts when it ends, on whatever path it returns", "[control]") {
+    ManualClock clock(1000);
+    ControlConfig cfg;
+    LoadMonitor m(&clock, cfg);
+    {
+        const MeasuredRequest w(m, std::uint64_t{4096});
+        CHECK(m.in_flight() == 1);
+        clock.advance_ns(2 * kMs);
+    }
+    std::size_t got = 0;
+    {
+        const MeasuredRequest r(m, &got);
+        clock.advance_ns(kMs);
+        got = 100;  // what a read returned, known only at its end
+    }
+    CHECK(m.in_flight() == 0);
+    const IntervalSample s = m.take_sample();
+    CHECK(s.ops == 2);
+    CHECK(s.bytes == 4196);
+    CHECK(s.busy_ns == 3 * kMs);
+}
