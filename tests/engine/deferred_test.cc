@@ -275,7 +275,7 @@ void check_canonical(const std::string& store, InodeId ino, const std::vector<st
 // exactly as the same final bytes written sequentially in inline mode.
 // A sanitizer build runs a quarter of it (a 1 MiB file, 750 overwrites):
 // the same density of overwrites, passes and mode switches.
-TEST_CASE("the pass leaves the canonical chunking after random overwrites", "[engine][deferred]") {
+TEST_CASE("the pass leaves the canonical chunking after random overwrites", "[engine][deferred][slow]") {
     const int blocks_at_start = kSanitized ? 256 : 1024;  // 4 KiB each
     const int writes = blocks_at_start * 3000 / 1024;
     const int pass_every = writes / 3, switch_every = writes / 12;

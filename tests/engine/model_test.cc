@@ -210,7 +210,7 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
 
 }  // namespace
 
-TEST_CASE("random operations match an in-memory model", "[engine][model]") {
+TEST_CASE("random operations match an in-memory model", "[engine][model][slow]") {
     std::uint64_t seed = env_u64("HIODSFS_SEED", std::random_device{}());
     std::uint64_t ops = env_u64("HIODSFS_MODEL_OPS", 2000);
     SECTION("cdc") { run_model(ChunkingParams::cdc(1024, 4096, 16384), seed, ops); }

@@ -273,7 +273,7 @@ TEST_CASE("a large file deleted while open is freed after its last handle goes",
     CHECK(c.inode_count == 1);
 }
 
-TEST_CASE("compaction under power loss at every stage keeps every file", "[engine][reclaim][crash]") {
+TEST_CASE("compaction under power loss at every stage keeps every file", "[engine][reclaim][crash][slow]") {
     // The k-th write or sync of the compaction fails (a dying disk), then
     // power is lost; after the restart the store is consistent, every file
     // reads back, and a second reclaim finishes the job.

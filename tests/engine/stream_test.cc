@@ -110,7 +110,7 @@ TEST_CASE("concurrent in-order appends read back exactly, with readers and fsync
 }
 
 TEST_CASE("a commit failing under concurrent appends loses nothing acknowledged",
-          "[engine][stream][fault]") {
+          "[engine][stream][fault][slow]") {
     for (bool permanent : {false, true}) {
         for (std::uint64_t at = 1; at < 40; at += 4) {
             INFO((permanent ? "permanent" : "one") << " I/O error at segment write " << at);

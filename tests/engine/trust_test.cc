@@ -138,7 +138,7 @@ TEST_CASE("a chunk shared as often as its count can say refuses one more referen
 // writes must share one stream, or the pass's chunks of the old bytes land
 // over the newer write.
 TEST_CASE("writes, forgets and the pass at full speed on one file lose no write",
-          "[engine][trust][stress]") {
+          "[engine][trust][stress][slow]") {
     TempDir dir;
     EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
     o.mode = DedupMode::kDeferred;
@@ -243,7 +243,7 @@ EngineOptions small_segments(const std::string& store) {
 }  // namespace
 
 TEST_CASE("a store whose metadata is missing or made anew is refused and left untouched",
-          "[engine][trust]") {
+          "[engine][trust][slow]") {
     for (const char* how : {"data.mdb", "meta/", "an empty environment"}) {
         INFO(how);
         TempDir dir;
@@ -335,7 +335,7 @@ TEST_CASE("reclaim never deletes a segment the metadata does not know", "[engine
 }
 
 TEST_CASE("a deleted or truncated segment that committed metadata refers to is refused read-write",
-          "[engine][trust]") {
+          "[engine][trust][slow]") {
     for (const char* damage : {"delete the newest", "truncate the newest", "delete a sealed one"}) {
         INFO(damage);
         TempDir dir;

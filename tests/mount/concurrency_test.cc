@@ -162,7 +162,7 @@ void verify_file(const std::string& path, std::uint32_t file, const std::vector<
 
 }  // namespace
 
-TEST_CASE("4 writers and 4 readers on private, shared and renamed files", "[concurrency]") {
+TEST_CASE("4 writers and 4 readers on private, shared and renamed files", "[concurrency][slow]") {
     const long seconds = env_long("HIODSFS_CONCURRENCY_SECONDS", 30);
     MountFixture fx;
     const std::string dir = fx.path("conc");

@@ -63,7 +63,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-TEST_CASE("ten copies of one file are stored once; copy_file_range shares chunks", "[dedup]") {
+TEST_CASE("ten copies of one file are stored once; copy_file_range shares chunks", "[dedup][slow]") {
     const std::string chunking = GENERATE(as<std::string>{}, "chunking=cdc", "chunking=fixed");
     // Inline mode: stored bytes are final when the daemon exits (a deferred
     // pass would still owe work).

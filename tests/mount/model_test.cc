@@ -29,7 +29,7 @@ std::string describe_diff(const std::string& want, const std::string& got) {
 
 }  // namespace
 
-TEST_CASE("random operations match an in-memory model, across remounts", "[model]") {
+TEST_CASE("random operations match an in-memory model, across remounts", "[model][slow]") {
     const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache");
     MountFixture fx({cache});
     INFO("mount option " << cache);

@@ -1061,7 +1061,7 @@ TEST_CASE("POSIX ACLs with setfacl and getfacl", "[posix][acl]") {
     CHECK(g.out == inherit_acl);
 }
 
-TEST_CASE("a directory with 100k entries lists each exactly once", "[posix][bigdir]") {
+TEST_CASE("a directory with 100k entries lists each exactly once", "[posix][bigdir][slow]") {
     const long n = env_long("HIODSFS_BIG_DIR_ENTRIES", 100000);
     MountFixture fx;
     const std::string d = fx.path("big");

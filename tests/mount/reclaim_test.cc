@@ -63,7 +63,7 @@ std::uint64_t reclaim_size() {
 
 }  // namespace
 
-TEST_CASE("deleting a large file returns at once and du of the store comes back", "[mount][reclaim]") {
+TEST_CASE("deleting a large file returns at once and du of the store comes back", "[mount][reclaim][slow]") {
     const std::uint64_t size = reclaim_size();
     MountFixture m({"mode=inline", "control_interval=200"});
     REQUIRE(wait_for(std::chrono::seconds(10), [&] { return status_field(m.store(), "reclaim_deletes_queued") >= 0; }));
