@@ -55,6 +55,11 @@ struct EngineOptions {
     bool read_only = false;
     Env* env = nullptr;  // nullptr: Env::posix()
     std::uint32_t commit_interval_ms = 1000;
+    // ... and sooner once the open group holds this many metadata writes
+    // (0: no limit): LMDB keeps a group's dirty pages in memory, one page
+    // per write of a random key (a fingerprint), so an unbounded group's
+    // memory grows with the write rate and the index.
+    std::uint64_t commit_writes = 16384;
     SegmentStoreOptions segments;
     std::uint64_t lmdb_map_bytes = 1ull << 40;
     // Background thread that commits metadata every commit_interval_ms.

@@ -132,6 +132,16 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_options.read_only = options.read_only;
     meta_options.create = fresh;
     meta_options.commit_fault = options.commit_fault;
+    meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
+    meta_options.on_group_full = [this] {
+        // Under the metadata lock; the committer never waits for it while
+        // holding committer_mu_.
+        {
+            std::lock_guard<std::mutex> l(committer_mu_);
+            group_full_ = true;
+        }
+        committer_cv_.notify_all();  // the control loop shares the variable
+    };
     const std::string fsck_hint = "; nothing was changed; hiodsfs-fsck " + dir + " tells more";
     Status opened = MetaStore::open(dir + "/meta", meta_options, &meta_);
     if (!opened) {
@@ -404,8 +414,10 @@ void EngineImpl::committer_loop() {
     std::unique_lock<std::mutex> l(committer_mu_);
     auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1));
     while (!stop_) {
-        committer_cv_.wait_for(l, interval, [this] { return stop_; });
+        committer_cv_.wait_for(l, interval, [this] { return stop_ || group_full_; });
         if (stop_) break;
+        if (group_full_) ++early_commits_;
+        group_full_ = false;
         l.unlock();
         if (meta_->pending_ops() > 0) (void)commit_now();  // errors resurface on fsync
         l.lock();
@@ -436,6 +448,7 @@ std::string EngineImpl::status_json() {
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();
+    j["early_commits"] = early_commits_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;

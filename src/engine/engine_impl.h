@@ -345,6 +345,8 @@ private:
     std::mutex commit_mu_;  // one commit at a time
     std::mutex committer_mu_;
     std::condition_variable committer_cv_;
+    bool group_full_ = false;  // the open group reached commit_writes (committer_mu_)
+    std::atomic<std::uint64_t> early_commits_{0};  // group commits commit_writes asked for
     bool stop_ = false;
     std::thread committer_;
     std::thread control_;

@@ -443,6 +443,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.create_if_missing = true;
     eo.read_only = opt.read_only;
     eo.commit_interval_ms = opt.commit_interval_ms;
+    eo.commit_writes = opt.commit_writes;
     eo.mode = opt.mode;
     eo.control = opt.control;
     eo.policy = opt.policy;

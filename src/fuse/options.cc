@@ -200,6 +200,14 @@ public:
             out_->commit_interval_ms = static_cast<std::uint32_t>(v);
             return true;
         }
+        if (key == "commit_writes") {
+            if (!need_value()) return false;
+            std::uint64_t v = 0;
+            if (!parse_uint(*value, 0, 1ull << 30, &v))
+                return bad_value("expected a number of metadata writes, 0 (no limit) to 2^30");
+            out_->commit_writes = v;
+            return true;
+        }
         if (key == "nonempty") {
             if (value) {
                 *error = "option nonempty takes no value";

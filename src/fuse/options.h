@@ -36,6 +36,7 @@ struct DaemonOptions {
     // Compact segments with less than this percentage live (0: only delete dead ones).
     unsigned compact_threshold = 50;
     std::uint32_t commit_interval_ms = 1000;
+    std::uint64_t commit_writes = EngineOptions{}.commit_writes;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;
     unsigned threads = 10;

@@ -162,6 +162,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     MDB_val k = to_val(key), v = to_val(value);
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+    ++writes_;
     return Status::ok();
 }
 
@@ -170,6 +171,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     MDB_val k = to_val(key);
     int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
     if (existed != nullptr) *existed = (rc == 0);
+    if (rc == 0) ++writes_;
     if (rc == MDB_NOTFOUND) return Status::ok();
     if (rc != 0) return lmdb_error(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
     return Status::ok();
@@ -194,6 +196,10 @@ Status Txn::commit() {
         return lmdb_error(rc, "metadata operation commit");
     }
     ++store_->pending_ops_;
+    const std::uint64_t limit = store_->group_writes_limit_, before = store_->pending_writes_;
+    store_->pending_writes_ += writes_;
+    if (limit != 0 && before < limit && store_->pending_writes_ >= limit && store_->on_group_full_)
+        store_->on_group_full_();
     return Status::ok();
 }
 
@@ -215,6 +221,8 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     std::unique_ptr<MetaStore> m(new MetaStore());
     m->read_only_ = read_only;
     m->commit_fault_ = options.commit_fault;
+    m->group_writes_limit_ = options.group_writes;
+    m->on_group_full_ = options.on_group_full;
     if (!options.create || read_only) {
         // LMDB would make an empty data file in an empty directory.
         struct stat st {};
@@ -410,6 +418,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before)
     }
     group_ = nullptr;
     pending_ops_ = 0;
+    pending_writes_ = 0;
     if (rc != 0) {
         const Status why = lmdb_error(rc, "metadata commit");
         failed_ = Status::error(EIO, why.message() + "; the operations of the last " +
@@ -423,6 +432,11 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before)
 std::uint64_t MetaStore::pending_ops() {
     std::lock_guard<std::mutex> lock(mu_);
     return pending_ops_;
+}
+
+std::uint64_t MetaStore::pending_writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_writes_;
 }
 
 }  // namespace hiodsfs

@@ -69,6 +69,13 @@ struct MetaStoreOptions {
     // Tests: called before each group commit; a non-zero errno makes that
     // commit fail as a failed mdb_txn_commit would (the group is gone).
     std::function<int()> commit_fault;
+    // LMDB holds a group's dirty pages in memory until it commits, and with
+    // random keys (fingerprints) each write dirties a page of its own: once
+    // the open group holds this many writes (puts and deletes; 0: no limit)
+    // on_group_full is called, once per group, under the store's lock, so
+    // the caller can commit it early.
+    std::uint64_t group_writes = 0;
+    std::function<void()> on_group_full;
 };
 
 class MetaStore;
@@ -125,6 +132,7 @@ private:
     MetaStore* store_;
     std::unique_lock<std::mutex> lock_;
     MDB_txn* txn_ = nullptr;
+    std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
     SuperState saved_;  // restored if the operation aborts
     bool done_ = false;
 };
@@ -150,8 +158,9 @@ public:
     // had succeeded, so the store stops: from then on begin() and
     // commit_group() fail with EIO until it is opened again.
     Status commit_group(const std::function<Status(SuperState*)>& before);
-    // Operations folded in since the last commit_group().
+    // Operations folded in since the last commit_group(), and their writes.
     std::uint64_t pending_ops();
+    std::uint64_t pending_writes();
     bool read_only() const { return read_only_; }
     // The failure that stopped the store (ok while it runs).
     Status failure();
@@ -177,11 +186,14 @@ private:
     Status failed_;
     bool had_super_ = false;
     std::function<int()> commit_fault_;
+    std::uint64_t group_writes_limit_ = 0;
+    std::function<void()> on_group_full_;
     MDB_env* env_ = nullptr;
     MDB_dbi dbi_[static_cast<int>(Db::kCount)]{};
     MDB_txn* group_ = nullptr;
     SuperState super_;
     std::uint64_t pending_ops_ = 0;
+    std::uint64_t pending_writes_ = 0;
     bool read_only_ = false;
 };
 

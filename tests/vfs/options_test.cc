@@ -122,6 +122,7 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "-o", "threads=0"}).find("threads") != std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "commit_interval=soon"}).find("commit_interval") !=
           std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "commit_writes=-1"}).find("commit_writes") != std::string::npos);
     CHECK(error_of({"/s", "/m", "--frobnicate"}).find("frobnicate") != std::string::npos);
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
@@ -150,9 +151,12 @@ TEST_CASE("modes and the controller's settings") {
     CHECK(h.opt.policy == "hiods");
     CHECK(h.opt.background_threads == 4);
 
-    Parsed p = parse({"/s", "/m", "-o", "mode=inline,commit_interval=250"});
+    Parsed p = parse({"/s", "/m", "-o", "mode=inline,commit_interval=250,commit_writes=0"});
     REQUIRE(p.ok);
     CHECK(p.opt.commit_interval_ms == 250);
+    CHECK(p.opt.commit_writes == 0);
+    CHECK(parse({"/s", "/m"}).opt.commit_writes == hiodsfs::EngineOptions{}.commit_writes);
+    CHECK(parse({"/s", "/m", "-o", "commit_writes=4096"}).opt.commit_writes == 4096);
     CHECK(p.opt.mode == hiodsfs::DedupMode::kInline);
     Parsed d = parse({"/s", "/m", "--mode=deferred"});
     REQUIRE(d.ok);
