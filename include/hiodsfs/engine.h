@@ -60,6 +60,11 @@ struct EngineOptions {
     // per write of a random key (a fingerprint), so an unbounded group's
     // memory grows with the write rate and the index.
     std::uint64_t commit_writes = 16384;
+    // After a group commit, the metadata pages the daemon has mapped are
+    // unmapped (they stay in the page cache) if more than this many bytes
+    // of file pages are mapped, so RSS stays bounded as the index grows
+    // (0: never).
+    std::uint64_t meta_resident_bytes = 128ull << 20;
     SegmentStoreOptions segments;
     std::uint64_t lmdb_map_bytes = 1ull << 40;
     // Background thread that commits metadata every commit_interval_ms.

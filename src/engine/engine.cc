@@ -133,6 +133,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_options.create = fresh;
     meta_options.commit_fault = options.commit_fault;
     meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
+    meta_options.resident_bytes = options.meta_resident_bytes;
     meta_options.on_group_full = [this] {
         // Under the metadata lock; the committer never waits for it while
         // holding committer_mu_.
@@ -155,6 +156,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (!fresh) {
         opened = meta_->verify();
         if (!opened) return Status::error(EUCLEAN, "store " + dir + " cannot be opened: " + opened.message() + fsck_hint);
+        meta_->trim_resident();  // the walk's pages
     }
     const SuperState committed = meta_->super_snapshot();
     SegmentStoreOptions seg_options = options.segments;
@@ -322,6 +324,7 @@ Status EngineImpl::commit_now() {
     });
     if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: " + st.message());
+    if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
     return st;
 }
 
@@ -449,6 +452,7 @@ std::string EngineImpl::status_json() {
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();
     j["early_commits"] = early_commits_.load();
+    j["resident_trims"] = resident_trims_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;

@@ -347,6 +347,7 @@ private:
     std::condition_variable committer_cv_;
     bool group_full_ = false;  // the open group reached commit_writes (committer_mu_)
     std::atomic<std::uint64_t> early_commits_{0};  // group commits commit_writes asked for
+    std::atomic<std::uint64_t> resident_trims_{0};  // metadata map dropped (meta_resident)
     bool stop_ = false;
     std::thread committer_;
     std::thread control_;

@@ -444,6 +444,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.read_only = opt.read_only;
     eo.commit_interval_ms = opt.commit_interval_ms;
     eo.commit_writes = opt.commit_writes;
+    eo.meta_resident_bytes = opt.meta_resident_bytes;
     eo.mode = opt.mode;
     eo.control = opt.control;
     eo.policy = opt.policy;

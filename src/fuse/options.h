@@ -37,6 +37,7 @@ struct DaemonOptions {
     unsigned compact_threshold = 50;
     std::uint32_t commit_interval_ms = 1000;
     std::uint64_t commit_writes = EngineOptions{}.commit_writes;
+    std::uint64_t meta_resident_bytes = EngineOptions{}.meta_resident_bytes;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;
     unsigned threads = 10;

@@ -2,11 +2,15 @@
 
 #include "meta/records.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -203,6 +207,48 @@ Status Txn::commit() {
     return Status::ok();
 }
 
+namespace {
+
+// Bytes of file pages this process has mapped and resident (RssFile +
+// RssShmem): the third field of /proc/self/statm, in pages. 0 if unknown.
+std::uint64_t mapped_file_bytes() {
+    std::FILE* f = std::fopen("/proc/self/statm", "re");
+    if (f == nullptr) return 0;
+    unsigned long long size = 0, resident = 0, shared = 0;
+    const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+    std::fclose(f);
+    return n == 3 ? shared * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// Where LMDB mapped data.mdb: the mapping of /proc/self/maps with its
+// device and inode (mdb_env_info's address is only set for MDB_FIXEDMAP).
+bool find_data_map(int fd, void** addr, std::size_t* len) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return false;
+    std::FILE* f = std::fopen("/proc/self/maps", "re");
+    if (f == nullptr) return false;
+    char line[4096];
+    bool found = false;
+    while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
+        unsigned long start = 0, end = 0, offset = 0, inode = 0;
+        unsigned major = 0, minor = 0;
+        char perms[8] = {};
+        if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &offset, &major, &minor,
+                        &inode) != 7)
+            continue;
+        if (inode == st.st_ino && major == ::major(st.st_dev) && minor == ::minor(st.st_dev) &&
+            offset == 0) {
+            *addr = reinterpret_cast<void*>(start);
+            *len = end - start;
+            found = true;
+        }
+    }
+    std::fclose(f);
+    return found;
+}
+
+}  // namespace
+
 // ---- MetaStore ----
 
 Status MetaStore::open(const std::string& dir, std::uint64_t map_bytes, bool read_only,
@@ -223,6 +269,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     m->commit_fault_ = options.commit_fault;
     m->group_writes_limit_ = options.group_writes;
     m->on_group_full_ = options.on_group_full;
+    m->resident_limit_ = options.resident_bytes;
     if (!options.create || read_only) {
         // LMDB would make an empty data file in an empty directory.
         struct stat st {};
@@ -240,6 +287,11 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     unsigned flags = MDB_NOLOCK | MDB_NOTLS | (read_only ? MDB_RDONLY : 0u);
     rc = mdb_env_open(m->env_, dir.c_str(), flags, 0600);
     if (rc != 0) return lmdb_error(rc, "open metadata in " + dir);
+    if (m->resident_limit_ != 0) {
+        int fd = -1;
+        if (mdb_env_get_fd(m->env_, &fd) != 0 || !find_data_map(fd, &m->map_addr_, &m->map_len_))
+            m->map_addr_ = nullptr;  // not found: no trimming
+    }
 
     MDB_txn* txn = nullptr;
     rc = mdb_txn_begin(m->env_, nullptr, read_only ? MDB_RDONLY : 0u, &txn);
@@ -353,8 +405,10 @@ Status MetaStore::verify(std::uint64_t walk_bytes) {
         if (rc == 0 && walked + sz.bytes <= walk_bytes) {
             walked += sz.bytes;
             std::uint64_t n = 0;
-            for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-                ++n;
+            for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                // The walk reads every page once: do not keep them all mapped.
+                if (++n % 65536 == 0) trim_resident_locked();
+            }
             if (rc == MDB_NOTFOUND) rc = n == sz.stat.ms_entries ? 0 : MDB_CORRUPTED;
         } else if (rc == 0) {
             rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -432,6 +486,24 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before)
 std::uint64_t MetaStore::pending_ops() {
     std::lock_guard<std::mutex> lock(mu_);
     return pending_ops_;
+}
+
+bool MetaStore::trim_resident() {
+    std::lock_guard<std::mutex> lock(mu_);  // the meta pages mdb_env_info reads
+    return trim_resident_locked();
+}
+
+bool MetaStore::trim_resident_locked() {
+    if (resident_limit_ == 0 || map_addr_ == nullptr || mapped_file_bytes() <= resident_limit_)
+        return false;
+    MDB_envinfo info{};
+    MDB_stat st{};
+    if (env_ == nullptr || mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &st) != 0) return false;
+    // Pages past the last one in use were never touched. A shared file
+    // mapping: dropping it loses nothing, the next read maps the page
+    // cache's page again.
+    const std::size_t used = (static_cast<std::size_t>(info.me_last_pgno) + 1) * st.ms_psize;
+    return ::madvise(map_addr_, std::min(used, map_len_), MADV_DONTNEED) == 0;
 }
 
 std::uint64_t MetaStore::pending_writes() {

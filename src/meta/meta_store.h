@@ -76,6 +76,12 @@ struct MetaStoreOptions {
     // the caller can commit it early.
     std::uint64_t group_writes = 0;
     std::function<void()> on_group_full;
+    // LMDB reads through a map of data.mdb, and every page the daemon has
+    // touched stays mapped (RssFile) until the kernel needs the memory: a
+    // large store's whole index, in the daemon's RSS. trim_resident() drops
+    // the mappings (not the page cache) once more than this many bytes of
+    // file pages are mapped; 0: never.
+    std::uint64_t resident_bytes = 0;
 };
 
 class MetaStore;
@@ -164,6 +170,10 @@ public:
     bool read_only() const { return read_only_; }
     // The failure that stopped the store (ok while it runs).
     Status failure();
+    // Unmaps the metadata pages if more than resident_bytes of file pages
+    // are mapped (see MetaStoreOptions); a later read faults them back from
+    // the page cache. True if it did.
+    bool trim_resident();
     // A copy of the in-memory state (counters), without a transaction.
     SuperState super_snapshot();
     // Whether the super record was there when the store was opened (a store
@@ -180,6 +190,7 @@ private:
     friend class Txn;
     MetaStore() = default;
     Status ensure_group();  // caller holds mu_
+    bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
 
     std::mutex mu_;
@@ -187,6 +198,9 @@ private:
     bool had_super_ = false;
     std::function<int()> commit_fault_;
     std::uint64_t group_writes_limit_ = 0;
+    std::uint64_t resident_limit_ = 0;
+    void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)
+    std::size_t map_len_ = 0;
     std::function<void()> on_group_full_;
     MDB_env* env_ = nullptr;
     MDB_dbi dbi_[static_cast<int>(Db::kCount)]{};
