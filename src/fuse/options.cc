@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -81,6 +82,212 @@ bool parse_seconds(const std::string& text, double* out) {
     return true;
 }
 
+// What an option's apply function gets: the value (absent for a flag) and
+// where results go. bad_value() sets the one-line error and returns false.
+struct OptionInput {
+    const std::string& key;
+    const std::string& value;
+    DaemonOptions* out;
+    ChunkingInput* chunking;
+    std::string* error;
+    bool bad_value(const std::string& what) const {
+        *error = "invalid value '" + value + "' for " + key + ": " + what;
+        return false;
+    }
+};
+
+// One of hiodsfs's own options: its name in -o (and as --name), its value's
+// name in --help ("" for a flag that takes none), its --help text (lines
+// after the first are continuation lines) and what it does. The table is
+// the one list of them: the long flags, the -o parser and --help are made
+// from it, and tests check the manual page and completion against it.
+struct OptionSpec {
+    const char* key;
+    const char* metavar;
+    std::string help;
+    std::function<bool(const OptionInput&)> apply;
+};
+
+// A whole number from min to max, stored by `set`.
+template <typename Set>
+std::function<bool(const OptionInput&)> uint_option(std::uint64_t min, std::uint64_t max, std::string what,
+                                                     Set set) {
+    return [=](const OptionInput& in) {
+        std::uint64_t v = 0;
+        if (!parse_uint(in.value, min, max, &v)) return in.bad_value(what);
+        set(*in.out, v);
+        return true;
+    };
+}
+
+// A chunk size: a power of two from 256 to 4M; the message names the value
+// as given, then what it means in bytes.
+std::function<bool(const OptionInput&)> chunk_size_option(std::optional<std::uint64_t> ChunkingInput::*slot,
+                                                          std::string ChunkingInput::*text) {
+    return [=](const OptionInput& in) {
+        std::uint64_t v = 0;
+        if (!parse_size(in.value, kMaxChunk, &v) || v < kMinChunk)
+            return in.bad_value("expected a power of two from 256 to 4M, such as 4096, 64K or 1M");
+        if ((v & (v - 1)) != 0) {
+            std::uint64_t below = 1;
+            while (below * 2 < v) below *= 2;
+            return in.bad_value(in.value + " is " + std::to_string(v) + " bytes, not a power of two (" +
+                                size_text(below) + " or " + size_text(below * 2) + " would do)");
+        }
+        in.chunking->*slot = v;
+        in.chunking->*text = in.value;
+        return true;
+    };
+}
+
+std::function<bool(const OptionInput&)> seconds_option(double DaemonOptions::*field) {
+    return [=](const OptionInput& in) {
+        double v = 0;
+        if (!parse_seconds(in.value, &v)) return in.bad_value("expected seconds between 0 and 86400");
+        in.out->*field = v;
+        return true;
+    };
+}
+
+const std::vector<OptionSpec>& option_table() {
+    static const std::vector<OptionSpec> table = [] {
+        const ChunkingParams cdc;
+        const EngineOptions engine;
+        std::vector<OptionSpec> t;
+        t.push_back({"chunking", "fixed|cdc", "chunking of a new store (default cdc)",
+                     [](const OptionInput& in) {
+                         if (in.value == "fixed")
+                             in.chunking->kind = ChunkingParams::Kind::kFixed;
+                         else if (in.value == "cdc")
+                             in.chunking->kind = ChunkingParams::Kind::kCdc;
+                         else
+                             return in.bad_value("expected fixed or cdc");
+                         return true;
+                     }});
+        t.push_back({"chunk_size", "SIZE", "fixed chunk size (default 4K)",
+                     chunk_size_option(&ChunkingInput::chunk_size, &ChunkingInput::chunk_size_text)});
+        t.push_back({"cdc_min", "SIZE", "smallest CDC chunk (default " + size_text(cdc.min_size) + ", or cdc_avg/4)",
+                     chunk_size_option(&ChunkingInput::cdc_min, &ChunkingInput::cdc_min_text)});
+        t.push_back({"cdc_avg", "SIZE", "average CDC chunk (default " + size_text(cdc.avg_size) + ")",
+                     chunk_size_option(&ChunkingInput::cdc_avg, &ChunkingInput::cdc_avg_text)});
+        t.push_back({"cdc_max", "SIZE",
+                     "largest CDC chunk (default " + size_text(cdc.max_size) +
+                         ", or cdc_avg*4)\n"
+                         "(sizes: powers of two, 256 to 4M, K/M suffixes)\n"
+                         "for an existing store, given chunking must match",
+                     chunk_size_option(&ChunkingInput::cdc_max, &ChunkingInput::cdc_max_text)});
+        t.push_back({"mode", "MODE",
+                     "inline: deduplicate on the write path;\n"
+                     "deferred: write raw, deduplicate in the background;\n"
+                     "hybrid (default): switch between them to meet\n"
+                     "the goal below (no goal: stays inline)",
+                     [](const OptionInput& in) {
+                         if (in.value == "inline")
+                             in.out->mode = DedupMode::kInline;
+                         else if (in.value == "deferred")
+                             in.out->mode = DedupMode::kDeferred;
+                         else if (in.value == "hybrid")
+                             in.out->mode = DedupMode::kHybrid;
+                         else
+                             return in.bad_value("expected inline, deferred or hybrid");
+                         return true;
+                     }});
+        t.push_back({"target_ops", "N", "write ops/s goal for hybrid (default 0: none)", [](const OptionInput& in) {
+                         double v = 0;
+                         if (!parse_number(in.value, 1e9, &v)) return in.bad_value("expected write ops/s (0 = no goal)");
+                         in.out->control.target_ops = v;
+                         return true;
+                     }});
+        t.push_back({"target_bytes", "SIZE", "write bytes/s goal for hybrid, e.g. 200M (default 0)",
+                     [](const OptionInput& in) {
+                         std::uint64_t v = 0;
+                         if (!parse_size(in.value, 1ull << 40, &v))
+                             return in.bad_value("expected bytes/s such as 200M (0 = no goal)");
+                         in.out->control.target_bytes_per_s = static_cast<double>(v);
+                         return true;
+                     }});
+        t.push_back({"policy", "NAME", "hybrid's mode policy: capacity (default) or hiods", [](const OptionInput& in) {
+                         std::vector<std::string> names = policy_names();
+                         if (std::find(names.begin(), names.end(), in.value) == names.end()) {
+                             std::string known;
+                             for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+                             return in.bad_value("expected one of " + known);
+                         }
+                         in.out->policy = in.value;
+                         return true;
+                     }});
+        t.push_back({"control_interval", "MS", "controller sampling interval (default 1000)",
+                     uint_option(10, 60000, "expected milliseconds between 10 and 60000",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.control.interval_ms = v; })});
+        t.push_back({"background_threads", "N", "background deduplication workers (default 2)",
+                     uint_option(0, 64, "expected 0 to 64", [](DaemonOptions& o, std::uint64_t v) {
+                         o.background_threads = static_cast<unsigned>(v);
+                     })});
+        t.push_back({"compact_threshold", "PCT",
+                     "compact segments less than PCT % live (default 50;\n"
+                     "0: only delete segments without live data)",
+                     uint_option(0, 100, "expected a percentage, 0 to 100", [](DaemonOptions& o, std::uint64_t v) {
+                         o.compact_threshold = static_cast<unsigned>(v);
+                     })});
+        t.push_back({"commit_interval", "MS", "metadata group commit interval (default 1000)",
+                     uint_option(1, 3600000, "expected milliseconds between 1 and 3600000",
+                                 [](DaemonOptions& o, std::uint64_t v) {
+                                     o.commit_interval_ms = static_cast<std::uint32_t>(v);
+                                 })});
+        t.push_back({"commit_writes", "N",
+                     "and sooner once a group holds N metadata writes\n"
+                     "(default " + std::to_string(engine.commit_writes) + "; 0: no limit): bounds its memory",
+                     uint_option(0, 1ull << 30, "expected a number of metadata writes, 0 (no limit) to 2^30",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.commit_writes = v; })});
+        t.push_back({"meta_resident", "SIZE",
+                     "unmap the metadata pages read once more than SIZE\n"
+                     "are mapped; they stay in the page cache (default\n" +
+                         size_text(engine.meta_resident_bytes) + "; 0: never)",
+                     [](const OptionInput& in) {
+                         std::uint64_t v = 0;
+                         if (!parse_size(in.value, 1ull << 50, &v) || (v != 0 && v < (1u << 20)))
+                             return in.bad_value("expected a size of at least 1M, such as 128M or 1G, or 0 (no limit)");
+                         in.out->meta_resident_bytes = v;
+                         return true;
+                     }});
+        t.push_back({"writeback_cache", "", "kernel writeback cache (default)", [](const OptionInput& in) {
+                         in.out->writeback_cache = true;
+                         return true;
+                     }});
+        t.push_back({"no_writeback_cache", "", "write through to the daemon on every write",
+                     [](const OptionInput& in) {
+                         in.out->writeback_cache = false;
+                         return true;
+                     }});
+        t.push_back({"max_write", "SIZE", "largest write request, 4K to 1M (default 1M)", [](const OptionInput& in) {
+                         std::uint64_t v = 0;
+                         if (!parse_size(in.value, 1u << 20, &v) || v < 4096)
+                             return in.bad_value("expected a size between 4K and 1M");
+                         in.out->max_write = static_cast<std::uint32_t>(v);
+                         return true;
+                     }});
+        t.push_back({"threads", "N", "request threads (default 10)",
+                     uint_option(1, 1024, "expected 1 to 1024",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.threads = static_cast<unsigned>(v); })});
+        t.push_back({"entry_timeout", "SECONDS", "kernel name cache timeout (default 1)",
+                     seconds_option(&DaemonOptions::entry_timeout)});
+        t.push_back({"attr_timeout", "SECONDS", "kernel attribute cache timeout (default 1)",
+                     seconds_option(&DaemonOptions::attr_timeout)});
+        t.push_back({"nonempty", "", "mount over a directory that is not empty", [](const OptionInput& in) {
+                         in.out->nonempty = true;
+                         return true;
+                     }});
+        return t;
+    }();
+    return table;
+}
+
+const OptionSpec* find_option(const std::string& key) {
+    for (const OptionSpec& spec : option_table())
+        if (key == spec.key) return &spec;
+    return nullptr;
+}
+
 class Parser {
 public:
     explicit Parser(DaemonOptions* out) : out_(out) {}
@@ -89,163 +296,18 @@ public:
     // raw is the -o item as given (for pass-through), empty for long flags.
     bool apply(const std::string& key, const std::optional<std::string>& value,
                const std::string& raw, std::string* error) {
-        auto need_value = [&]() {
-            if (value && !value->empty()) return true;
-            *error = "option " + key + " needs a value (" + key + "=...)";
-            return false;
-        };
-        auto bad_value = [&](const std::string& what) {
-            *error = "invalid value '" + *value + "' for " + key + ": " + what;
-            return false;
-        };
-        // A chunk size: a power of two from 256 to 4M; the message names
-        // the value as given, then what it means in bytes.
-        auto size_opt = [&](std::optional<std::uint64_t>* slot, std::string* text) {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_size(*value, kMaxChunk, &v) || v < kMinChunk)
-                return bad_value("expected a power of two from 256 to 4M, such as 4096, 64K or 1M");
-            if ((v & (v - 1)) != 0) {
-                std::uint64_t below = 1;
-                while (below * 2 < v) below *= 2;
-                return bad_value(*value + " is " + std::to_string(v) +
-                                 " bytes, not a power of two (" + size_text(below) + " or " +
-                                 size_text(below * 2) + " would do)");
-            }
-            *slot = v;
-            *text = *value;
-            return true;
-        };
-
-        if (key == "chunking") {
-            if (!need_value()) return false;
-            if (*value == "fixed")
-                chunking_.kind = ChunkingParams::Kind::kFixed;
-            else if (*value == "cdc")
-                chunking_.kind = ChunkingParams::Kind::kCdc;
-            else
-                return bad_value("expected fixed or cdc");
-            return true;
-        }
-        if (key == "chunk_size") return size_opt(&chunking_.chunk_size, &chunking_.chunk_size_text);
-        if (key == "cdc_min") return size_opt(&chunking_.cdc_min, &chunking_.cdc_min_text);
-        if (key == "cdc_avg") return size_opt(&chunking_.cdc_avg, &chunking_.cdc_avg_text);
-        if (key == "cdc_max") return size_opt(&chunking_.cdc_max, &chunking_.cdc_max_text);
-        if (key == "mode") {
-            if (!need_value()) return false;
-            if (*value == "inline")
-                out_->mode = DedupMode::kInline;
-            else if (*value == "deferred")
-                out_->mode = DedupMode::kDeferred;
-            else if (*value == "hybrid")
-                out_->mode = DedupMode::kHybrid;
-            else
-                return bad_value("expected inline, deferred or hybrid");
-            return true;
-        }
-        if (key == "target_ops") {
-            if (!need_value()) return false;
-            double v = 0;
-            if (!parse_number(*value, 1e9, &v))
-                return bad_value("expected write ops/s (0 = no goal)");
-            out_->control.target_ops = v;
-            return true;
-        }
-        if (key == "target_bytes") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_size(*value, 1ull << 40, &v))
-                return bad_value("expected bytes/s such as 200M (0 = no goal)");
-            out_->control.target_bytes_per_s = static_cast<double>(v);
-            return true;
-        }
-        if (key == "control_interval") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 10, 60000, &v))
-                return bad_value("expected milliseconds between 10 and 60000");
-            out_->control.interval_ms = v;
-            return true;
-        }
-        if (key == "policy") {
-            if (!need_value()) return false;
-            std::vector<std::string> names = policy_names();
-            if (std::find(names.begin(), names.end(), *value) == names.end()) {
-                std::string known;
-                for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-                return bad_value("expected one of " + known);
-            }
-            out_->policy = *value;
-            return true;
-        }
-        if (key == "background_threads") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 0, 64, &v)) return bad_value("expected 0 to 64");
-            out_->background_threads = static_cast<unsigned>(v);
-            return true;
-        }
-        if (key == "compact_threshold") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 0, 100, &v)) return bad_value("expected a percentage, 0 to 100");
-            out_->compact_threshold = static_cast<unsigned>(v);
-            return true;
-        }
-        if (key == "commit_interval") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 1, 3600000, &v))
-                return bad_value("expected milliseconds between 1 and 3600000");
-            out_->commit_interval_ms = static_cast<std::uint32_t>(v);
-            return true;
-        }
-        if (key == "commit_writes") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 0, 1ull << 30, &v))
-                return bad_value("expected a number of metadata writes, 0 (no limit) to 2^30");
-            out_->commit_writes = v;
-            return true;
-        }
-        if (key == "nonempty") {
-            if (value) {
-                *error = "option nonempty takes no value";
-                return false;
-            }
-            out_->nonempty = true;
-            return true;
-        }
-        if (key == "writeback_cache" || key == "no_writeback_cache") {
-            if (value) {
+        if (const OptionSpec* spec = find_option(key)) {
+            const bool flag = *spec->metavar == '\0';
+            if (flag && value) {
                 *error = "option " + key + " takes no value";
                 return false;
             }
-            out_->writeback_cache = key == "writeback_cache";
-            return true;
-        }
-        if (key == "max_write") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_size(*value, 1u << 20, &v) || v < 4096)
-                return bad_value("expected a size between 4K and 1M");
-            out_->max_write = static_cast<std::uint32_t>(v);
-            return true;
-        }
-        if (key == "threads") {
-            if (!need_value()) return false;
-            std::uint64_t v = 0;
-            if (!parse_uint(*value, 1, 1024, &v)) return bad_value("expected 1 to 1024");
-            out_->threads = static_cast<unsigned>(v);
-            return true;
-        }
-        if (key == "entry_timeout" || key == "attr_timeout") {
-            if (!need_value()) return false;
-            double v = 0;
-            if (!parse_seconds(*value, &v))
-                return bad_value("expected seconds between 0 and 86400");
-            (key == "entry_timeout" ? out_->entry_timeout : out_->attr_timeout) = v;
-            return true;
+            if (!flag && (!value || value->empty())) {
+                *error = "option " + key + " needs a value (" + key + "=...)";
+                return false;
+            }
+            const std::string none;
+            return spec->apply(OptionInput{key, value ? *value : none, out_, &chunking_, error});
         }
         if (raw.empty()) {
             *error = "unknown option --" + key;
@@ -331,25 +393,6 @@ private:
     ChunkingInput chunking_;
 };
 
-// hiodsfs's own options, usable as --name=value (or --name for flags).
-const char* const kValueOptions[] = {"chunking",
-                                     "chunk_size",
-                                     "cdc_min",
-                                     "cdc_avg",
-                                     "cdc_max",
-                                     "mode",
-                                     "target_ops",
-                                     "target_bytes",
-                                     "policy",
-                                     "control_interval",
-                                     "background_threads",
-                                     "compact_threshold",
-                                     "commit_interval",
-                                     "max_write",
-                                     "threads",
-                                     "entry_timeout",
-                                     "attr_timeout"};
-
 }  // namespace
 
 std::vector<std::string> split_option_list(const std::string& list) {
@@ -386,7 +429,6 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
     }
 
     po::options_description desc;
-    bool writeback = false, no_writeback = false;
     // clang-format off
     desc.add_options()
         ("help,h", po::bool_switch(&out->show_help))
@@ -394,13 +436,17 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
         ("foreground,f", po::bool_switch(&out->foreground))
         ("debug,d", po::bool_switch(&out->debug))
         ("single,s", po::bool_switch(&out->single_thread))
-        ("writeback_cache", po::bool_switch(&writeback))
-        ("no_writeback_cache", po::bool_switch(&no_writeback))
         ("option,o", po::value<std::vector<std::string>>()->composing())
         ("store", po::value<std::string>())
         ("mountpoint", po::value<std::string>());
     // clang-format on
-    for (const char* name : kValueOptions) desc.add_options()(name, po::value<std::string>());
+    // The table's options as --name=value, and its flags as --name.
+    for (const OptionSpec& spec : option_table()) {
+        if (*spec.metavar != '\0')
+            desc.add_options()(spec.key, po::value<std::string>());
+        else
+            desc.add_options()(spec.key, po::bool_switch());
+    }
     po::positional_options_description positional;
     positional.add("store", 1).add("mountpoint", 1);
 
@@ -425,15 +471,19 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
                 if (!parser.apply_item(item, error)) return false;
     }
     // Long flags come after -o so that they win.
-    for (const char* name : kValueOptions)
-        if (vm.count(name) && !parser.apply(name, vm[name].as<std::string>(), "", error))
-            return false;
-    if (writeback && no_writeback) {
+    auto given = [&](const OptionSpec& spec) {
+        return vm.count(spec.key) && (*spec.metavar != '\0' || vm[spec.key].as<bool>());
+    };
+    if (given(*find_option("writeback_cache")) && given(*find_option("no_writeback_cache"))) {
         *error = "--writeback_cache and --no_writeback_cache exclude each other";
         return false;
     }
-    if (writeback) out->writeback_cache = true;
-    if (no_writeback) out->writeback_cache = false;
+    for (const OptionSpec& spec : option_table()) {
+        if (!given(spec)) continue;
+        std::optional<std::string> value;
+        if (*spec.metavar != '\0') value = vm[spec.key].as<std::string>();
+        if (!parser.apply(spec.key, value, "", error)) return false;
+    }
     if (!parser.finish(error)) return false;
     Status control = out->control.validate();
     if (!control.is_ok()) {
@@ -488,8 +538,13 @@ std::string fuse_option_string(const DaemonOptions& options) {
     return joined;
 }
 
+std::vector<std::string> option_keys() {
+    std::vector<std::string> keys;
+    for (const OptionSpec& spec : option_table()) keys.push_back(spec.key);
+    return keys;
+}
+
 std::string usage_text() {
-    const ChunkingParams cdc;
     std::ostringstream o;
     o << "usage: hiodsfs STORE MOUNTPOINT [-o opt,...] [-f] [-d] [-s]\n"
          "       mount -t fuse.hiodsfs STORE MOUNTPOINT [-o opt,...]\n"
@@ -503,40 +558,22 @@ std::string usage_text() {
          "  -s                      single-threaded\n"
          "  -o opt,...              mount options (below, and libfuse's)\n"
          "\n"
-         "hiodsfs options, as -o name=value or --name=value:\n"
-         "  chunking=fixed|cdc      chunking of a new store (default cdc)\n"
-         "  chunk_size=SIZE         fixed chunk size (default 4K)\n"
-         "  cdc_min=SIZE            smallest CDC chunk (default "
-      << size_text(cdc.min_size)
-      << ", or cdc_avg/4)\n"
-         "  cdc_avg=SIZE            average CDC chunk (default "
-      << size_text(cdc.avg_size)
-      << ")\n"
-         "  cdc_max=SIZE            largest CDC chunk (default "
-      << size_text(cdc.max_size)
-      << ", or cdc_avg*4)\n"
-         "                          (sizes: powers of two, 256 to 4M, K/M suffixes)\n"
-         "                          for an existing store, given chunking must match\n"
-         "  mode=MODE               inline: deduplicate on the write path;\n"
-         "                          deferred: write raw, deduplicate in the background;\n"
-         "                          hybrid (default): switch between them to meet\n"
-         "                          the goal below (no goal: stays inline)\n"
-         "  target_ops=N            write ops/s goal for hybrid (default 0: none)\n"
-         "  target_bytes=SIZE       write bytes/s goal for hybrid, e.g. 200M (default 0)\n"
-         "  policy=NAME             hybrid's mode policy: capacity (default) or hiods\n"
-         "  control_interval=MS     controller sampling interval (default 1000)\n"
-         "  background_threads=N    background deduplication workers (default 2)\n"
-         "  compact_threshold=PCT   compact segments less than PCT % live (default 50;\n"
-         "                          0: only delete segments without live data)\n"
-         "  commit_interval=MS      metadata group commit interval (default 1000)\n"
-         "  writeback_cache         kernel writeback cache (default)\n"
-         "  no_writeback_cache      write through to the daemon on every write\n"
-         "  max_write=SIZE          largest write request, 4K to 1M (default 1M)\n"
-         "  threads=N               request threads (default 10)\n"
-         "  entry_timeout=SECONDS   kernel name cache timeout (default 1)\n"
-         "  attr_timeout=SECONDS    kernel attribute cache timeout (default 1)\n"
-         "  nonempty                mount over a directory that is not empty\n"
-         "\n"
+         "hiodsfs options, as -o name=value or --name=value:\n";
+    // Names in a column of 24, help beside them, continuation lines under it.
+    for (const OptionSpec& spec : option_table()) {
+        std::string name = std::string(spec.key) + (*spec.metavar != '\0' ? std::string("=") + spec.metavar : "");
+        std::istringstream lines(spec.help);
+        std::string line;
+        bool first = true;
+        while (std::getline(lines, line)) {
+            std::string left = first ? "  " + name : "";
+            if (left.size() < 26) left.resize(26, ' ');
+            else left += "\n" + std::string(26, ' ');
+            o << left << line << "\n";
+            first = false;
+        }
+    }
+    o << "\n"
          "FUSE options passed on: allow_other, allow_root, auto_unmount, ro, rw,\n"
          "fsname= (default STORE), subtype= (default hiodsfs), nosuid, nodev,\n"
          "noexec, noatime, max_read=, ... default_permissions is always on.\n"

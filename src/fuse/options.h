@@ -63,6 +63,10 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
 // The --help text.
 std::string usage_text();
 
+// The names of hiodsfs's own options (-o name[=value], --name[=value]), in
+// --help's order: the one table the parser, the long flags and --help use.
+std::vector<std::string> option_keys();
+
 // Splits an -o list at unescaped commas; items keep their escapes.
 std::vector<std::string> split_option_list(const std::string& list);
 

@@ -4,6 +4,9 @@
 #include "fuse/options.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,8 @@ using hiodsfs::fuse::fuse_option_string;
 using hiodsfs::fuse::parse_command_line;
 using hiodsfs::parse_size;
 using hiodsfs::fuse::split_option_list;
+using hiodsfs::fuse::option_keys;
+using hiodsfs::fuse::usage_text;
 
 namespace {
 
@@ -157,6 +162,9 @@ TEST_CASE("modes and the controller's settings") {
     CHECK(p.opt.commit_writes == 0);
     CHECK(parse({"/s", "/m"}).opt.commit_writes == hiodsfs::EngineOptions{}.commit_writes);
     CHECK(parse({"/s", "/m", "-o", "commit_writes=4096"}).opt.commit_writes == 4096);
+    CHECK(parse({"/s", "/m", "-o", "meta_resident=64M"}).opt.meta_resident_bytes == 64u << 20);
+    CHECK(parse({"/s", "/m", "-o", "meta_resident=0"}).opt.meta_resident_bytes == 0);
+    CHECK_FALSE(parse({"/s", "/m", "-o", "meta_resident=4K"}).ok);
     CHECK(p.opt.mode == hiodsfs::DedupMode::kInline);
     Parsed d = parse({"/s", "/m", "--mode=deferred"});
     REQUIRE(d.ok);
@@ -208,5 +216,35 @@ TEST_CASE("background_threads=0 where something is deferred is accepted with a w
         INFO(o << ": " << p.error);
         REQUIRE(p.ok);
         CHECK(p.opt.warnings.empty());
+    }
+}
+
+namespace {
+
+std::string source_file(const std::string& rel) {
+    std::ifstream in(std::string(HIODSFS_SOURCE_DIR) + "/" + rel);
+    REQUIRE(in.good());
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+}  // namespace
+
+// The parser's table is the one list of options; what documents them must
+// name each one, so a new option cannot be left out of them.
+TEST_CASE("every option is in --help, the manual page, README and the completion") {
+    const std::string help = usage_text(), man = source_file("man/hiodsfs.8"),
+                      readme = source_file("README.md"), completion = source_file("completions/hiodsfs");
+    REQUIRE(option_keys().size() >= 20);
+    for (const std::string& key : option_keys()) {
+        INFO(key);
+        Parsed probe = parse({"/s", "/m", "-o", key.c_str()});
+        const bool flag = probe.ok;  // a flag takes no value; the rest need one
+        CHECK(std::regex_search(help, std::regex("\\n  " + key + (flag ? " " : "="))));
+        // On a .B, .BR or .BI line: .BI key= VALUE, .BR a ", " key
+        CHECK(std::regex_search(man, std::regex("\\n\\.B[IR]? ([^\\n]*[ \"])?" + key + (flag ? "[ \\n\"]" : "="))));
+        CHECK(readme.find("`" + key + (flag ? "`" : "=")) != std::string::npos);
+        CHECK(std::regex_search(completion, std::regex("[\" ]" + key + (flag ? "[ \\n\"]" : "="))));
     }
 }
