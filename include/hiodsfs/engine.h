@@ -59,7 +59,7 @@ struct EngineOptions {
     // (0: no limit): LMDB keeps a group's dirty pages in memory, one page
     // per write of a random key (a fingerprint), so an unbounded group's
     // memory grows with the write rate and the index.
-    std::uint64_t commit_writes = 16384;
+    std::uint64_t commit_writes = 65536;
     // After a group commit, the metadata pages the daemon has mapped are
     // unmapped (they stay in the page cache) if more than this many bytes
     // of file pages are mapped, so RSS stays bounded as the index grows
