@@ -78,7 +78,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
             bool found = false;
             ChunkRecord rec;
             HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
-            if (found && from_bytes(v, &rec) && !(rec.flags & ChunkRecord::kIndexed)) {
+            if (found && decode(v, &rec) && !(rec.flags & ChunkRecord::kIndexed)) {
                 any_raw = true;
                 break;
             }
@@ -228,7 +228,7 @@ Status EngineImpl::purge_step(bool* did_work) {
                 std::string_view k = c.key();
                 if (k.size() != 16 || k.substr(0, 8) != prefix) break;
                 ExtentRecord e;
-                if (!from_bytes(c.value(), &e)) return Status::error(EUCLEAN, "extent record is damaged");
+                if (!decode(c.value(), &e)) return Status::error(EUCLEAN, "extent record is damaged");
                 if (n == 0) first = get_be64(k, 8);
                 end = get_be64(k, 8) + e.length;
                 ++n;
@@ -254,7 +254,7 @@ void EngineImpl::mark_damaged(ChunkId id) {
     std::string_view v;
     bool found = false;
     ChunkRecord rec;
-    if (!t->get(Db::kChunks, key_u64(id), &v, &found) || !found || !from_bytes(v, &rec)) return;
+    if (!t->get(Db::kChunks, key_u64(id), &v, &found) || !found || !decode(v, &rec)) return;
     if (rec.flags & ChunkRecord::kDamaged) return;
     // Out of the index: the next write of this content stores a fresh copy
     // and takes the fingerprint over, instead of sharing bad bytes.
@@ -274,7 +274,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
             std::string_view v;
             bool found = false;
             HIODSFS_TRY(t->get(Db::kChunks, key_u64(id), &v, &found));
-            if (!found || !from_bytes(v, &rec)) return st;
+            if (!found || !decode(v, &rec)) return st;
         }
         if (rec.location() == loc) return st;
         loc = rec.location();

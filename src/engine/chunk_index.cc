@@ -2,25 +2,75 @@
 
 namespace hiodsfs {
 
-std::string fingerprint_key(const Digest& digest) {
-    return std::string(reinterpret_cast<const char*>(digest.bytes.data()), digest.bytes.size());
+namespace {
+
+std::string_view prefix_of(const Digest& digest) {
+    return std::string_view(reinterpret_cast<const char*>(digest.bytes.data()), kFingerprintPrefix);
+}
+
+}  // namespace
+
+std::string fingerprint_key(const Digest& digest, ChunkId id) {
+    std::string key(prefix_of(digest));
+    int shift = 56;
+    while (shift > 0 && (id >> shift) == 0) shift -= 8;
+    for (; shift >= 0; shift -= 8) key.push_back(static_cast<char>(id >> shift));
+    return key;
+}
+
+bool parse_fingerprint_key(std::string_view key, ChunkId* id) {
+    if (key.size() <= kFingerprintPrefix || key.size() > kFingerprintPrefix + 8) return false;
+    if (key[kFingerprintPrefix] == 0) return false;  // not the shortest form: not a key made here
+    ChunkId v = 0;
+    for (std::size_t i = kFingerprintPrefix; i < key.size(); ++i) v = v << 8 | static_cast<std::uint8_t>(key[i]);
+    *id = v;
+    return true;
+}
+
+Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out) {
+    out->clear();
+    const std::string_view prefix = prefix_of(digest);
+    Cursor c = t.cursor(Db::kFingerprints);
+    for (bool ok = c.seek(prefix); ok && c.key().substr(0, kFingerprintPrefix) == prefix; ok = c.next()) {
+        ChunkId cand = 0;
+        if (parse_fingerprint_key(c.key(), &cand)) out->push_back(cand);
+    }
+    return c.status();
+}
+
+Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec) {
+    *id = 0;
+    std::vector<ChunkId> candidates;
+    HIODSFS_TRY(index_candidates(t, digest, &candidates));
+    for (ChunkId cand : candidates) {
+        std::string_view v;
+        bool found = false;
+        ChunkRecord r;
+        HIODSFS_TRY(t.get(Db::kChunks, key_u64(cand), &v, &found));
+        if (!found || !decode(v, &r)) continue;
+        if ((r.flags & ChunkRecord::kIndexed) && !(r.flags & ChunkRecord::kDamaged) && r.digest == digest) {
+            *id = cand;
+            *rec = r;
+            return Status::ok();
+        }
+    }
+    return Status::ok();
+}
+
+Status index_chunk(Txn& t, ChunkId id, const Digest& digest) {
+    return t.put(Db::kFingerprints, fingerprint_key(digest, id), std::string_view("", 0));
 }
 
 Status unindex_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {
     if (!(rec.flags & ChunkRecord::kIndexed)) return Status::ok();
-    const std::string key = fingerprint_key(rec.digest);
-    std::string_view v;
-    bool found = false;
-    HIODSFS_TRY(t.get(Db::kFingerprints, key, &v, &found));
-    if (found && v.size() == 8 && get_be64(v) == id) HIODSFS_TRY(t.del(Db::kFingerprints, key));
-    return Status::ok();
+    return t.del(Db::kFingerprints, fingerprint_key(rec.digest, id));
 }
 
 Status flag_damaged(Txn& t, ChunkId id, ChunkRecord* rec) {
     if (rec->flags & ChunkRecord::kDamaged) return Status::ok();
     rec->flags |= ChunkRecord::kDamaged;
     HIODSFS_TRY(unindex_chunk(t, id, *rec));
-    return t.put(Db::kChunks, key_u64(id), as_bytes(*rec));
+    return t.put(Db::kChunks, key_u64(id), encode(*rec));
 }
 
 }  // namespace hiodsfs

@@ -1,11 +1,15 @@
-// The rules of the fingerprint index that the engine and hiodsfs-fsck
-// share: an index entry belongs to the chunk it names, so taking a chunk out
-// (it died, or it failed its checksum) removes the entry only if the entry
-// still names it; a fresh copy of the same content may have taken it over.
+// The fingerprint index and the rules of it that the engine and hiodsfs-fsck
+// share. An entry's key is the first 8 bytes of a digest and the id of the
+// chunk it names (its value is empty), so the full digest is stored once, in
+// the chunk record; a lookup checks it there, and chunks whose digests share
+// a prefix are told apart. Each fingerprinted chunk that is not damaged has
+// an entry, and no two such chunks have the same digest.
 // Thread-safety: as the Txn the caller holds.
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -13,11 +17,27 @@
 
 namespace hiodsfs {
 
-// The index key of a digest.
-std::string fingerprint_key(const Digest& digest);
+constexpr std::size_t kFingerprintPrefix = 8;
 
-// Removes the index entry of rec's digest if it names chunk id (nothing for
-// a raw chunk, which has no fingerprint).
+// The index key naming chunk id for digest: the prefix, then the id in as
+// few big-endian bytes as it needs.
+std::string fingerprint_key(const Digest& digest, ChunkId id);
+// The chunk id of an index key; false if the key is not a well-formed one.
+bool parse_fingerprint_key(std::string_view key, ChunkId* id);
+
+// The chunks the index lists under digest's prefix: candidates, whose
+// records say whether they have the digest.
+Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out);
+
+// The fingerprinted chunk with this digest (*id = 0 if none) and its record.
+// Entries naming a missing chunk or another digest are passed over (fsck
+// reports them); they never make a write share the wrong bytes.
+Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec);
+
+// Adds chunk id's entry for digest.
+Status index_chunk(Txn& t, ChunkId id, const Digest& digest);
+
+// Removes chunk id's entry (nothing for a raw chunk, which has no fingerprint).
 Status unindex_chunk(Txn& t, ChunkId id, const ChunkRecord& rec);
 
 // Flags chunk id damaged and takes it out of the index, so no write is

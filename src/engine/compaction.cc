@@ -27,7 +27,7 @@ Status points_at(Txn& t, ChunkId id, const ChunkLocation& loc, ChunkRecord* rec,
     std::string_view v;
     bool found = false;
     HIODSFS_TRY(t.get(Db::kChunks, key_u64(id), &v, &found));
-    *yes = found && from_bytes(v, rec) && rec->segment == loc.segment && rec->offset == loc.offset &&
+    *yes = found && decode(v, rec) && rec->segment == loc.segment && rec->offset == loc.offset &&
            rec->length == loc.length;
     return Status::ok();
 }
@@ -215,7 +215,7 @@ Status Compactor::finish_job() {
             }
             rec.segment = m.to.segment;
             rec.offset = m.to.offset;
-            HIODSFS_TRY(t->put(Db::kChunks, key_u64(m.chunk), as_bytes(rec)));
+            HIODSFS_TRY(t->put(Db::kChunks, key_u64(m.chunk), encode(rec)));
             gained[m.to.segment] += m.to.length;
             moved += m.to.length;
             ++moved_chunks;

@@ -133,7 +133,7 @@ Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* 
         rec.length = n;
         rec.set_refs(1);
         rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
-        HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), as_bytes(rec)));
+        HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), encode(rec)));
         HIODSFS_TRY(add_segment_live(*t, loc.segment, n));
         sup.counters.stored_bytes += n;
         sup.counters.raw_bytes += n;
@@ -224,7 +224,7 @@ Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
     bool found = false;
     ChunkRecord rec;
     HIODSFS_TRY(t.get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
-    *out = found && from_bytes(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+    *out = found && decode(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
     return Status::ok();
 }
 
@@ -440,7 +440,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
             bool found = false;
             HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
             ChunkRecord rec;
-            if (!found || !from_bytes(v, &rec)) {
+            if (!found || !decode(v, &rec)) {
                 if (!quiet) read_errors_.fetch_add(1);
                 return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
                                               std::to_string(m.e.chunk));
@@ -650,7 +650,7 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
         e.length = static_cast<std::uint32_t>(b - a);
         HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
         std::uint64_t at = dst_off + (a - src_off);
-        HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), as_bytes(e)));
+        HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), encode(e)));
         din.r.mapped += e.length;
         t->super().counters.logical_bytes += e.length;
         shared += e.length;

@@ -13,23 +13,20 @@ Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
     bool found = false;
     HIODSFS_TRY(t.get(Db::kInodes, key_u64(ino), &v, &found));
     if (!found) return Status::error(ENOENT, "inode " + std::to_string(ino) + " does not exist");
-    if (!from_bytes(v, &out->r))
+    if (!decode(v, &out->r, &out->target))
         return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is damaged");
-    out->target.assign(v.substr(sizeof(InodeRecord)));
     return Status::ok();
 }
 
 Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
-    std::string v(as_bytes(in.r));
-    v += in.target;
-    return t.put(Db::kInodes, key_u64(ino), v);
+    return t.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
 }
 
 Status EngineImpl::lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
                                 bool* found) {
     std::string_view v;
     HIODSFS_TRY(t.get(Db::kDirents, key_u64_str(parent, name), &v, found));
-    if (*found && !from_bytes(v, out))
+    if (*found && !decode(v, out))
         return Status::error(EUCLEAN, "directory entry record is damaged");
     return Status::ok();
 }
@@ -112,7 +109,7 @@ Status EngineImpl::extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint6
         MappedExtent m;
         m.start = get_be64(key, 8);
         if (m.start >= end) break;
-        if (!from_bytes(c.value(), &m.e)) return Status::error(EUCLEAN, "extent record is damaged");
+        if (!decode(c.value(), &m.e)) return Status::error(EUCLEAN, "extent record is damaged");
         if (m.end() > off) out->push_back(m);
     }
     return c.status();
@@ -125,7 +122,7 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     bool found = false;
     HIODSFS_TRY(t.get(Db::kChunks, k, &v, &found));
     ChunkRecord rec;
-    if (!found || !from_bytes(v, &rec))
+    if (!found || !decode(v, &rec))
         return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " is missing or damaged");
     const std::uint64_t refs = rec.refs();
     if (delta < 0 && refs < static_cast<std::uint64_t>(-delta))
@@ -133,7 +130,7 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     if (delta > 0 && ChunkRecord::kMaxRefs - refs < static_cast<std::uint64_t>(delta))
         return Status::error(EOVERFLOW, "chunk " + std::to_string(id) + " is shared by too many extents");
     rec.set_refs(refs + static_cast<std::uint64_t>(delta));
-    if (rec.refs() > 0) return t.put(Db::kChunks, k, as_bytes(rec));
+    if (rec.refs() > 0) return t.put(Db::kChunks, k, encode(rec));
 
     // Last reference gone: the bytes are dead (reclaimable by compaction).
     HIODSFS_TRY(t.del(Db::kChunks, k));
@@ -159,14 +156,14 @@ Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_
         if (m.start < off) {
             ExtentRecord left = m.e;
             left.length = static_cast<std::uint32_t>(off - m.start);
-            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, m.start), as_bytes(left)));
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, m.start), encode(left)));
             ++pieces;
         }
         if (m.end() > end) {
             ExtentRecord right = m.e;
             right.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (end - m.start));
             right.length = static_cast<std::uint32_t>(m.end() - end);
-            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, end), as_bytes(right)));
+            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, end), encode(right)));
             ++pieces;
         }
         std::uint64_t removed = std::min(m.end(), end) - std::max(m.start, off);
@@ -179,7 +176,7 @@ Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_
 
 Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
                               const ExtentRecord& e) {
-    HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), as_bytes(e)));
+    HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), encode(e)));
     inode.r.mapped += e.length;
     t.super().counters.logical_bytes += e.length;
     return Status::ok();
@@ -188,16 +185,13 @@ Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t o
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
                                const Digest& digest, ExtentRecord* out, SegmentGains* gains) {
     auto& c = t.super().counters;
-    std::string fk = fingerprint_key(digest);
-    std::string_view fv;
-    bool found = false;
-    HIODSFS_TRY(t.get(Db::kFingerprints, fk, &fv, &found));
-    if (found) {
-        if (fv.size() != 8) return Status::error(EUCLEAN, "fingerprint index record is damaged");
-        ChunkId id = get_be64(fv);
-        HIODSFS_TRY(chunk_ref(t, id, +1));
+    ChunkId same = 0;
+    ChunkRecord same_rec;
+    HIODSFS_TRY(find_indexed_chunk(t, digest, &same, &same_rec));
+    if (same != 0) {
+        HIODSFS_TRY(chunk_ref(t, same, +1));
         c.dedup_hits += 1;
-        *out = ExtentRecord{id, 0, len};
+        *out = ExtentRecord{same, 0, len};
         return Status::ok();
     }
     ChunkId id = t.super().next_chunk++;
@@ -210,8 +204,8 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;
-    HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), as_bytes(rec)));
-    HIODSFS_TRY(t.put(Db::kFingerprints, fk, key_u64(id)));
+    HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), encode(rec)));
+    HIODSFS_TRY(index_chunk(t, id, digest));
     if (gains == nullptr) {
         HIODSFS_TRY(add_segment_live(t, loc.segment, len));
     } else if (!gains->empty() && gains->back().first == loc.segment) {
@@ -356,8 +350,8 @@ Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& 
     set_time(&in.r.ctime_s, &in.r.ctime_ns, now);
     if (type == S_IFLNK) in.target = node.symlink_target;
     HIODSFS_TRY(store_inode(*t, ino, in));
-    DirentValue d{ino, type, 0};
-    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(d)));
+    DirentValue d{ino, type};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), encode(d)));
     for (const auto& [xname, xvalue] : node.xattrs)
         HIODSFS_TRY(t->put(Db::kXattrs, key_u64_str(ino, xname), xvalue));
     HIODSFS_TRY(touch_dir(*t, parent, type == S_IFDIR ? 1 : 0));
@@ -396,8 +390,8 @@ Status EngineImpl::link(InodeId ino, InodeId new_parent, std::string_view new_na
     in.r.nlink += 1;
     set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
     HIODSFS_TRY(store_inode(*t, ino, in));
-    DirentValue d{ino, in.r.mode & S_IFMT, 0};
-    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(d)));
+    DirentValue d{ino, in.r.mode & S_IFMT};
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), encode(d)));
     HIODSFS_TRY(touch_dir(*t, new_parent, 0));
     HIODSFS_TRY(t->commit());
     *out = to_attr(ino, in);
@@ -490,8 +484,8 @@ Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_par
             if (src_dir) HIODSFS_TRY(check_not_below(src.ino, new_parent));
             if (dst_dir) HIODSFS_TRY(check_not_below(dst.ino, parent));
         }
-        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), as_bytes(dst)));
-        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(parent, name), encode(dst)));
+        HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), encode(src)));
         if (src_dir) sin.r.parent = new_parent;
         if (dst_dir) din.r.parent = parent;
         set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
@@ -527,7 +521,7 @@ Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_par
         HIODSFS_TRY(store_inode(*t, dst.ino, din));
     }
     HIODSFS_TRY(t->del(Db::kDirents, key_u64_str(parent, name)));
-    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), as_bytes(src)));
+    HIODSFS_TRY(t->put(Db::kDirents, key_u64_str(new_parent, new_name), encode(src)));
     if (src_dir) sin.r.parent = new_parent;
     set_time(&sin.r.ctime_s, &sin.r.ctime_ns, now);
     HIODSFS_TRY(store_inode(*t, src.ino, sin));
@@ -554,7 +548,7 @@ Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
     Cursor c = t->cursor(Db::kDirents);
     for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next()) {
         DirentValue v;
-        if (!from_bytes(c.value(), &v)) return Status::error(EUCLEAN, "directory entry record is damaged");
+        if (!decode(c.value(), &v)) return Status::error(EUCLEAN, "directory entry record is damaged");
         out->push_back(DirEntry{std::string(c.key().substr(8)), v.ino, v.type});
     }
     return c.status();

@@ -195,12 +195,10 @@ private:
 
     // ---- writes (repair only) ----
     Status store_inode(InodeId ino, const InodeInfo& in) {
-        std::string v(as_bytes(in.r));
-        v += in.target;
-        return t_.put(Db::kInodes, key_u64(ino), v);
+        return t_.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
     }
     Status put_entry(const Entry& e) {
-        return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), as_bytes(e.v));
+        return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), encode(e.v));
     }
     Status del_entry(Entry& e) {
         e.live = false;
@@ -246,7 +244,7 @@ private:
         InodeInfo& root = inodes_.at(kRootInode);
         root.r.nlink += 1;
         HIODSFS_TRY(store_inode(kRootInode, root));
-        Entry e{kRootInode, kLostFound, DirentValue{ino, S_IFDIR, 0}, true};
+        Entry e{kRootInode, kLostFound, DirentValue{ino, S_IFDIR}, true};
         HIODSFS_TRY(put_entry(e));
         entries_.push_back(e);
         *out = lost_found_ = ino;
@@ -257,7 +255,7 @@ private:
         InodeId lf = 0;
         HIODSFS_TRY(lost_found(&lf));
         InodeInfo& in = inodes_.at(ino);
-        Entry e{lf, "#" + u(ino), DirentValue{ino, in.r.mode & S_IFMT, 0}, true};
+        Entry e{lf, "#" + u(ino), DirentValue{ino, in.r.mode & S_IFMT}, true};
         HIODSFS_TRY(put_entry(e));
         entries_.push_back(e);
         if (S_ISDIR(in.r.mode)) {
@@ -280,11 +278,10 @@ private:
                 InodeId ino = get_be64(c.key());
                 max_ino = std::max(max_ino, ino);
                 InodeInfo in;
-                if (!from_bytes(c.value(), &in.r)) {
+                if (!decode(c.value(), &in.r, &in.target)) {
                     damaged_inodes_.push_back(ino);  // treated as missing below
                     continue;
                 }
-                in.target.assign(c.value().substr(sizeof(InodeRecord)));
                 inodes_.emplace(ino, std::move(in));
             }
             HIODSFS_TRY(c.status());
@@ -293,7 +290,7 @@ private:
             Cursor c = t_.cursor(Db::kDirents);
             for (bool ok = c.first(); ok; ok = c.next()) {
                 Entry e;
-                if (c.key().size() <= 8 || !from_bytes(c.value(), &e.v)) {
+                if (c.key().size() <= 8 || !decode(c.value(), &e.v)) {
                     bad_keys_.emplace_back(Db::kDirents, std::string(c.key()));
                     continue;
                 }
@@ -317,7 +314,7 @@ private:
             Cursor c = t_.cursor(Db::kExtents);
             for (bool ok = c.first(); ok; ok = c.next()) {
                 ExtentRecord e;
-                if (c.key().size() != 16 || !from_bytes(c.value(), &e)) continue;
+                if (c.key().size() != 16 || !decode(c.value(), &e)) continue;
                 auto& x = extent_sums_[get_be64(c.key(), 0)];
                 x.first += e.length;
                 x.second = std::max(x.second, get_be64(c.key(), 8) + e.length);
@@ -591,7 +588,7 @@ private:
         Cursor c = t_.cursor(Db::kChunks);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkInfo ci;
-            if (c.key().size() != 8 || !from_bytes(c.value(), &ci.r)) {
+            if (c.key().size() != 8 || !decode(c.value(), &ci.r)) {
                 std::string key(c.key());
                 HIODSFS_TRY(fix("chunk record with a damaged key or value",
                                 [&] { return t_.del(Db::kChunks, key); }));
@@ -619,7 +616,7 @@ private:
         for (bool ok = c.first(); ok; ok = c.next()) {
             ++rep_.extents;
             ExtentRecord e;
-            if (c.key().size() != 16 || !from_bytes(c.value(), &e)) {
+            if (c.key().size() != 16 || !decode(c.value(), &e)) {
                 std::string key(c.key());
                 problem("damaged extent record" +
                             (key.size() == 16 ? " of " + path_of(get_be64(key)) : std::string()),
@@ -693,20 +690,19 @@ private:
                 ci.r.length = r.location.length;
                 ci.r.set_refs(uses.size());
                 ci.counted = uses.size();
-                // Indexed again if its fingerprint is free or still names it.
+                // Indexed again unless another chunk is indexed with its content.
                 std::vector<std::uint8_t> buf(ci.r.length);
                 HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
                 Digest d = thread_sha256().digest(buf.data(), buf.size());
-                std::string fk = fingerprint_key(d);
-                std::string_view fv;
-                bool ffound = false;
-                HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &ffound));
-                if (!ffound || (fv.size() == 8 && get_be64(fv) == id)) {
+                ChunkId other = 0;
+                ChunkRecord other_rec;
+                HIODSFS_TRY(find_indexed_chunk(t_, d, &other, &other_rec));
+                if (other == 0) {
                     ci.r.flags = ChunkRecord::kIndexed;
                     ci.r.digest = d;
-                    HIODSFS_TRY(t_.put(Db::kFingerprints, fk, key_u64(id)));
+                    HIODSFS_TRY(index_chunk(t_, id, d));
                 }
-                HIODSFS_TRY(t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r)));
+                HIODSFS_TRY(t_.put(Db::kChunks, key_u64(id), encode(ci.r)));
                 chunks_.emplace(id, ci);
                 max_chunk_ = std::max(max_chunk_, id);
                 for (const Use& use : uses) users_of(id, use);
@@ -753,7 +749,7 @@ private:
                                     u(ci.counted) + " extents refer to it",
                                 [&, id = id] {
                                     ci.r.set_refs(ci.counted);
-                                    return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
+                                    return t_.put(Db::kChunks, key_u64(id), encode(ci.r));
                                 }));
             }
         }
@@ -769,11 +765,11 @@ private:
             for (bool ok = c.first(); ok; ok = c.next()) {
                 ++rep_.fingerprints;
                 std::string key(c.key());
-                if (key.size() != 32 || c.value().size() != 8) {
+                ChunkId id = 0;
+                if (!parse_fingerprint_key(key, &id) || !c.value().empty()) {
                     dangling.emplace_back(key, "a damaged fingerprint index record");
                     continue;
                 }
-                ChunkId id = get_be64(c.value());
                 auto it = chunks_.find(id);
                 if (it == chunks_.end()) {
                     dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
@@ -782,7 +778,7 @@ private:
                     dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
                                                    ", which failed its checksum and must not be shared");
                 } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
-                           std::memcmp(it->second.r.digest.bytes.data(), key.data(), 32) != 0) {
+                           fingerprint_key(it->second.r.digest, id) != key) {
                     dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
                                                    ", whose fingerprint is another");
                 }
@@ -791,25 +787,32 @@ private:
         }
         for (auto& [key, why] : dangling)
             HIODSFS_TRY(fix(why + "; the entry is removed", [&, k = key] { return t_.del(Db::kFingerprints, k); }));
-        for (auto& [id, ci] : chunks_) {
-            if (!(ci.r.flags & ChunkRecord::kIndexed) || (ci.r.flags & ChunkRecord::kDamaged)) continue;
-            std::string fk = fingerprint_key(ci.r.digest);
+        // Every fingerprinted chunk is listed, and no two have one digest:
+        // the lowest id keeps it, later ones become not-deduplicated chunks.
+        std::vector<ChunkId> ids;
+        for (const auto& [id, ci] : chunks_)
+            if ((ci.r.flags & ChunkRecord::kIndexed) && !(ci.r.flags & ChunkRecord::kDamaged)) ids.push_back(id);
+        std::sort(ids.begin(), ids.end());
+        std::map<std::array<std::uint8_t, 32>, ChunkId> holder;
+        for (ChunkId id : ids) {
+            ChunkInfo& ci = chunks_.at(id);
+            const std::string fk = fingerprint_key(ci.r.digest, id);
             std::string_view fv;
-            bool found = false;
-            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
-            if (found && fv.size() == 8 && get_be64(fv) == id) continue;
-            if (!found) {
+            bool listed = false;
+            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &listed));
+            auto [it, first] = holder.emplace(ci.r.digest.bytes, id);
+            if (!first) {
+                HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " + u(it->second) +
+                                    "; it is kept as a not-deduplicated chunk",
+                                [&, id = id, fk = fk, listed = listed]() -> Status {
+                                    if (listed) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
+                                    ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
+                                    return t_.put(Db::kChunks, key_u64(id), encode(ci.r));
+                                }));
+            } else if (!listed) {
                 HIODSFS_TRY(fix("chunk " + u(id) + " is marked deduplicated but the fingerprint "
                                     "index does not list it; the entry is added",
-                                [&, id = id] { return t_.put(Db::kFingerprints, fk, key_u64(id)); }));
-            } else {
-                HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " +
-                                    u(fv.size() == 8 ? get_be64(fv) : 0) +
-                                    " but is not in the index; it is kept as a not-deduplicated chunk",
-                                [&, id = id] {
-                                    ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
-                                    return t_.put(Db::kChunks, key_u64(id), as_bytes(ci.r));
-                                }));
+                                [&, id = id] { return index_chunk(t_, id, ci.r.digest); }));
             }
         }
         return Status::ok();
@@ -929,7 +932,7 @@ private:
             ChunkInfo& ci = chunks_.at(id);
             const std::string what = "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id);
             ChunkId good = 0;
-            HIODSFS_TRY(intact_copy(ci.r, &good));
+            HIODSFS_TRY(intact_copy(id, ci.r, &good));
             if (good == 0) {
                 // Flagged all the same, so the daemon never shares it again.
                 if (repair_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
@@ -951,7 +954,7 @@ private:
             Cursor c = t_.cursor(Db::kExtents);
             for (bool ok = c.first(); ok; ok = c.next()) {
                 ExtentRecord e;
-                if (c.key().size() != 16 || !from_bytes(c.value(), &e)) continue;
+                if (c.key().size() != 16 || !decode(c.value(), &e)) continue;
                 auto it = onto.find(e.chunk);
                 if (it == onto.end()) continue;
                 e.chunk = it->second;
@@ -959,13 +962,13 @@ private:
             }
             HIODSFS_TRY(c.status());
         }
-        for (const auto& [key, e] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, as_bytes(e)));
+        for (const auto& [key, e] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, encode(e)));
         for (const auto& [bad_id, good_id] : onto) {
             ChunkInfo& b = chunks_.at(bad_id);
             ChunkInfo& g = chunks_.at(good_id);
             g.counted += b.counted;
             g.r.set_refs(g.r.refs() + b.counted);
-            HIODSFS_TRY(t_.put(Db::kChunks, key_u64(good_id), as_bytes(g.r)));
+            HIODSFS_TRY(t_.put(Db::kChunks, key_u64(good_id), encode(g.r)));
             auto& counters = t_.super().counters;
             counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
             counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);
@@ -985,22 +988,23 @@ private:
 
     // The chunk the index names for r's content, if it is another one that
     // reads back intact with that content (0: none).
-    Status intact_copy(const ChunkRecord& r, ChunkId* out) {
+    Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out) {
         *out = 0;
         if (!(r.flags & ChunkRecord::kIndexed)) return Status::ok();  // raw: no fingerprint to look up
-        std::string fk = fingerprint_key(r.digest);
-        std::string_view fv;
-        bool found = false;
-        HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &found));
-        if (!found || fv.size() != 8) return Status::ok();
-        const ChunkId id = get_be64(fv);
-        auto it = chunks_.find(id);
-        if (it == chunks_.end() || (it->second.r.flags & ChunkRecord::kDamaged) ||
-            it->second.r.length != r.length || !(it->second.r.digest == r.digest))
-            return Status::ok();
-        std::vector<std::uint8_t> buf(r.length);
-        if (!segs_.read(it->second.r.location(), id, buf.data())) return Status::ok();
-        if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) *out = id;
+        std::vector<ChunkId> candidates;
+        HIODSFS_TRY(index_candidates(t_, r.digest, &candidates));
+        for (ChunkId id : candidates) {
+            auto it = chunks_.find(id);
+            if (id == bad || it == chunks_.end() || (it->second.r.flags & ChunkRecord::kDamaged) ||
+                it->second.r.length != r.length || !(it->second.r.digest == r.digest))
+                continue;
+            std::vector<std::uint8_t> buf(r.length);
+            if (!segs_.read(it->second.r.location(), id, buf.data())) continue;
+            if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) {
+                *out = id;
+                return Status::ok();
+            }
+        }
         return Status::ok();
     }
 

@@ -66,7 +66,7 @@ Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
     *out = 0;
     for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         InodeRecord r;
-        if (from_bytes(from_val(v), &r) && S_ISREG(r.mode)) ++*out;
+        if (decode(from_val(v), &r) && S_ISREG(r.mode)) ++*out;
     }
     mdb_cursor_close(c);
     if (rc != MDB_NOTFOUND) return lmdb_error(rc, "metadata inodes");

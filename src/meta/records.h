@@ -1,6 +1,9 @@
-// On-disk value layouts of the metadata databases (see meta_store.h for the
-// keys). Values are the raw bytes of these trivially copyable structs; the
-// store's format version guards the layout (little-endian 64-bit hosts).
+// The records of the metadata databases (see meta_store.h for the keys) and
+// their encodings. Format 2 stores each as variable-length integers, only
+// the fields a record needs (docs/architecture.md "Metadata" has the
+// layout); decode() refuses a value that is short, has trailing bytes or a
+// field out of range, so a damaged record is found, not misread. Format 1's
+// fixed structs live in src/fsck/upgrade.cc, which converts them.
 // Shared by the engine, hiodsfs-fsck and hiodsfs-stat.
 #pragma once
 
@@ -14,7 +17,9 @@
 
 namespace hiodsfs {
 
-constexpr std::uint32_t kFormatVersion = 1;
+// The version STORE/FORMAT records; 1 had fixed-size records and the full
+// SHA-256 as the fingerprint index's key.
+constexpr std::uint32_t kFormatVersion = 2;
 
 struct InodeRecord {
     std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
@@ -24,8 +29,6 @@ struct InodeRecord {
     std::uint64_t parent = 0;  // directories: the parent directory
     std::int64_t atime_s = 0, mtime_s = 0, ctime_s = 0;
     std::uint32_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
-    std::uint32_t reserved = 0;
-    // A symlink's target follows the struct in the stored value.
 };
 
 // A file range [key offset, + length) maps to [chunk_off, + length) of a chunk.
@@ -42,35 +45,45 @@ struct ChunkRecord {
         // write is ever shared onto it (hiodsfs-fsck --repair heals its users).
         kDamaged = 2,
     };
-    // The reference count has 56 bits: the low 32 in refs_low and the high
-    // 24 in refs_high (bytes that were zero padding, so older records read
-    // the same), so no number of extents a store can hold makes it wrap.
+    static constexpr std::uint8_t kKnownFlags = kIndexed | kDamaged;
+    // The reference count has 56 bits (format 1's limit, kept), so no
+    // number of extents a store can hold makes it wrap.
     static constexpr std::uint64_t kMaxRefs = (std::uint64_t{1} << 56) - 1;
     SegmentId segment = 0;
     std::uint32_t length = 0;
     std::uint64_t offset = 0;  // payload offset in the segment
-    std::uint32_t refs_low = 0;
+    std::uint64_t ref_count = 0;
     std::uint8_t flags = 0;
-    std::uint8_t refs_high[3] = {};
-    Digest digest;
+    Digest digest;  // stored only while kIndexed is set
     ChunkLocation location() const { return ChunkLocation{segment, offset, length}; }
     // Number of extents that refer to this chunk.
-    std::uint64_t refs() const {
-        return refs_low | std::uint64_t{refs_high[0]} << 32 | std::uint64_t{refs_high[1]} << 40 |
-               std::uint64_t{refs_high[2]} << 48;
-    }
+    std::uint64_t refs() const { return ref_count; }
     // n <= kMaxRefs (callers check; chunk_ref reports EOVERFLOW past it).
-    void set_refs(std::uint64_t n) {
-        refs_low = static_cast<std::uint32_t>(n);
-        for (int i = 0; i < 3; ++i) refs_high[i] = static_cast<std::uint8_t>(n >> (32 + 8 * i));
-    }
+    void set_refs(std::uint64_t n) { ref_count = n; }
 };
 
 struct DirentValue {
     InodeId ino = 0;
     std::uint32_t type = 0;  // S_IFMT bits
-    std::uint32_t reserved = 0;
 };
+
+// Encodings of the records above (format 2). A symlink's target follows the
+// inode's fields in its value.
+std::string encode(const InodeRecord& r, std::string_view target = {});
+std::string encode(const ExtentRecord& r);
+std::string encode(const ChunkRecord& r);
+std::string encode(const DirentValue& r);
+// False if in is not one whole, well-formed record of the type. target may
+// be null.
+bool decode(std::string_view in, InodeRecord* out, std::string* target = nullptr);
+bool decode(std::string_view in, ExtentRecord* out);
+bool decode(std::string_view in, ChunkRecord* out);
+bool decode(std::string_view in, DirentValue* out);
+
+// Variable-length unsigned integers (LEB128: seven bits a byte, low first).
+void put_varint(std::string* out, std::uint64_t v);
+// Reads one at *pos and advances it; false if truncated or over 64 bits.
+bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v);
 
 // Db::kHistory: key = big-endian wall-clock time (ns since the epoch), value
 // = one sample of the daemon's activity, written by the control loop (see
@@ -84,6 +97,7 @@ struct HistoryRecord {
     std::uint64_t logical_bytes = 0, stored_bytes = 0;
 };
 
+// The raw bytes of a fixed struct, for records kept as structs (history).
 template <typename T>
 std::string_view as_bytes(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -98,5 +112,15 @@ bool from_bytes(std::string_view in, T* out) {
     std::memcpy(out, in.data(), sizeof(T));
     return true;
 }
+
+// The records with an encoding must not be copied raw.
+std::string_view as_bytes(const InodeRecord&) = delete;
+std::string_view as_bytes(const ExtentRecord&) = delete;
+std::string_view as_bytes(const ChunkRecord&) = delete;
+std::string_view as_bytes(const DirentValue&) = delete;
+bool from_bytes(std::string_view, InodeRecord*) = delete;
+bool from_bytes(std::string_view, ExtentRecord*) = delete;
+bool from_bytes(std::string_view, ChunkRecord*) = delete;
+bool from_bytes(std::string_view, DirentValue*) = delete;
 
 }  // namespace hiodsfs

@@ -195,12 +195,12 @@ std::vector<MapEntry> file_map(const std::string& store, InodeId ino) {
     for (bool ok = c.seek(key_u64(ino)); ok && get_be64(c.key()) == ino; ok = c.next()) {
         MapEntry me;
         me.start = get_be64(c.key(), 8);
-        REQUIRE(from_bytes(c.value(), &me.e));
+        REQUIRE(decode(c.value(), &me.e));
         std::string_view v;
         bool found = false;
         ChunkRecord rec;
         REQUIRE(t->get(Db::kChunks, key_u64(me.e.chunk), &v, &found).is_ok());
-        me.indexed = found && from_bytes(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+        me.indexed = found && decode(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
         out.push_back(me);
     }
     return out;

@@ -141,7 +141,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         Cursor c = t->cursor(Db::kExtents);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ExtentRecord e;
-            from_bytes(c.value(), &e);
+            decode(c.value(), &e);
             refs[e.chunk] += 1;
             mapped[get_be64(c.key(), 0)] += e.length;
             logical += e.length;
@@ -153,7 +153,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         Cursor c = t->cursor(Db::kChunks);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkRecord r;
-            from_bytes(c.value(), &r);
+            decode(c.value(), &r);
             chunks[get_be64(c.key())] = r;
             stored += r.length;
         }
@@ -171,7 +171,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         Cursor c = t->cursor(Db::kExtents);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ExtentRecord e;
-            from_bytes(c.value(), &e);
+            decode(c.value(), &e);
             auto it = chunks.find(e.chunk);
             if (it != chunks.end() && std::uint64_t(e.chunk_off) + e.length > it->second.length)
                 problems.push_back("extent reaches past its chunk");
@@ -181,7 +181,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         Cursor c = t->cursor(Db::kInodes);
         for (bool ok = c.first(); ok; ok = c.next()) {
             InodeRecord r;
-            from_bytes(c.value(), &r);
+            decode(c.value(), &r);
             InodeId ino = get_be64(c.key());
             if (r.mapped != mapped[ino])
                 problems.push_back("inode " + std::to_string(ino) + " mapped " + std::to_string(r.mapped) +

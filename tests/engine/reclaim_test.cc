@@ -57,7 +57,7 @@ std::vector<std::string> check_segments(const std::string& store) {
         Cursor c = t->cursor(Db::kChunks);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkRecord r;
-            from_bytes(c.value(), &r);
+            decode(c.value(), &r);
             live[r.segment] += r.length;
             auto f = files.find(r.segment);
             if (f == files.end())

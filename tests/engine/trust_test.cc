@@ -50,7 +50,7 @@ std::map<ChunkId, ChunkRecord> chunk_records(Txn& t) {
     Cursor c = t.cursor(Db::kChunks);
     for (bool ok = c.first(); ok; ok = c.next()) {
         ChunkRecord r;
-        REQUIRE(from_bytes(c.value(), &r));
+        REQUIRE(decode(c.value(), &r));
         out[get_be64(c.key())] = r;
     }
     return out;
@@ -76,7 +76,7 @@ TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[e
         ChunkRecord r = chunks.begin()->second;
         REQUIRE(r.refs() == 1);
         r.set_refs(0xffffffffull);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
     });
     {
         auto e = open_engine(options_for(dir.store(), kFixed));
@@ -103,7 +103,7 @@ TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[e
         // Back to the truth, so the store checks clean.
         ChunkRecord r = chunks[id];
         r.set_refs(1);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
     });
     CHECK(check_invariants(dir.store()).empty());
 }
@@ -123,7 +123,7 @@ TEST_CASE("a chunk shared as often as its count can say refuses one more referen
         ChunkRecord r = chunks.begin()->second;
         r.set_refs(ChunkRecord::kMaxRefs);
         REQUIRE(r.refs() == ChunkRecord::kMaxRefs);
-        REQUIRE(t.put(Db::kChunks, key_u64(chunks.begin()->first), as_bytes(r)).is_ok());
+        REQUIRE(t.put(Db::kChunks, key_u64(chunks.begin()->first), encode(r)).is_ok());
     });
     auto e = open_engine(options_for(dir.store(), kFixed));
     InodeId b = make_file(*e, "b").ino;
@@ -476,9 +476,9 @@ TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heal
         REQUIRE(t->get(Db::kExtents, key_u64_u64(a_ino, 8192), &v, &found).is_ok());
         REQUIRE(found);
         ExtentRecord ext;
-        REQUIRE(from_bytes(v, &ext));
+        REQUIRE(decode(v, &ext));
         REQUIRE(t->get(Db::kChunks, key_u64(ext.chunk), &v, &found).is_ok());
-        REQUIRE(from_bytes(v, &rec));
+        REQUIRE(decode(v, &rec));
     }
     {
         char name[64];

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "../engine/engine_test_util.h"
+#include "engine/chunk_index.h"
 #include "fsck/fsck.h"
 
 using namespace hiodsfs;
@@ -95,7 +96,7 @@ struct Store {
             bool found = false;
             REQUIRE(t.get(Db::kExtents, key_u64_u64(ino, off), &v, &found).is_ok());
             REQUIRE(found);
-            REQUIRE(from_bytes(v, &e));
+            REQUIRE(decode(v, &e));
         });
         return e;
     }
@@ -107,7 +108,7 @@ struct Store {
             bool found = false;
             REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
             REQUIRE(found);
-            REQUIRE(from_bytes(v, &r));
+            REQUIRE(decode(v, &r));
         });
         return r;
     }
@@ -192,9 +193,9 @@ TEST_CASE("fsck: wrong reference counts and counters are recomputed", "[fsck]") 
         bool found = false;
         REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
         ChunkRecord r;
-        REQUIRE(from_bytes(v, &r));
+        REQUIRE(decode(v, &r));
         r.set_refs(7);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), as_bytes(r)).is_ok());
+        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
         t.super().counters.stored_bytes += 123;
         REQUIRE(t.put(Db::kSegments, key_u64(r.segment), key_u64(1)).is_ok());
     });
@@ -224,14 +225,40 @@ TEST_CASE("fsck: a deleted chunk record is rebuilt from its segment record", "[f
 
 TEST_CASE("fsck: fingerprint index entries missing or dangling", "[fsck]") {
     Store s;
-    ChunkRecord r = s.chunk(s.extent(s.a, 0).chunk);
-    std::string fk(reinterpret_cast<const char*>(r.digest.bytes.data()), 32);
+    const ChunkId id = s.extent(s.a, 0).chunk;
+    ChunkRecord r = s.chunk(id);
     s.edit([&](Txn& t) {
-        REQUIRE(t.del(Db::kFingerprints, fk).is_ok());
-        REQUIRE(t.put(Db::kFingerprints, std::string(32, 'x'), key_u64(999999)).is_ok());
+        bool existed = false;
+        REQUIRE(t.del(Db::kFingerprints, fingerprint_key(r.digest, id), &existed).is_ok());
+        REQUIRE(existed);
+        REQUIRE(t.put(Db::kFingerprints, fingerprint_key(r.digest, 999999), "").is_ok());
+        REQUIRE(t.put(Db::kFingerprints, std::string(5, 'x'), "").is_ok());
     });
+    auto out = fsck({s.path()});
+    CHECK(has(out, "fingerprint index entry names chunk 999999, which does not exist"));
+    CHECK(has(out, "a damaged fingerprint index record"));
     find_repair_clean(s, "the fingerprint index does not list it");
     CHECK_FALSE(has(fsck({s.path()}), "999999"));
+}
+
+TEST_CASE("fsck: two fingerprinted chunks with one digest keep one in the index", "[fsck]") {
+    Store s;
+    // Chunk b's record is made to claim a's content: two indexed chunks, one digest.
+    const ChunkId a_id = s.extent(s.a, 0).chunk, b_id = s.extent(s.b, 0).chunk;
+    REQUIRE(b_id > a_id);  // b was written after a
+    const ChunkRecord a_rec = s.chunk(a_id);
+    s.edit([&](Txn& t) {
+        ChunkRecord b_rec = s.chunk(b_id);
+        REQUIRE(t.del(Db::kFingerprints, fingerprint_key(b_rec.digest, b_id)).is_ok());
+        b_rec.digest = a_rec.digest;
+        REQUIRE(t.put(Db::kChunks, key_u64(b_id), encode(b_rec)).is_ok());
+        REQUIRE(index_chunk(t, b_id, b_rec.digest).is_ok());
+    });
+    find_repair_clean(s, "chunk " + std::to_string(b_id) + " has the fingerprint of chunk " +
+                             std::to_string(a_id) + "; it is kept as a not-deduplicated chunk");
+    CHECK((s.chunk(a_id).flags & ChunkRecord::kIndexed) != 0);
+    CHECK((s.chunk(b_id).flags & ChunkRecord::kIndexed) == 0);
+    CHECK(s.read(s.b) == s.b_data);
 }
 
 TEST_CASE("fsck: a deleted inode whose file map survives is made again", "[fsck]") {
@@ -249,16 +276,16 @@ TEST_CASE("fsck: an unreachable inode goes to /lost+found; link counts are fixed
         InodeRecord r;
         r.mode = S_IFREG | 0644;
         r.nlink = 1;
-        REQUIRE(t.put(Db::kInodes, key_u64(lost), as_bytes(r)).is_ok());
+        REQUIRE(t.put(Db::kInodes, key_u64(lost), encode(r)).is_ok());
         t.super().counters.inode_count += 1;
         // And a wrong link count on another file.
         std::string_view v;
         bool found = false;
         REQUIRE(t.get(Db::kInodes, key_u64(s.c), &v, &found).is_ok());
         InodeRecord c;
-        REQUIRE(from_bytes(v, &c));
+        REQUIRE(decode(v, &c));
         c.nlink = 5;
-        REQUIRE(t.put(Db::kInodes, key_u64(s.c), as_bytes(c)).is_ok());
+        REQUIRE(t.put(Db::kInodes, key_u64(s.c), encode(c)).is_ok());
     });
     find_repair_clean(s, "file inode " + std::to_string(lost) + " (0 bytes) is not reachable from /");
     auto e = s.open();
@@ -364,7 +391,7 @@ TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
             std::ifstream in(s.path() + "/FORMAT");
             text.assign(std::istreambuf_iterator<char>(in), {});
         }
-        auto at = text.find("format 1\n");
+        auto at = text.find("format " + std::to_string(kFormatVersion) + "\n");
         REQUIRE(at != std::string::npos);
         text.replace(at, 9, "format 99\n");
         std::ofstream(s.path() + "/FORMAT") << text;

@@ -35,15 +35,15 @@ std::pair<std::string, std::uint64_t> chunk_byte(const std::string& store, const
     REQUIRE(t->get(Db::kDirents, key_u64_str(kRootInode, name), &v, &found).is_ok());
     REQUIRE(found);
     DirentValue d;
-    REQUIRE(from_bytes(v, &d));
+    REQUIRE(decode(v, &d));
     REQUIRE(t->get(Db::kExtents, key_u64_u64(d.ino, off), &v, &found).is_ok());
     REQUIRE(found);
     ExtentRecord e;
-    REQUIRE(from_bytes(v, &e));
+    REQUIRE(decode(v, &e));
     REQUIRE(t->get(Db::kChunks, key_u64(e.chunk), &v, &found).is_ok());
     REQUIRE(found);
     ChunkRecord c;
-    REQUIRE(from_bytes(v, &c));
+    REQUIRE(decode(v, &c));
     char seg[32];
     std::snprintf(seg, sizeof seg, "/segments/%08x.seg", c.segment);
     return {store + seg, c.offset + 1000};

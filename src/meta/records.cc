@@ -1,0 +1,185 @@
+#include "meta/records.h"
+
+#include <limits>
+
+namespace hiodsfs {
+
+void put_varint(std::string* out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out->push_back(static_cast<char>(v | 0x80));
+        v >>= 7;
+    }
+    out->push_back(static_cast<char>(v));
+}
+
+bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v) {
+    std::uint64_t r = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*pos >= in.size()) return false;
+        const auto b = static_cast<std::uint8_t>(in[(*pos)++]);
+        // The tenth byte may carry only the top bit of 64.
+        if (shift == 63 && b > 1) return false;
+        r |= std::uint64_t{b & 0x7fu} << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+namespace {
+
+// Signed values (times before 1970) as zigzag varints: small magnitudes stay short.
+void put_svarint(std::string* out, std::int64_t v) {
+    put_varint(out, (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+}
+
+class Reader {
+public:
+    explicit Reader(std::string_view in) : in_(in) {}
+    template <typename T>
+    bool u(T* out) {
+        std::uint64_t v = 0;
+        if (!get_varint(in_, &pos_, &v) || v > std::numeric_limits<T>::max()) return false;
+        *out = static_cast<T>(v);
+        return true;
+    }
+    bool s(std::int64_t* out) {
+        std::uint64_t v = 0;
+        if (!get_varint(in_, &pos_, &v)) return false;
+        *out = static_cast<std::int64_t>((v >> 1) ^ (~(v & 1) + 1));
+        return true;
+    }
+    bool byte(std::uint8_t* out) {
+        if (pos_ >= in_.size()) return false;
+        *out = static_cast<std::uint8_t>(in_[pos_++]);
+        return true;
+    }
+    bool bytes(void* out, std::size_t n) {
+        if (in_.size() - pos_ < n) return false;
+        std::memcpy(out, in_.data() + pos_, n);
+        pos_ += n;
+        return true;
+    }
+    std::string_view rest() const { return in_.substr(pos_); }
+    bool at_end() const { return pos_ == in_.size(); }
+
+private:
+    std::string_view in_;
+    std::size_t pos_ = 0;
+};
+
+// The inode's first byte: which times equal mtime (and are not stored).
+constexpr std::uint8_t kAtimeIsMtime = 1, kCtimeIsMtime = 2;
+
+}  // namespace
+
+// mode nlink uid gid rdev size mapped parent, then the times as zigzag
+// seconds and nanoseconds (mtime, then atime and ctime unless they equal it).
+std::string encode(const InodeRecord& r, std::string_view target) {
+    std::string out;
+    out.reserve(40 + target.size());
+    const bool a_is_m = r.atime_s == r.mtime_s && r.atime_ns == r.mtime_ns;
+    const bool c_is_m = r.ctime_s == r.mtime_s && r.ctime_ns == r.mtime_ns;
+    out.push_back(static_cast<char>((a_is_m ? kAtimeIsMtime : 0) | (c_is_m ? kCtimeIsMtime : 0)));
+    for (std::uint64_t v : {std::uint64_t{r.mode}, std::uint64_t{r.nlink}, std::uint64_t{r.uid},
+                            std::uint64_t{r.gid}, r.rdev, r.size, r.mapped, r.parent})
+        put_varint(&out, v);
+    put_svarint(&out, r.mtime_s);
+    put_varint(&out, r.mtime_ns);
+    if (!a_is_m) {
+        put_svarint(&out, r.atime_s);
+        put_varint(&out, r.atime_ns);
+    }
+    if (!c_is_m) {
+        put_svarint(&out, r.ctime_s);
+        put_varint(&out, r.ctime_ns);
+    }
+    out.append(target);
+    return out;
+}
+
+bool decode(std::string_view in, InodeRecord* out, std::string* target) {
+    Reader rd(in);
+    InodeRecord r;
+    std::uint8_t shared = 0;
+    if (!rd.byte(&shared) || (shared & ~(kAtimeIsMtime | kCtimeIsMtime)) != 0) return false;
+    if (!rd.u(&r.mode) || !rd.u(&r.nlink) || !rd.u(&r.uid) || !rd.u(&r.gid) || !rd.u(&r.rdev) ||
+        !rd.u(&r.size) || !rd.u(&r.mapped) || !rd.u(&r.parent) || !rd.s(&r.mtime_s) ||
+        !rd.u(&r.mtime_ns))
+        return false;
+    r.atime_s = r.ctime_s = r.mtime_s;
+    r.atime_ns = r.ctime_ns = r.mtime_ns;
+    if (!(shared & kAtimeIsMtime) && (!rd.s(&r.atime_s) || !rd.u(&r.atime_ns))) return false;
+    if (!(shared & kCtimeIsMtime) && (!rd.s(&r.ctime_s) || !rd.u(&r.ctime_ns))) return false;
+    if (target != nullptr) target->assign(rd.rest());
+    *out = r;
+    return true;
+}
+
+// chunk, offset in the chunk, length.
+std::string encode(const ExtentRecord& r) {
+    std::string out;
+    put_varint(&out, r.chunk);
+    put_varint(&out, r.chunk_off);
+    put_varint(&out, r.length);
+    return out;
+}
+
+bool decode(std::string_view in, ExtentRecord* out) {
+    Reader rd(in);
+    ExtentRecord r;
+    if (!rd.u(&r.chunk) || !rd.u(&r.chunk_off) || !rd.u(&r.length) || !rd.at_end()) return false;
+    *out = r;
+    return true;
+}
+
+// flags, segment, offset, length, reference count, then the digest if
+// the chunk is fingerprinted (a raw chunk has none yet).
+std::string encode(const ChunkRecord& r) {
+    std::string out;
+    out.reserve(48);
+    out.push_back(static_cast<char>(r.flags));
+    put_varint(&out, r.segment);
+    put_varint(&out, r.offset);
+    put_varint(&out, r.length);
+    put_varint(&out, r.ref_count);
+    if (r.flags & ChunkRecord::kIndexed)
+        out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
+    return out;
+}
+
+bool decode(std::string_view in, ChunkRecord* out) {
+    Reader rd(in);
+    ChunkRecord r;
+    if (!rd.byte(&r.flags) || (r.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
+    if (!rd.u(&r.segment) || !rd.u(&r.offset) || !rd.u(&r.length) || !rd.u(&r.ref_count) ||
+        r.ref_count > ChunkRecord::kMaxRefs)
+        return false;
+    if ((r.flags & ChunkRecord::kIndexed) && !rd.bytes(r.digest.bytes.data(), r.digest.bytes.size()))
+        return false;
+    if (!rd.at_end()) return false;
+    *out = r;
+    return true;
+}
+
+// child inode, then its type (the S_IFMT bits shifted down: one byte).
+std::string encode(const DirentValue& r) {
+    std::string out;
+    put_varint(&out, r.ino);
+    put_varint(&out, r.type >> 12);
+    return out;
+}
+
+bool decode(std::string_view in, DirentValue* out) {
+    Reader rd(in);
+    DirentValue r;
+    std::uint32_t type = 0;
+    if (!rd.u(&r.ino) || !rd.u(&type) || type > 0xf || !rd.at_end()) return false;
+    r.type = type << 12;
+    *out = r;
+    return true;
+}
+
+}  // namespace hiodsfs
