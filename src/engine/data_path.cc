@@ -643,11 +643,19 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
     HIODSFS_TRY(load_inode(*t, dst, &din));
     HIODSFS_TRY(replace_range(*t, dst, din, dst_off, n, nullptr));
     std::uint64_t shared = 0;
+    bool any_raw = false;
     for (const auto& m : ex) {
         std::uint64_t a = std::max(m.start, src_off), b = std::min(m.end(), src_off + n);
         ExtentRecord e = m.e;
         e.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start));
         e.length = static_cast<std::uint32_t>(b - a);
+        if (!any_raw) {
+            std::string_view v;
+            bool found = false;
+            ChunkRecord rec;
+            HIODSFS_TRY(t->get(Db::kChunks, key_u64(e.chunk), &v, &found));
+            any_raw = found && decode(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
+        }
         HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
         std::uint64_t at = dst_off + (a - src_off);
         HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), encode(e)));
@@ -661,6 +669,10 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
     set_time(&din.r.ctime_s, &din.r.ctime_ns, now);
     HIODSFS_TRY(store_inode(*t, dst, din));
     t->super().counters.cloned_bytes += shared;
+    // Raw chunks shared before the pass reached them: the pass re-cuts the
+    // source's range into new chunks, so the copy needs its own sweep, or it
+    // would keep the raw bytes (stored twice) for good.
+    if (any_raw) HIODSFS_TRY(queue_dirty(*t, dst, dst_off, n));
     HIODSFS_TRY(t->commit());
     *copied = n;
     return Status::ok();

@@ -103,6 +103,37 @@ TEST_CASE("deferred writes converge to what inline mode stores", "[engine][defer
     }
 }
 
+TEST_CASE("a clone of deferred data made before the pass is deduplicated by it", "[engine][deferred]") {
+    // cp uses copy_file_range, which shares the source's chunks: raw ones too.
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    auto e = open_engine(o);
+    std::mt19937_64 rng(8);
+    const auto data = random_bytes(rng, 300000);
+    Attr a = make_file(*e, "a"), b = make_file(*e, "b"), c = make_file(*e, "c");
+    write_all(*e, a.ino, 0, data);
+    std::uint64_t copied = 0;
+    REQUIRE(e->clone_range(a.ino, 0, b.ino, 0, data.size(), &copied).is_ok());
+    REQUIRE(copied == data.size());
+    // And a part of it into the middle of another file.
+    write_all(*e, c.ino, 0, std::vector<std::uint8_t>(50000, 7));
+    REQUIRE(e->clone_range(a.ino, 100000, c.ino, 20000, 60000, &copied).is_ok());
+    REQUIRE(e->run_background().is_ok());
+    SpaceCounters cnt = counters_of(*e);
+    CHECK(cnt.raw_bytes == 0);
+    CHECK(cnt.backlog_records == 0);
+    // a's bytes once, and c's own (one run of sevens, and the chunk cut around the clone).
+    CHECK(cnt.stored_bytes < data.size() + 50000);
+    CHECK(read_all(*e, b.ino) == data);
+    auto expect_c = std::vector<std::uint8_t>(80000, 7);
+    std::copy(data.begin() + 100000, data.begin() + 160000, expect_c.begin() + 20000);
+    CHECK(read_all(*e, c.ino) == expect_c);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}
+
 TEST_CASE("stale dirty records are harmless: overwrite, truncate, rename, unlink", "[engine][deferred]") {
     TempDir dir;
     EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
