@@ -1,6 +1,7 @@
 // hiodsfs-fsck STORE [--repair] [--scrub] [-n]: checks a store that is not
 // mounted, repairs what can be repaired without losing data, and with
-// --scrub re-reads every chunk. Exit codes as e2fsck: 0 clean, 1 errors
+// --scrub re-reads every chunk. hiodsfs-fsck --upgrade STORE converts a
+// store of an older format. Exit codes as e2fsck: 0 clean, 1 errors
 // found and all repaired, 4 errors left uncorrected, 8 operational error.
 // See docs/fsck.md and man/hiodsfs-fsck.8.
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "common/units.h"
 #include "fsck/fsck.h"
+#include "fsck/upgrade.h"
 
 namespace {
 
@@ -22,10 +24,12 @@ constexpr int kExitOperational = 8;
 
 const char* const kUsage =
     "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n]\n"
+    "       hiodsfs-fsck --upgrade STORE\n"
     "  Checks a hiodsfs store (it must not be mounted).\n"
     "  --repair  fix what can be fixed without losing data (also -y)\n"
     "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
     "  -n        check only, change nothing (the default)\n"
+    "  --upgrade convert a store of an older format to this version's, then check it\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
 
 // A progress line on stderr, at most five times a second, only on a terminal.
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
     namespace po = boost::program_options;
     hiodsfs::FsckOptions o;
     po::options_description opts;
-    opts.add_options()("repair,y", "")("scrub", "")("no-repair,n", "")("help,h", "")("version", "")(
+    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -97,6 +101,43 @@ int main(int argc, char** argv) {
     if (dry_run && o.repair) {
         std::fputs("hiodsfs-fsck: -n and --repair contradict each other\n", stderr);
         return kExitOperational;
+    }
+
+    if (vm.count("upgrade")) {
+        if (o.repair || o.scrub || dry_run) {
+            std::fputs("hiodsfs-fsck: --upgrade takes no other option\n", stderr);
+            return kExitOperational;
+        }
+        hiodsfs::UpgradeOptions uo;
+        uo.store = o.store;
+        hiodsfs::UpgradeReport ur;
+        hiodsfs::Status up = hiodsfs::upgrade_store(uo, &ur);
+        if (!up) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", up.message().c_str());
+            return kExitOperational;
+        }
+        if (ur.already_current) {
+            std::printf("hiodsfs-fsck: %s already has format version %u\n", o.store.c_str(), ur.to_version);
+        } else if (ur.resumed) {
+            std::printf("hiodsfs-fsck: finished the interrupted upgrade of %s to format version %u\n",
+                        o.store.c_str(), ur.to_version);
+        } else {
+            std::printf("hiodsfs-fsck: upgraded %s from format version %u to %u: %llu records, "
+                        "metadata %s -> %s\n",
+                        o.store.c_str(), ur.from_version, ur.to_version,
+                        static_cast<unsigned long long>(ur.records),
+                        hiodsfs::human_bytes(static_cast<double>(ur.bytes_before)).c_str(),
+                        hiodsfs::human_bytes(static_cast<double>(ur.bytes_after)).c_str());
+            if (ur.files_queued)
+                std::printf("hiodsfs-fsck: %llu files with chunks not yet deduplicated are queued for "
+                            "the background pass\n",
+                            static_cast<unsigned long long>(ur.files_queued));
+            if (ur.damaged_records)
+                std::printf("hiodsfs-fsck: %llu records were damaged before the upgrade and are copied "
+                            "as they were; the check below names them\n",
+                            static_cast<unsigned long long>(ur.damaged_records));
+        }
+        std::fflush(stdout);
     }
 
     Progress progress;

@@ -124,6 +124,11 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
 
 Status check_format_version(const std::string& store, const StoreFormat& format) {
     if (format.version == kFormatVersion) return Status::ok();
+    if (format.version < kFormatVersion)
+        return Status::error(EPROTO, "store " + store + " has format version " +
+                                         std::to_string(format.version) + ", older than this hiodsfs's " +
+                                         std::to_string(kFormatVersion) + ": convert it with `hiodsfs-fsck --upgrade " +
+                                         store + "` (unmounted; the old metadata is kept until it is done)");
     return Status::error(EPROTO, "store " + store + " has format version " +
                                      std::to_string(format.version) +
                                      "; this hiodsfs reads format " + std::to_string(kFormatVersion));

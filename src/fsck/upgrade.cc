@@ -1,0 +1,296 @@
+#include "fsck/upgrade.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <unordered_set>
+
+#include "engine/chunk_index.h"
+#include "engine/store_layout.h"
+#include "hiodsfs/env.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
+
+namespace hiodsfs {
+
+namespace {
+
+// Format 1's records: the raw bytes of these structs (little-endian, x86-64
+// alignment), as hiodsfs 0.1.0 wrote them. Kept here only to convert them.
+struct InodeV1 {
+    std::uint32_t mode, nlink, uid, gid;
+    std::uint64_t rdev, size, mapped, parent;
+    std::int64_t atime_s, mtime_s, ctime_s;
+    std::uint32_t atime_ns, mtime_ns, ctime_ns, reserved;
+    // A symlink's target follows.
+};
+static_assert(sizeof(InodeV1) == 88);
+
+struct ExtentV1 {
+    std::uint64_t chunk;
+    std::uint32_t chunk_off, length;
+};
+static_assert(sizeof(ExtentV1) == 16);
+
+struct ChunkV1 {
+    std::uint32_t segment, length;
+    std::uint64_t offset;
+    std::uint32_t refs_low;
+    std::uint8_t flags, refs_high[3];
+    std::uint8_t digest[32];
+};
+static_assert(sizeof(ChunkV1) == 56);
+
+struct DirentV1 {
+    std::uint64_t ino;
+    std::uint32_t type, reserved;
+};
+static_assert(sizeof(DirentV1) == 16);
+
+template <typename T>
+bool read_v1(std::string_view in, T* out, bool exact = true) {
+    if (in.size() < sizeof(T) || (exact && in.size() != sizeof(T))) return false;
+    std::memcpy(out, in.data(), sizeof(T));
+    return true;
+}
+
+// The format-2 value of a format-1 record of db (false: not a valid one).
+bool convert_value(Db db, std::string_view v1, std::string* out) {
+    switch (db) {
+        case Db::kInodes: {
+            InodeV1 o;
+            if (!read_v1(v1, &o, false)) return false;
+            InodeRecord r;
+            r.mode = o.mode, r.nlink = o.nlink, r.uid = o.uid, r.gid = o.gid;
+            r.rdev = o.rdev, r.size = o.size, r.mapped = o.mapped, r.parent = o.parent;
+            r.atime_s = o.atime_s, r.mtime_s = o.mtime_s, r.ctime_s = o.ctime_s;
+            r.atime_ns = o.atime_ns, r.mtime_ns = o.mtime_ns, r.ctime_ns = o.ctime_ns;
+            *out = encode(r, v1.substr(sizeof(InodeV1)));
+            return true;
+        }
+        case Db::kExtents: {
+            ExtentV1 o;
+            if (!read_v1(v1, &o)) return false;
+            *out = encode(ExtentRecord{o.chunk, o.chunk_off, o.length});
+            return true;
+        }
+        case Db::kChunks: {
+            ChunkV1 o;
+            if (!read_v1(v1, &o) || (o.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
+            ChunkRecord r;
+            r.segment = o.segment, r.length = o.length, r.offset = o.offset, r.flags = o.flags;
+            r.set_refs(o.refs_low | std::uint64_t{o.refs_high[0]} << 32 | std::uint64_t{o.refs_high[1]} << 40 |
+                       std::uint64_t{o.refs_high[2]} << 48);
+            std::memcpy(r.digest.bytes.data(), o.digest, sizeof o.digest);
+            *out = encode(r);
+            return true;
+        }
+        case Db::kDirents: {
+            DirentV1 o;
+            if (!read_v1(v1, &o) || (o.type & ~static_cast<std::uint32_t>(S_IFMT)) != 0) return false;
+            *out = encode(DirentValue{o.ino, o.type});
+            return true;
+        }
+        default:
+            *out = std::string(v1);  // the same in both formats
+            return true;
+    }
+}
+
+std::uint64_t file_size(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+bool is_dir(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Status remove_tree(const std::string& path) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return Status::error(ec.value(), "remove " + path + ": " + ec.message());
+    return Status::ok();
+}
+
+Status rename_durably(Env* env, const std::string& store, const std::string& from, const std::string& to) {
+    HIODSFS_TRY(env->rename(store + "/" + from, store + "/" + to));
+    return env->sync_dir(store);
+}
+
+// Copies every record of the old environment into the new one, converting
+// the format-1 values and fingerprint keys; commits every kBatch records so
+// no transaction holds the whole store.
+//
+// Format 1 let a clone (cp's copy_file_range) share raw chunks without
+// queueing the copy for the background pass, which then re-cut only the
+// source: the copy kept the raw bytes, stored twice, for good. Every file
+// that maps a raw chunk is queued for the pass once more.
+Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
+    constexpr std::uint64_t kBatch = 65536;
+    std::unique_ptr<Txn> rd, wr;
+    HIODSFS_TRY(from.begin(&rd));
+    std::unordered_set<ChunkId> raw;
+    {
+        Cursor c = rd->cursor(Db::kChunks);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            ChunkV1 o;
+            if (c.key().size() == 8 && read_v1(c.value(), &o) && !(o.flags & ChunkRecord::kIndexed))
+                raw.insert(get_be64(c.key()));
+        }
+        HIODSFS_TRY(c.status());
+    }
+    std::map<InodeId, std::pair<std::uint64_t, std::uint64_t>> sweep;  // ino -> [first, end) of raw extents
+    HIODSFS_TRY(to.begin(&wr));
+    wr->super() = rd->super();
+    std::uint64_t in_batch = 0;
+    auto put = [&](Db db, std::string_view key, std::string_view value) -> Status {
+        HIODSFS_TRY(wr->put(db, key, value));
+        ++report->records;
+        if (++in_batch < kBatch) return Status::ok();
+        in_batch = 0;
+        HIODSFS_TRY(wr->commit());
+        wr.reset();
+        HIODSFS_TRY(to.commit_group(nullptr));
+        return to.begin(&wr);
+    };
+    for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
+        const Db db = static_cast<Db>(i);
+        if (db == Db::kSuper) continue;  // the state record goes with every commit
+        Cursor c = rd->cursor(db);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            const std::string_view key = c.key(), value = c.value();
+            if (db == Db::kFingerprints) {
+                // Format 1: digest -> big-endian chunk id. Format 2 keys it by
+                // prefix and id; the digest is in the chunk record already.
+                if (key.size() != 32 || value.size() != 8) {
+                    ++report->damaged_records;  // fsck would drop it; the index loses nothing
+                    continue;
+                }
+                Digest d;
+                std::memcpy(d.bytes.data(), key.data(), 32);
+                HIODSFS_TRY(put(db, fingerprint_key(d, get_be64(value)), std::string_view("", 0)));
+                continue;
+            }
+            ExtentV1 ext;
+            if (db == Db::kExtents && !raw.empty() && key.size() == 16 && read_v1(value, &ext) &&
+                raw.count(ext.chunk)) {
+                auto [it, fresh] = sweep.emplace(get_be64(key), std::make_pair(get_be64(key, 8), 0));
+                it->second.first = std::min(it->second.first, get_be64(key, 8));
+                it->second.second = std::max(it->second.second, get_be64(key, 8) + ext.length);
+            }
+            std::string converted;
+            if (!convert_value(db, value, &converted)) {
+                ++report->damaged_records;
+                converted = std::string(value);  // as damaged as it was: fsck reports it
+            }
+            HIODSFS_TRY(put(db, key, converted));
+        }
+        HIODSFS_TRY(c.status());
+    }
+    for (const auto& [ino, range] : sweep) {
+        // A dirty record: big-endian inode, offset and length (engine/background.cc).
+        std::string v;
+        put_be64(&v, ino);
+        put_be64(&v, range.first);
+        put_be64(&v, range.second - range.first);
+        auto& sup = wr->super();
+        HIODSFS_TRY(put(Db::kDirty, key_u64(sup.next_dirty++), v));
+        sup.counters.backlog_records += 1;
+        sup.counters.backlog_bytes += range.second - range.first;
+        ++report->files_queued;
+    }
+    HIODSFS_TRY(wr->commit());
+    wr.reset();
+    return to.commit_group(nullptr);
+}
+
+}  // namespace
+
+Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
+    *report = UpgradeReport{};
+    const std::string& dir = options.store;
+    if (dir.empty()) return Status::error(EINVAL, "no store directory given");
+    if (!is_dir(dir)) return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    auto step = [&](std::string_view name) {
+        return options.after_step ? options.after_step(name) : Status::ok();
+    };
+    Env* env = Env::posix();
+    StoreFormat format;
+    bool exists = false;
+    HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
+    if (!exists) return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
+    report->from_version = format.version;
+    report->to_version = kFormatVersion;
+    if (format.version > kFormatVersion) return check_format_version(dir, format);
+    if (format.version != 1 && format.version != kFormatVersion)
+        return Status::error(EPROTO, "store " + dir + " has format version " + std::to_string(format.version) +
+                                         ", which this hiodsfs cannot upgrade");
+    std::unique_ptr<StoreLock> lock;
+    Status locked = StoreLock::acquire(dir, true, 0, &lock);
+    if (locked.err() == EBUSY)
+        return Status::error(EBUSY, locked.message() + "; unmount it before upgrading");
+    HIODSFS_TRY(locked);
+
+    const std::string meta = dir + "/meta", old_meta = dir + "/meta.format1", new_meta = dir + "/meta.upgrade";
+    if (format.version == kFormatVersion) {
+        // Done before, or interrupted after FORMAT was written.
+        report->already_current = !is_dir(old_meta);
+        report->resumed = !report->already_current;
+        HIODSFS_TRY(remove_tree(old_meta));
+        report->bytes_after = file_size(meta + "/data.mdb");
+        return Status::ok();
+    }
+    if (is_dir(old_meta)) {
+        // Interrupted after the copy was complete: finish the swap.
+        report->resumed = true;
+        if (!is_dir(meta)) {
+            if (!is_dir(new_meta))
+                return Status::error(EUCLEAN, "store " + dir + ": the upgrade was interrupted and " + new_meta +
+                                                  " is gone; the old metadata is in " + old_meta +
+                                                  ": rename it to meta and run the upgrade again");
+            HIODSFS_TRY(rename_durably(env, dir, "meta.upgrade", "meta"));
+        }
+    } else {
+        HIODSFS_TRY(remove_tree(new_meta));  // an unfinished copy
+        report->bytes_before = file_size(meta + "/data.mdb");
+        {
+            MetaStoreOptions ro;
+            ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * report->bytes_before + (256ull << 20));
+            ro.read_only = true;
+            ro.create = false;
+            std::unique_ptr<MetaStore> from;
+            Status opened = MetaStore::open(meta, ro, &from);
+            if (!opened) return Status::error(EUCLEAN, "store " + dir + ": its metadata cannot be read (" +
+                                                           opened.message() + "); nothing was changed");
+            if (!from->had_super())
+                return Status::error(EUCLEAN, "store " + dir + ": its metadata has no state record; nothing was changed");
+            HIODSFS_TRY(from->verify());
+            MetaStoreOptions rw;
+            rw.map_bytes = ro.map_bytes;
+            std::unique_ptr<MetaStore> to;
+            HIODSFS_TRY(MetaStore::open(new_meta, rw, &to));
+            HIODSFS_TRY(copy_metadata(*from, *to, report));
+        }
+        HIODSFS_TRY(env->sync_dir(new_meta));
+        HIODSFS_TRY(step("copied"));
+        HIODSFS_TRY(rename_durably(env, dir, "meta", "meta.format1"));
+        HIODSFS_TRY(step("old set aside"));
+        HIODSFS_TRY(rename_durably(env, dir, "meta.upgrade", "meta"));
+    }
+    HIODSFS_TRY(step("new in place"));
+    format.version = kFormatVersion;
+    HIODSFS_TRY(write_store_format(env, dir, format));
+    HIODSFS_TRY(step("format written"));
+    HIODSFS_TRY(remove_tree(old_meta));
+    HIODSFS_TRY(env->sync_dir(dir));
+    report->bytes_after = file_size(meta + "/data.mdb");
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,239 @@
+// hiodsfs-fsck --upgrade on a store written by a hiodsfs of format 1: the
+// daemon refuses it with the command to run; the upgrade keeps every file;
+// an upgrade stopped at any step (as a crash would) finishes when run again.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "../engine/engine_test_util.h"
+#include "chunk/fingerprint.h"
+#include "engine/store_layout.h"
+#include "format1_fixture.h"
+#include "fsck/fsck.h"
+#include "fsck/upgrade.h"
+#include "hiodsfs/env.h"
+#include "meta/meta_store.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+
+struct Run {
+    int code = -1;
+    std::string out;
+};
+
+Run run_tool(const std::string& args) {
+    Run r;
+    FILE* p = ::popen((std::string(HIODSFS_FSCK_BIN) + " " + args + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    return r;
+}
+
+std::string format_text(const std::string& store) {
+    std::ifstream in(store + "/FORMAT");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+struct Format1Store {
+    TempDir dir;
+    Format1Fixture fixture;
+    Format1Store() { REQUIRE(unpack_format1_store(dir.path(), &fixture)); }
+    std::string store() const { return dir.path() + "/store"; }
+
+    EngineOptions options() const {
+        StoreFormat format;
+        bool found = false;
+        REQUIRE(read_store_format(Env::posix(), store(), &format, &found).is_ok());
+        REQUIRE(found);
+        EngineOptions o = options_for(store(), format.chunking);
+        o.background_threads = 0;  // the test runs the pass itself
+        return o;
+    }
+};
+
+InodeId resolve(Engine& e, const std::string& path) {
+    InodeId at = kRootInode;
+    std::size_t from = 0;
+    while (from <= path.size()) {
+        std::size_t slash = path.find('/', from);
+        if (slash == std::string::npos) slash = path.size();
+        Attr a;
+        Status st = e.lookup(at, path.substr(from, slash - from), &a);
+        INFO(path << ": " << st.to_string());
+        REQUIRE(st.is_ok());
+        at = a.ino;
+        from = slash + 1;
+    }
+    return at;
+}
+
+// Every file of the manifest reads back as it was written, through the engine.
+void check_files(Engine& e, const Format1Fixture& f) {
+    for (const ManifestEntry& m : f.entries) {
+        INFO(m.path);
+        const InodeId ino = resolve(e, m.path);
+        Attr a;
+        REQUIRE(e.getattr(ino, &a).is_ok());
+        CHECK(a.mode == m.mode);
+        CHECK(a.nlink == m.nlink);
+        CHECK(a.mtime.tv_sec == m.mtime_s);
+        CHECK(a.mtime.tv_nsec == static_cast<long>(m.mtime_ns));
+        if (S_ISREG(m.mode)) {
+            CHECK(a.size == m.size);
+            const auto data = read_all(e, ino);
+            CHECK(thread_sha256().digest(data.data(), data.size()).hex() == m.what);
+        } else if (S_ISLNK(m.mode)) {
+            std::string target;
+            REQUIRE(e.readlink(ino, &target).is_ok());
+            CHECK(target == m.what);
+        }
+    }
+    std::string value;
+    REQUIRE(e.getxattr(resolve(e, f.xattr_path), f.xattr_name, &value).is_ok());
+    CHECK(value == f.xattr_value);
+}
+
+}  // namespace
+
+TEST_CASE("a format-1 store is refused with the upgrade command, and upgraded keeps every file",
+          "[fsck][upgrade]") {
+    Format1Store s;
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(s.options(), &e);
+    CHECK(st.err() == EPROTO);
+    CHECK(st.message().find("format version 1, older than this hiodsfs's 2") != std::string::npos);
+    CHECK(st.message().find("hiodsfs-fsck --upgrade " + s.store()) != std::string::npos);
+    Run check = run_tool("'" + s.store() + "'");
+    CHECK(check.code == 8);
+    CHECK(check.out.find("hiodsfs-fsck --upgrade") != std::string::npos);
+    CHECK(format_text(s.store()).find("format 1\n") != std::string::npos);  // refused, untouched
+
+    Run up = run_tool("--upgrade '" + s.store() + "'");
+    INFO(up.out);
+    CHECK(up.code == 0);
+    CHECK(up.out.find("from format version 1 to 2") != std::string::npos);
+    CHECK(up.out.find("clean") != std::string::npos);
+    CHECK(format_text(s.store()).find("format 2\n") != std::string::npos);
+    CHECK_FALSE(exists(s.store() + "/meta.format1"));
+    CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
+
+    e = open_engine(s.options());
+    check_files(*e, s.fixture);
+    // The raw chunks of the deferred generation (a file and its copy, which
+    // format 1 never queued) are fingerprinted now, and old content written
+    // again shares the converted index's chunks.
+    SpaceCounters before;
+    REQUIRE(e->counters(&before).is_ok());
+    CHECK(before.raw_bytes > 0);
+    REQUIRE(e->run_background().is_ok());
+    REQUIRE(e->counters(&before).is_ok());
+    CHECK(before.raw_bytes == 0);
+    Attr copy = make_file(*e, "random-again");
+    write_all(*e, copy.ino, 0, read_all(*e, resolve(*e, "dir/random")));
+    write_all(*e, make_file(*e, "deferred-again").ino, 0, read_all(*e, resolve(*e, "deferred")));
+    SpaceCounters after;
+    REQUIRE(e->counters(&after).is_ok());
+    CHECK(after.stored_bytes == before.stored_bytes);
+    CHECK(after.logical_bytes > before.logical_bytes);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(s.store()).empty());
+
+    Run again = run_tool("--upgrade '" + s.store() + "'");
+    CHECK(again.code == 0);
+    CHECK(again.out.find("already has format version 2") != std::string::npos);
+}
+
+TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][upgrade]") {
+    const char* step = GENERATE("copied", "old set aside", "new in place", "format written");
+    INFO("stopped after: " << step);
+    Format1Store s;
+    UpgradeOptions o;
+    o.store = s.store();
+    o.after_step = [&](std::string_view name) {
+        return name == step ? Status::error(EINTR, "stopped after " + std::string(name)) : Status::ok();
+    };
+    UpgradeReport r;
+    REQUIRE(upgrade_store(o, &r).err() == EINTR);
+
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(s.options(), &e);
+    if (std::string_view(step) == "format written") {
+        CHECK(st.is_ok());  // the new metadata is in place; the old one waits to be removed
+        e.reset();
+    } else {
+        CHECK(st.err() == EPROTO);  // still format 1: refused, whichever directory holds what
+        CHECK(st.message().find("hiodsfs-fsck --upgrade") != std::string::npos);
+    }
+
+    o.after_step = nullptr;
+    REQUIRE(upgrade_store(o, &r).is_ok());
+    CHECK(r.resumed == (std::string_view(step) != "copied"));
+    CHECK_FALSE(exists(s.store() + "/meta.format1"));
+    CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
+    CHECK(check_invariants(s.store()).empty());
+    e = open_engine(s.options());
+    check_files(*e, s.fixture);
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsck to name",
+          "[fsck][upgrade]") {
+    Format1Store s;
+    SECTION("in use") {
+        std::unique_ptr<StoreLock> held;
+        REQUIRE(StoreLock::acquire(s.store(), true, 0, &held).is_ok());
+        UpgradeOptions o;
+        o.store = s.store();
+        UpgradeReport r;
+        Status st = upgrade_store(o, &r);
+        CHECK(st.err() == EBUSY);
+        CHECK(st.message().find("unmount it before upgrading") != std::string::npos);
+        CHECK(format_text(s.store()).find("format 1\n") != std::string::npos);
+    }
+    SECTION("a damaged inode record") {
+        {
+            std::unique_ptr<MetaStore> m;
+            REQUIRE(MetaStore::open(s.store() + "/meta", 1ull << 30, false, &m).is_ok());
+            std::unique_ptr<Txn> t;
+            REQUIRE(m->begin(&t).is_ok());
+            REQUIRE(t->put(Db::kInodes, key_u64(999), "short").is_ok());
+            REQUIRE(t->commit().is_ok());
+            t.reset();
+            REQUIRE(m->commit_group(nullptr).is_ok());
+        }
+        UpgradeOptions o;
+        o.store = s.store();
+        UpgradeReport r;
+        REQUIRE(upgrade_store(o, &r).is_ok());
+        CHECK(r.damaged_records == 1);
+        Run check = run_tool("'" + s.store() + "'");
+        CHECK(check.code == 4);
+        CHECK(check.out.find("inode 999") != std::string::npos);
+    }
+    SECTION("not a store, or a newer one") {
+        UpgradeOptions o;
+        o.store = s.dir.path();
+        UpgradeReport r;
+        CHECK(upgrade_store(o, &r).err() == ENOENT);
+        std::ofstream(s.store() + "/FORMAT") << "hiodsfs store\nformat 9\nchunking cdc:2048/8192/32768\n";
+        o.store = s.store();
+        Status st = upgrade_store(o, &r);
+        CHECK(st.err() == EPROTO);
+        CHECK(st.message().find("format version 9") != std::string::npos);
+    }
+}

@@ -1,0 +1,82 @@
+// A store written by a hiodsfs of format 1, through a real mount: the daemon
+// refuses it with one line naming the upgrade command; after hiodsfs-fsck
+// --upgrade every file reads back as it was written (contents, modes, times,
+// links, xattrs), the backlog of the old store drains, old content written
+// again is deduplicated against the converted index, and fsck is clean.
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "../fsck/format1_fixture.h"
+#include "chunk/fingerprint.h"
+#include "mount_fixture.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::mt;
+
+TEST_CASE("a format-1 store is refused at mount, and upgraded reads back every file", "[mount][upgrade]") {
+    MountFixture fx({}, false);
+    test::Format1Fixture f;
+    REQUIRE(test::unpack_format1_store(fx.dir(), &f));
+
+    CmdResult r = run({daemon_binary(), fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("hiodsfs-fsck --upgrade " + fx.store()) != std::string::npos);
+
+    r = run({HIODSFS_FSCK_BIN, "--upgrade", fx.store()});
+    INFO(r.describe());
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("from format version 1 to 2") != std::string::npos);
+
+    fx.mount();
+    for (const test::ManifestEntry& m : f.entries) {
+        INFO(m.path);
+        const std::string p = fx.path(m.path);
+        struct stat st = stat_of(p);
+        CHECK(st.st_mode == m.mode);
+        CHECK(st.st_nlink == m.nlink);
+        CHECK(st.st_mtim.tv_sec == m.mtime_s);
+        CHECK(st.st_mtim.tv_nsec == static_cast<long>(m.mtime_ns));
+        if (S_ISREG(m.mode)) {
+            CHECK(static_cast<std::uint64_t>(st.st_size) == m.size);
+            const std::string data = read_file(p);
+            CHECK(thread_sha256().digest(data.data(), data.size()).hex() == m.what);
+        } else if (S_ISLNK(m.mode)) {
+            char target[4096];
+            const ssize_t n = ::readlink(p.c_str(), target, sizeof target);
+            REQUIRE(n > 0);
+            CHECK(std::string(target, static_cast<std::size_t>(n)) == m.what);
+        }
+    }
+    char value[256];
+    const ssize_t n = ::lgetxattr(fx.path(f.xattr_path).c_str(), f.xattr_name.c_str(), value, sizeof value);
+    REQUIRE(n >= 0);
+    CHECK(std::string(value, static_cast<std::size_t>(n)) == f.xattr_value);
+
+    // The old store's raw chunks (a deferred file and its copy) are deduplicated now.
+    CHECK(wait_drained(fx.store(), std::chrono::seconds(60)));
+    const SpaceCounters before = fx.counters_between_mounts();
+    CHECK(before.raw_bytes == 0);
+    // Written, not cloned (cp would share the chunks with copy_file_range).
+    int i = 0;
+    for (const char* old : {"dir/random", "deferred", "shifted"}) {
+        CmdResult cat = sh("cat " + shq(fx.path(old)) + " >" + shq(fx.path("again-" + std::to_string(++i))));
+        INFO(cat.describe());
+        REQUIRE(cat.ok());
+    }
+    const SpaceCounters after = fx.counters_between_mounts();
+    CHECK(after.stored_bytes == before.stored_bytes);
+    CHECK(after.logical_bytes > before.logical_bytes);
+    fx.unmount();
+    r = run({HIODSFS_FSCK_BIN, fx.store()});
+    INFO(r.describe());
+    CHECK(r.status == 0);
+}
