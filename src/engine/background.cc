@@ -219,22 +219,10 @@ Status EngineImpl::purge_step(bool* did_work) {
     Status st = load_inode(*t, ino, &in);
     if (st && S_ISREG(in.r.mode)) {
         // Unmap the first extents of the file; the last step purges the inode.
-        std::uint64_t first = 0, end = 0;
-        std::size_t n = 0;
-        {
-            Cursor c = t->cursor(Db::kExtents);
-            const std::string prefix = key_u64(ino);
-            for (bool ok = c.seek(prefix); ok && n < kPurgeExtentsPerStep; ok = c.next()) {
-                std::string_view k = c.key();
-                if (k.size() != 16 || k.substr(0, 8) != prefix) break;
-                ExtentRecord e;
-                if (!decode(c.value(), &e)) return Status::error(EUCLEAN, "extent record is damaged");
-                if (n == 0) first = get_be64(k, 8);
-                end = get_be64(k, 8) + e.length;
-                ++n;
-            }
-            HIODSFS_TRY(c.status());
-        }
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(first_extents(*t, ino, kPurgeExtentsPerStep, &ex));
+        const std::size_t n = ex.size();
+        const std::uint64_t first = n ? ex.front().start : 0, end = n ? ex.back().end() : 0;
         if (n == kPurgeExtentsPerStep) {
             HIODSFS_TRY(replace_range(*t, ino, in, first, end - first, nullptr));
             HIODSFS_TRY(store_inode(*t, ino, in));

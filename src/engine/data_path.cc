@@ -657,10 +657,7 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
             any_raw = found && decode(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
         }
         HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
-        std::uint64_t at = dst_off + (a - src_off);
-        HIODSFS_TRY(t->put(Db::kExtents, key_u64_u64(dst, at), encode(e)));
-        din.r.mapped += e.length;
-        t->super().counters.logical_bytes += e.length;
+        HIODSFS_TRY(map_extent(*t, dst, din, dst_off + (a - src_off), e));
         shared += e.length;
     }
     if (dst_off + n > din.r.size) din.r.size = dst_off + n;

@@ -42,6 +42,7 @@
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "chunk/fingerprint.h"
+#include "meta/extent_map.h"
 #include "meta/history.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -116,12 +117,6 @@ inline Status check_name(std::string_view name) {
 struct Inode {
     InodeRecord r;
     std::string target;
-};
-
-struct MappedExtent {
-    std::uint64_t start;  // file offset
-    ExtentRecord e;
-    std::uint64_t end() const { return start + e.length; }
 };
 
 // The open write stream of one file (see the comment at the top).

@@ -90,29 +90,7 @@ Attr EngineImpl::to_attr(InodeId ino, const Inode& in) const {
 
 Status EngineImpl::extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                               std::vector<MappedExtent>* out) {
-    Cursor c = t.cursor(Db::kExtents);
-    std::string k = key_u64_u64(ino, off);
-    bool ok = c.seek(k);
-    // The extent before `off` may reach into the range.
-    if (ok) {
-        if (c.key() != k) ok = c.prev() || (c.status() ? c.seek(k) : false);
-    } else {
-        HIODSFS_TRY(c.status());
-        ok = c.last();
-    }
-    for (; ok; ok = c.next()) {
-        std::string_view key = c.key();
-        if (key.size() != 16) return Status::error(EUCLEAN, "extent key is damaged");
-        InodeId kino = get_be64(key, 0);
-        if (kino < ino) continue;
-        if (kino > ino) break;
-        MappedExtent m;
-        m.start = get_be64(key, 8);
-        if (m.start >= end) break;
-        if (!decode(c.value(), &m.e)) return Status::error(EUCLEAN, "extent record is damaged");
-        if (m.end() > off) out->push_back(m);
-    }
-    return c.status();
+    return extents_overlapping(t, ino, off, end, out);
 }
 
 Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
@@ -147,39 +125,24 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
 Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
                                  std::uint64_t len, const ExtentRecord* add) {
     std::uint64_t end = len > kMaxFileSize - std::min(off, kMaxFileSize) ? kMaxFileSize : off + len;
-    std::vector<MappedExtent> old;
-    HIODSFS_TRY(extents_in(t, ino, off, end, &old));
+    std::vector<ExtentCut> cuts;
+    HIODSFS_TRY(splice_extents(t, ino, off, end, add, &cuts));
     auto& c = t.super().counters;
-    for (const auto& m : old) {
-        HIODSFS_TRY(t.del(Db::kExtents, key_u64_u64(ino, m.start)));
-        int pieces = 0;
-        if (m.start < off) {
-            ExtentRecord left = m.e;
-            left.length = static_cast<std::uint32_t>(off - m.start);
-            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, m.start), encode(left)));
-            ++pieces;
-        }
-        if (m.end() > end) {
-            ExtentRecord right = m.e;
-            right.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (end - m.start));
-            right.length = static_cast<std::uint32_t>(m.end() - end);
-            HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, end), encode(right)));
-            ++pieces;
-        }
-        std::uint64_t removed = std::min(m.end(), end) - std::max(m.start, off);
-        inode.r.mapped -= removed;
-        c.logical_bytes -= removed;
-        HIODSFS_TRY(chunk_ref(t, m.e.chunk, pieces - 1));
+    for (const ExtentCut& cut : cuts) {
+        inode.r.mapped -= cut.removed;
+        c.logical_bytes -= cut.removed;
+        HIODSFS_TRY(chunk_ref(t, cut.old.e.chunk, cut.pieces_left - 1));
     }
-    return add != nullptr ? map_extent(t, ino, inode, off, *add) : Status::ok();
+    if (add != nullptr) {
+        inode.r.mapped += add->length;
+        c.logical_bytes += add->length;
+    }
+    return Status::ok();
 }
 
 Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
                               const ExtentRecord& e) {
-    HIODSFS_TRY(t.put(Db::kExtents, key_u64_u64(ino, off), encode(e)));
-    inode.r.mapped += e.length;
-    t.super().counters.logical_bytes += e.length;
-    return Status::ok();
+    return replace_range(t, ino, inode, off, e.length, &e);
 }
 
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,

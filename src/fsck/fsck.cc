@@ -30,6 +30,7 @@
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
 #include "chunk/fingerprint.h"
+#include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "hiodsfs/segment_store.h"
@@ -312,12 +313,15 @@ private:
             // Per inode: mapped bytes and where its map ends (for inodes that
             // must be made again); the chunk side is checked later.
             Cursor c = t_.cursor(Db::kExtents);
+            std::vector<MappedExtent> block;
             for (bool ok = c.first(); ok; ok = c.next()) {
-                ExtentRecord e;
-                if (c.key().size() != 16 || !decode(c.value(), &e)) continue;
+                block.clear();
+                if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) continue;
                 auto& x = extent_sums_[get_be64(c.key(), 0)];
-                x.first += e.length;
-                x.second = std::max(x.second, get_be64(c.key(), 8) + e.length);
+                for (const MappedExtent& m : block) {
+                    x.first += m.e.length;
+                    x.second = std::max(x.second, m.end());
+                }
             }
             HIODSFS_TRY(c.status());
         }
@@ -613,40 +617,40 @@ private:
         Cursor c = t_.cursor(Db::kExtents);
         InodeId prev_ino = 0;
         std::uint64_t prev_end = 0;
+        std::vector<MappedExtent> block;
         for (bool ok = c.first(); ok; ok = c.next()) {
-            ++rep_.extents;
-            ExtentRecord e;
-            if (c.key().size() != 16 || !decode(c.value(), &e)) {
+            block.clear();
+            if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) {
+                ++rep_.extents;
                 std::string key(c.key());
-                problem("damaged extent record" +
-                            (key.size() == 16 ? " of " + path_of(get_be64(key)) : std::string()),
+                problem("damaged extent map block" +
+                            (key.size() == 16 ? " of " + path_of(get_be64(key)) + " from byte " + u(get_be64(key, 8))
+                                              : std::string()),
                         false);
                 continue;
             }
-            Use use{get_be64(c.key(), 0), get_be64(c.key(), 8), e.length};
-            if (e.length == 0) {
-                std::string key(c.key());
-                HIODSFS_TRY(fix("empty extent at offset " + u(use.start) + " of " + path_of(use.ino),
-                                [&] { return t_.del(Db::kExtents, key); }));
-                continue;
+            for (const MappedExtent& m : block) {
+                ++rep_.extents;
+                const ExtentRecord& e = m.e;
+                Use use{get_be64(c.key(), 0), m.start, e.length};
+                if (use.ino == prev_ino && use.start < prev_end)
+                    problem("extents overlap in " + range(use), false);
+                prev_ino = use.ino;
+                prev_end = use.start + use.length;
+                auto it = chunks_.find(e.chunk);
+                if (it == chunks_.end()) {
+                    missing[e.chunk].push_back(use);
+                    continue;
+                }
+                it->second.counted += 1;
+                if (std::uint64_t(e.chunk_off) + e.length > it->second.r.length) {
+                    problem(range(use) + " reach past the end of chunk " + u(e.chunk) + " (offset " +
+                                u(e.chunk_off) + " + " + u(e.length) + " > " +
+                                u(it->second.r.length) + " bytes)",
+                            false);
+                }
+                users_of(e.chunk, use);
             }
-            if (use.ino == prev_ino && use.start < prev_end)
-                problem("extents overlap in " + range(use), false);
-            prev_ino = use.ino;
-            prev_end = use.start + use.length;
-            auto it = chunks_.find(e.chunk);
-            if (it == chunks_.end()) {
-                missing[e.chunk].push_back(use);
-                continue;
-            }
-            it->second.counted += 1;
-            if (std::uint64_t(e.chunk_off) + e.length > it->second.r.length) {
-                problem(range(use) + " reach past the end of chunk " + u(e.chunk) + " (offset " +
-                            u(e.chunk_off) + " + " + u(e.length) + " > " +
-                            u(it->second.r.length) + " bytes)",
-                        false);
-            }
-            users_of(e.chunk, use);
         }
         HIODSFS_TRY(c.status());
         if (!missing.empty()) HIODSFS_TRY(recover_chunks(missing));
@@ -949,20 +953,25 @@ private:
             }));
         }
         if (onto.empty()) return Status::ok();
-        std::vector<std::pair<std::string, ExtentRecord>> moved;
+        std::vector<std::pair<std::string, std::string>> moved;  // block key, its value anew
         {
             Cursor c = t_.cursor(Db::kExtents);
+            std::vector<MappedExtent> block;
             for (bool ok = c.first(); ok; ok = c.next()) {
-                ExtentRecord e;
-                if (c.key().size() != 16 || !decode(c.value(), &e)) continue;
-                auto it = onto.find(e.chunk);
-                if (it == onto.end()) continue;
-                e.chunk = it->second;
-                moved.emplace_back(std::string(c.key()), e);
+                block.clear();
+                if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) continue;
+                bool changed = false;
+                for (MappedExtent& m : block) {
+                    auto it = onto.find(m.e.chunk);
+                    if (it == onto.end()) continue;
+                    m.e.chunk = it->second;
+                    changed = true;
+                }
+                if (changed) moved.emplace_back(std::string(c.key()), encode_extent_block(block.data(), block.size()));
             }
             HIODSFS_TRY(c.status());
         }
-        for (const auto& [key, e] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, encode(e)));
+        for (const auto& [key, value] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, value));
         for (const auto& [bad_id, good_id] : onto) {
             ChunkInfo& b = chunks_.at(bad_id);
             ChunkInfo& g = chunks_.at(good_id);

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <unordered_set>
@@ -12,6 +13,7 @@
 #include "engine/chunk_index.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
+#include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 
@@ -72,12 +74,8 @@ bool convert_value(Db db, std::string_view v1, std::string* out) {
             *out = encode(r, v1.substr(sizeof(InodeV1)));
             return true;
         }
-        case Db::kExtents: {
-            ExtentV1 o;
-            if (!read_v1(v1, &o)) return false;
-            *out = encode(ExtentRecord{o.chunk, o.chunk_off, o.length});
-            return true;
-        }
+        case Db::kExtents:
+            return false;  // whole blocks, made in copy_metadata; this one is damaged
         case Db::kChunks: {
             ChunkV1 o;
             if (!read_v1(v1, &o) || (o.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
@@ -159,6 +157,15 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
         HIODSFS_TRY(to.commit_group(nullptr));
         return to.begin(&wr);
     };
+    std::vector<MappedExtent> block;
+    InodeId block_ino = 0;
+    auto flush_block = [&]() -> Status {
+        if (block.empty()) return Status::ok();
+        const std::string v = encode_extent_block(block.data(), block.size());
+        const std::string k = key_u64_u64(block_ino, block.front().start);
+        block.clear();
+        return put(Db::kExtents, k, v);
+    };
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
         const Db db = static_cast<Db>(i);
         if (db == Db::kSuper) continue;  // the state record goes with every commit
@@ -178,12 +185,28 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
                 continue;
             }
             ExtentV1 ext;
-            if (db == Db::kExtents && !raw.empty() && key.size() == 16 && read_v1(value, &ext) &&
-                raw.count(ext.chunk)) {
-                auto [it, fresh] = sweep.emplace(get_be64(key), std::make_pair(get_be64(key, 8), 0));
-                it->second.first = std::min(it->second.first, get_be64(key, 8));
-                it->second.second = std::max(it->second.second, get_be64(key, 8) + ext.length);
+            if (db == Db::kExtents && key.size() == 16 && read_v1(value, &ext) && ext.length != 0) {
+                const InodeId ino = get_be64(key);
+                const MappedExtent m{get_be64(key, 8), ExtentRecord{ext.chunk, ext.chunk_off, ext.length}};
+                if (m.start > std::numeric_limits<std::uint64_t>::max() - m.e.length) {
+                    ++report->damaged_records;
+                    HIODSFS_TRY(put(db, key, value));
+                    continue;
+                }
+                if (raw.count(ext.chunk)) {
+                    auto [it, fresh] = sweep.emplace(ino, std::make_pair(m.start, m.end()));
+                    it->second.first = std::min(it->second.first, m.start);
+                    it->second.second = std::max(it->second.second, m.end());
+                }
+                // Format 2 keeps a file's extents in blocks (meta/extent_map.h).
+                if (ino != block_ino || (!block.empty() && m.start < block.back().end()))
+                    HIODSFS_TRY(flush_block());
+                block_ino = ino;
+                block.push_back(m);
+                if (block.size() == kExtentsPerBlock) HIODSFS_TRY(flush_block());
+                continue;
             }
+            if (db == Db::kExtents) HIODSFS_TRY(flush_block());  // a damaged record between blocks
             std::string converted;
             if (!convert_value(db, value, &converted)) {
                 ++report->damaged_records;
@@ -192,6 +215,7 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
             HIODSFS_TRY(put(db, key, converted));
         }
         HIODSFS_TRY(c.status());
+        if (db == Db::kExtents) HIODSFS_TRY(flush_block());
     }
     for (const auto& [ino, range] : sweep) {
         // A dirty record: big-endian inode, offset and length (engine/background.cc).

@@ -27,6 +27,8 @@ constexpr std::string_view kSuperKey = "state";
 Status lmdb_error(int rc, const std::string& what) {
     if (rc == MDB_MAP_FULL) return Status::error(ENOSPC, what + ": metadata map is full");
     if (rc > 0) return Status::from_errno(rc, what);  // LMDB passes errno values through
+    // Pages that do not parse: damage, not a failing device.
+    if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND) return Status::error(EUCLEAN, what + ": " + mdb_strerror(rc));
     return Status::error(EIO, what + ": " + mdb_strerror(rc));
 }
 

@@ -222,11 +222,12 @@ std::vector<MapEntry> file_map(const std::string& store, InodeId ino) {
     std::unique_ptr<Txn> t;
     REQUIRE(m->begin(&t).is_ok());
     std::vector<MapEntry> out;
-    Cursor c = t->cursor(Db::kExtents);
-    for (bool ok = c.seek(key_u64(ino)); ok && get_be64(c.key()) == ino; ok = c.next()) {
+    std::vector<MappedExtent> ex;
+    REQUIRE(extents_overlapping(*t, ino, 0, ~std::uint64_t{0}, &ex).is_ok());
+    for (const MappedExtent& m : ex) {
         MapEntry me;
-        me.start = get_be64(c.key(), 8);
-        REQUIRE(decode(c.value(), &me.e));
+        me.start = m.start;
+        me.e = m.e;
         std::string_view v;
         bool found = false;
         ChunkRecord rec;

@@ -22,6 +22,7 @@
 
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
+#include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 
@@ -125,6 +126,30 @@ inline std::vector<std::uint8_t> read_all(Engine& e, InodeId ino) {
     return out;
 }
 
+// Every extent of the store, with its inode, in key order (blocks decoded;
+// a damaged block fails the test).
+inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
+    std::vector<std::pair<InodeId, MappedExtent>> out;
+    Cursor c = t.cursor(Db::kExtents);
+    std::vector<MappedExtent> block;
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        block.clear();
+        REQUIRE(c.key().size() == 16);
+        REQUIRE(decode_extent_block(get_be64(c.key(), 8), c.value(), &block));
+        for (const MappedExtent& m : block) out.emplace_back(get_be64(c.key(), 0), m);
+    }
+    return out;
+}
+
+// The extent of ino that starts at off (the test fails if there is none).
+inline ExtentRecord extent_at(Txn& t, InodeId ino, std::uint64_t off) {
+    std::vector<MappedExtent> ex;
+    REQUIRE(extents_overlapping(t, ino, off, off + 1, &ex).is_ok());
+    REQUIRE(ex.size() == 1);
+    REQUIRE(ex[0].start == off);
+    return ex[0].e;
+}
+
 // Checks the metadata invariants of a closed store, then runs hiodsfs-fsck's
 // check on it; returns a description of every violation (empty when consistent).
 inline std::vector<std::string> check_invariants(const std::string& store) {
@@ -138,13 +163,10 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
     std::map<InodeId, std::uint64_t> mapped;
     std::uint64_t logical = 0;
     {
-        Cursor c = t->cursor(Db::kExtents);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ExtentRecord e;
-            decode(c.value(), &e);
-            refs[e.chunk] += 1;
-            mapped[get_be64(c.key(), 0)] += e.length;
-            logical += e.length;
+        for (const auto& [ino, m] : all_extents(*t)) {
+            refs[m.e.chunk] += 1;
+            mapped[ino] += m.e.length;
+            logical += m.e.length;
         }
     }
     std::map<ChunkId, ChunkRecord> chunks;
@@ -168,10 +190,8 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
     for (const auto& [id, r] : chunks)
         if (refs.find(id) == refs.end()) problems.push_back("chunk " + std::to_string(id) + " is unreferenced");
     {
-        Cursor c = t->cursor(Db::kExtents);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ExtentRecord e;
-            decode(c.value(), &e);
+        for (const auto& [ino, m] : all_extents(*t)) {
+            const ExtentRecord& e = m.e;
             auto it = chunks.find(e.chunk);
             if (it != chunks.end() && std::uint64_t(e.chunk_off) + e.length > it->second.length)
                 problems.push_back("extent reaches past its chunk");

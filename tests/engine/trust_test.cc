@@ -473,10 +473,7 @@ TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heal
         REQUIRE(m->begin(&t).is_ok());
         std::string_view v;
         bool found = false;
-        REQUIRE(t->get(Db::kExtents, key_u64_u64(a_ino, 8192), &v, &found).is_ok());
-        REQUIRE(found);
-        ExtentRecord ext;
-        REQUIRE(decode(v, &ext));
+        const ExtentRecord ext = extent_at(*t, a_ino, 8192);
         REQUIRE(t->get(Db::kChunks, key_u64(ext.chunk), &v, &found).is_ok());
         REQUIRE(decode(v, &rec));
     }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "mount_fixture.h"
@@ -36,10 +37,10 @@ std::pair<std::string, std::uint64_t> chunk_byte(const std::string& store, const
     REQUIRE(found);
     DirentValue d;
     REQUIRE(decode(v, &d));
-    REQUIRE(t->get(Db::kExtents, key_u64_u64(d.ino, off), &v, &found).is_ok());
-    REQUIRE(found);
-    ExtentRecord e;
-    REQUIRE(decode(v, &e));
+    std::vector<MappedExtent> ex;
+    REQUIRE(extents_overlapping(*t, d.ino, off, off + 1, &ex).is_ok());
+    REQUIRE(ex.size() == 1);
+    const ExtentRecord e = ex[0].e;
     REQUIRE(t->get(Db::kChunks, key_u64(e.chunk), &v, &found).is_ok());
     REQUIRE(found);
     ChunkRecord c;

@@ -1,0 +1,60 @@
+// A file's extent map, stored in blocks (format 2). Db::kExtents holds one
+// record per block of up to kExtentsPerBlock consecutive extents of a file:
+// key = inode + the file offset of the block's first extent (big-endian, as
+// before), value = its extents as varints: the gap from the end of the
+// previous extent (from the key's offset for the first), the length, the
+// chunk id as a zigzag difference from the previous extent's, and the offset
+// in the chunk. A file written in order costs about 5 bytes per extent, and
+// one key, node and page slot per 64 extents instead of per extent.
+// Engine and fsck see single extents; only this file knows the blocks.
+// Thread-safety: as the Txn the caller holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hiodsfs/status.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
+
+namespace hiodsfs {
+
+struct MappedExtent {
+    std::uint64_t start;  // file offset
+    ExtentRecord e;
+    std::uint64_t end() const { return start + e.length; }
+};
+
+constexpr std::size_t kExtentsPerBlock = 64;
+
+// The value of a block whose key offset is extents[0].start; the extents are
+// in order, do not overlap and have non-zero lengths.
+std::string encode_extent_block(const MappedExtent* extents, std::size_t n);
+// Appends a block's extents to *out; false if the value is not a well-formed
+// block for that key offset (empty, truncated, zero lengths, past 2^64).
+bool decode_extent_block(std::uint64_t key_start, std::string_view value, std::vector<MappedExtent>* out);
+
+// The extents of ino that overlap [off, end), in order.
+Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                           std::vector<MappedExtent>* out);
+
+// The first n extents of ino (fewer if it has fewer).
+Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExtent>* out);
+
+// What a splice did to one extent that overlapped its range.
+struct ExtentCut {
+    MappedExtent old;
+    std::uint64_t removed = 0;  // bytes of it inside the range
+    int pieces_left = 0;        // 0, 1 or 2 (the parts before and after the range)
+};
+
+// Unmaps [off, end) of ino and, if add is not null, maps it at off
+// (add->length <= end - off). The blocks it touches are read and written
+// once. *cuts gets one entry per extent the range overlapped.
+Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
+                      std::vector<ExtentCut>* cuts);
+
+}  // namespace hiodsfs
