@@ -3,6 +3,8 @@
 // EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
 
+#include "common/units.h"
+
 #include <nlohmann/json.hpp>
 
 namespace hiodsfs {
@@ -286,6 +288,7 @@ Status EngineImpl::close() {
         }
         Status st = commit_now();
         if (!st && result) result = st;
+        if (result) compact_metadata();
     }
     closed_ = true;
     compactor_.reset();
@@ -293,6 +296,20 @@ Status EngineImpl::close() {
     segs_.reset();
     lock_.reset();
     return result;
+}
+
+void EngineImpl::compact_metadata() {
+    const std::uint64_t limit = opts_.meta_compact_max_bytes;
+    struct stat st {};
+    const std::string data = opts_.store_dir + "/meta/data.mdb";
+    if (limit == 0 || ::stat(data.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > limit) return;
+    std::uint64_t before = 0, after = 0;
+    Status c = meta_->compact(0.9, &before, &after);
+    // Not an error of the close: a failed compaction leaves the file as it was.
+    if (!c && opts_.log) opts_.log("hiodsfs: metadata not compacted: " + c.message());
+    if (c && after < before && opts_.log)
+        opts_.log("hiodsfs: metadata compacted: " + human_bytes(static_cast<double>(before)) + " -> " +
+                  human_bytes(static_cast<double>(after)));
 }
 
 void EngineImpl::abandon() {

@@ -317,6 +317,8 @@ private:
     static Status check_regular(const Inode& in);
 
     Status commit_now();
+    // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
+    void compact_metadata();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     void committer_loop();
     void control_loop();

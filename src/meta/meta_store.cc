@@ -2,6 +2,7 @@
 
 #include "meta/records.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -23,6 +24,9 @@ const char* const kDbNames[] = {"super",  "inodes", "dirents",  "extents", "chun
 static_assert(sizeof(kDbNames) / sizeof(kDbNames[0]) == static_cast<int>(Db::kCount));
 
 constexpr std::string_view kSuperKey = "state";
+
+// How often (in metadata writes) the open group checks the mapped pages.
+constexpr std::uint64_t kTrimEveryWrites = 8192;
 
 Status lmdb_error(int rc, const std::string& what) {
     if (rc == MDB_MAP_FULL) return Status::error(ENOSPC, what + ": metadata map is full");
@@ -206,6 +210,9 @@ Status Txn::commit() {
     store_->pending_writes_ += writes_;
     if (limit != 0 && before < limit && store_->pending_writes_ >= limit && store_->on_group_full_)
         store_->on_group_full_();
+    // Within a group too: one group's lookups can map more of a large index
+    // than the limit (the map is read-only, so unmapping is always safe).
+    if (before / kTrimEveryWrites != store_->pending_writes_ / kTrimEveryWrites) store_->trim_resident_locked();
     return Status::ok();
 }
 
@@ -272,6 +279,9 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     m->group_writes_limit_ = options.group_writes;
     m->on_group_full_ = options.on_group_full;
     m->resident_limit_ = options.resident_bytes;
+    m->dir_ = dir;
+    // A compaction that a crash interrupted: the file it would have replaced is intact.
+    if (!read_only) ::unlink((dir + "/" + kCompactCopyName).c_str());
     if (!options.create || read_only) {
         // LMDB would make an empty data file in an empty directory.
         struct stat st {};
@@ -344,6 +354,105 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         if (rc != 0) return lmdb_error(rc, "metadata initialisation");
     }
     *out = std::move(m);
+    return Status::ok();
+}
+
+namespace {
+
+// Copies every record of env's databases, in key order, into a new
+// environment in the file `path`, appending: LMDB then fills each page before
+// it starts the next, where the random inserts of a running store leave
+// pages part full. Commits every kBatch records so memory stays bounded.
+Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, const std::string& path) {
+    constexpr std::uint64_t kBatch = 65536;
+    MDB_env* out = nullptr;
+    int rc = mdb_env_create(&out);
+    if (rc != 0) return lmdb_error(rc, "metadata copy environment");
+    struct Closer {
+        MDB_env* e;
+        ~Closer() { mdb_env_close(e); }
+    } closer{out};
+    mdb_env_set_maxdbs(out, static_cast<MDB_dbi>(Db::kCount));
+    mdb_env_set_mapsize(out, map_bytes);
+    rc = mdb_env_open(out, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC, 0600);
+    if (rc != 0) return lmdb_error(rc, "metadata copy " + path);
+    MDB_txn* rd = nullptr;
+    rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &rd);
+    if (rc != 0) return lmdb_error(rc, "metadata read for the copy");
+    struct Aborter {
+        MDB_txn*& t;
+        ~Aborter() {
+            if (t != nullptr) mdb_txn_abort(t);
+        }
+    } rd_abort{rd};
+    MDB_txn* wr = nullptr;
+    Aborter wr_abort{wr};
+    rc = mdb_txn_begin(out, nullptr, 0, &wr);
+    std::uint64_t in_batch = 0;
+    for (int i = 0; rc == 0 && i < static_cast<int>(Db::kCount); ++i) {
+        MDB_dbi to = 0;
+        rc = mdb_dbi_open(wr, kDbNames[i], MDB_CREATE, &to);
+        MDB_cursor* c = nullptr;
+        if (rc == 0) rc = mdb_cursor_open(rd, dbi[i], &c);
+        MDB_val k{}, v{};
+        int got = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_FIRST) : MDB_NOTFOUND;
+        for (; rc == 0 && got == 0; got = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            rc = mdb_put(wr, to, &k, &v, MDB_APPEND);
+            if (rc == 0 && ++in_batch == kBatch) {
+                in_batch = 0;
+                rc = mdb_txn_commit(wr);
+                wr = nullptr;
+                if (rc == 0) rc = mdb_txn_begin(out, nullptr, 0, &wr);
+            }
+        }
+        if (c != nullptr) mdb_cursor_close(c);
+        if (rc == 0 && got != MDB_NOTFOUND) rc = got;
+    }
+    if (rc == 0) {
+        rc = mdb_txn_commit(wr);
+        wr = nullptr;
+    }
+    if (rc == 0) rc = mdb_env_sync(out, 1);
+    return rc == 0 ? Status::ok() : lmdb_error(rc, "metadata copy " + path);
+}
+
+}  // namespace
+
+Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_t* after) {
+    std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (read_only_ || group_ != nullptr || env_ == nullptr)
+        return Status::error(EINVAL, "metadata compaction needs a writable store with nothing uncommitted");
+    const std::string data = dir_ + "/data.mdb", copy = dir_ + "/" + kCompactCopyName;
+    struct stat st {};
+    if (::stat(data.c_str(), &st) != 0) return Status::from_errno(errno, "metadata " + data);
+    *before = *after = static_cast<std::uint64_t>(st.st_size);
+    ::unlink(copy.c_str());
+    MDB_envinfo info{};
+    mdb_env_info(env_, &info);
+    Status result = copy_packed(env_, dbi_, info.me_mapsize, copy);
+    if (result && ::stat(copy.c_str(), &st) != 0) result = Status::from_errno(errno, "stat " + copy);
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    if (!result || static_cast<double>(size) > keep_ratio * static_cast<double>(*before)) {
+        ::unlink(copy.c_str());
+        return result;
+    }
+    // The environment is closed first: its map and descriptor are of the old file.
+    mdb_env_close(env_);
+    env_ = nullptr;
+    failed_ = Status::error(EINVAL, "the metadata was compacted and closed");
+    if (::rename(copy.c_str(), data.c_str()) != 0) {
+        Status why = Status::from_errno(errno, "rename " + copy);
+        ::unlink(copy.c_str());
+        return why;
+    }
+    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return Status::from_errno(errno, "open " + dir_);
+    const bool synced = ::fsync(dfd) == 0;
+    const int err = errno;
+    ::close(dfd);
+    if (!synced) return Status::from_errno(err, "sync " + dir_);
+    *after = size;
     return Status::ok();
 }
 

@@ -174,6 +174,14 @@ public:
     // are mapped (see MetaStoreOptions); a later read faults them back from
     // the page cache. True if it did.
     bool trim_resident();
+    // Rewrites data.mdb as a packed copy (every record appended in key
+    // order: full B-tree pages, no free ones) if it is at most keep_ratio of the file,
+    // then closes the store: only the destructor may follow. Call it with
+    // nothing uncommitted. The copy is synced before it is renamed over the
+    // file, so a crash leaves one or the other (and open() removes a stray
+    // copy). *before and *after get the file's sizes.
+    static constexpr const char* kCompactCopyName = "data.mdb.compact";
+    Status compact(double keep_ratio, std::uint64_t* before, std::uint64_t* after);
     // A copy of the in-memory state (counters), without a transaction.
     SuperState super_snapshot();
     // Whether the super record was there when the store was opened (a store
@@ -194,6 +202,7 @@ private:
     Status check_running();  // caller holds mu_
 
     std::mutex mu_;
+    std::string dir_;
     Status failed_;
     bool had_super_ = false;
     std::function<int()> commit_fault_;

@@ -527,3 +527,101 @@ TEST_CASE("metadata pages unmapped after commits read back the same", "[engine][
     REQUIRE(e->close().is_ok());
     CHECK(check_invariants(dir.store()).empty());
 }
+
+namespace {
+
+// Files in random directories in random order, so the B-trees' pages split
+// and are left part full, as a tree copied into the store leaves them.
+struct ScatteredFiles {
+    std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files;  // "dN/fM", contents
+    void write(Engine& e) {
+        std::mt19937_64 rng(21);
+        std::vector<InodeId> dirs;
+        for (int d = 0; d < 30; ++d) {
+            NewNode n;
+            n.mode = S_IFDIR | 0755;
+            Attr a;
+            REQUIRE(e.create(kRootInode, "d" + std::to_string(d), n, &a).is_ok());
+            dirs.push_back(a.ino);
+        }
+        for (int i = 0; i < 3000; ++i) {
+            const std::size_t d = rng() % dirs.size();
+            const std::string name = "f" + std::to_string(rng() % 1000000);
+            Attr a;
+            if (e.lookup(dirs[d], name, &a).is_ok()) continue;
+            a = make_file(e, name, dirs[d]);
+            auto data = random_bytes(rng, 100 + rng() % 12000);
+            write_all(e, a.ino, 0, data);
+            files.emplace_back("d" + std::to_string(d) + "/" + name, std::move(data));
+        }
+    }
+    void check(Engine& e) const {
+        for (const auto& [path, want] : files) {
+            INFO(path);
+            Attr d, f;
+            REQUIRE(e.lookup(kRootInode, path.substr(0, path.find('/')), &d).is_ok());
+            REQUIRE(e.lookup(d.ino, path.substr(path.find('/') + 1), &f).is_ok());
+            CHECK(read_all(e, f.ino) == want);
+        }
+    }
+};
+
+std::uint64_t meta_file_size(const std::string& store) {
+    return std::filesystem::file_size(store + "/meta/data.mdb");
+}
+
+}  // namespace
+
+TEST_CASE("the metadata is compacted at close and reads back the same", "[engine][compact]") {
+    TempDir plain, compacted, too_large;
+    ScatteredFiles w;
+    for (auto* d : {&plain, &compacted, &too_large}) {
+        EngineOptions o = options_for(d->store(), ChunkingParams::cdc(2048, 8192, 32768));
+        o.meta_compact_max_bytes = d == &plain ? 0 : d == &compacted ? 1ull << 30 : 4096;
+        auto e = open_engine(o);
+        if (d == &plain) w.write(*e);
+        else ScatteredFiles{}.write(*e);  // the same files (one seed)
+        REQUIRE(e->close().is_ok());
+    }
+    const std::uint64_t before = meta_file_size(plain.store()), after = meta_file_size(compacted.store());
+    INFO("metadata " << before << " bytes, compacted " << after << ", over the limit "
+                      << meta_file_size(too_large.store()));
+    CHECK(after <= before * 9 / 10);
+    CHECK(meta_file_size(too_large.store()) * 9 / 10 >= after);  // larger than its limit: left alone
+    CHECK_FALSE(std::filesystem::exists(compacted.store() + "/meta/data.mdb.compact"));
+    auto e = open_engine(options_for(compacted.store(), ChunkingParams::cdc(2048, 8192, 32768)));
+    w.check(*e);
+    // And it grows again from the compacted pages.
+    Attr more = make_file(*e, "more");
+    std::mt19937_64 rng(3);
+    const auto data = random_bytes(rng, 300000);
+    write_all(*e, more.ino, 0, data);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(compacted.store()).empty());
+    e = open_engine(options_for(compacted.store(), ChunkingParams::cdc(2048, 8192, 32768)));
+    CHECK(read_all(*e, more.ino) == data);
+    w.check(*e);
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("a compaction a crash interrupted leaves the metadata as it was", "[engine][compact]") {
+    TempDir dir;
+    ScatteredFiles w;
+    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(2048, 8192, 32768));
+    o.meta_compact_max_bytes = 0;
+    {
+        auto e = open_engine(o);
+        w.write(*e);
+        REQUIRE(e->close().is_ok());
+    }
+    // The copy half written when the machine stopped: the file beside it is intact.
+    {
+        std::ofstream junk(dir.store() + "/meta/data.mdb.compact");
+        junk << std::string(12345, 'x');
+    }
+    auto e = open_engine(o);
+    CHECK_FALSE(std::filesystem::exists(dir.store() + "/meta/data.mdb.compact"));
+    w.check(*e);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}

@@ -297,3 +297,34 @@ TEST_CASE("commit_writes and meta_resident through a mount: early commits, unmap
     m.remount();
     for (int i = 0; i < 12; ++i) CHECK(read_file(m.path("f" + std::to_string(i))) == data[i]);
 }
+
+TEST_CASE("unmount packs the metadata: smaller file, the daemon says so, files intact; meta_compact=0 leaves it",
+          "[mount][stat]") {
+    // The same tree into two stores, one with compaction off.
+    std::uint64_t sizes[2] = {};
+    for (int packed = 0; packed < 2; ++packed) {
+        MountFixture m(packed ? std::vector<std::string>{} : std::vector<std::string>{"meta_compact=0"});
+        // Files in random directories in random order: B-tree pages split part full.
+        std::uint64_t state = 77;
+        std::vector<std::pair<std::string, std::string>> files;
+        for (int d = 0; d < 40; ++d) make_dir(m.path("d" + std::to_string(d)));
+        for (int i = 0; i < 2000; ++i) {
+            const std::string p = "d" + std::to_string(splitmix64(state) % 40) + "/f" + std::to_string(i);
+            files.emplace_back(p, random_bytes(100 + splitmix64(state) % 9000, 900 + i));
+            write_file(m.path(p), files.back().second);
+        }
+        m.unmount();
+        INFO("daemon log: " << m.daemon_log());
+        sizes[packed] = static_cast<std::uint64_t>(stat_of(m.store() + "/meta/data.mdb").st_size);
+        CHECK((m.daemon_log().find("metadata compacted: ") != std::string::npos) == (packed == 1));
+        CHECK_FALSE(exists(m.store() + "/meta/data.mdb.compact"));
+        m.mount();
+        for (const auto& [p, want] : files) CHECK(read_file(m.path(p)) == want);
+        m.unmount();
+        CmdResult r = run({HIODSFS_FSCK_BIN, m.store()});
+        INFO(r.describe());
+        CHECK(r.status == 0);
+    }
+    INFO("metadata without compaction " << sizes[0] << " bytes, packed " << sizes[1]);
+    CHECK(sizes[1] <= sizes[0] * 9 / 10);
+}
