@@ -118,23 +118,6 @@ bool decode(std::string_view in, InodeRecord* out, std::string* target) {
     return true;
 }
 
-// chunk, offset in the chunk, length.
-std::string encode(const ExtentRecord& r) {
-    std::string out;
-    put_varint(&out, r.chunk);
-    put_varint(&out, r.chunk_off);
-    put_varint(&out, r.length);
-    return out;
-}
-
-bool decode(std::string_view in, ExtentRecord* out) {
-    Reader rd(in);
-    ExtentRecord r;
-    if (!rd.u(&r.chunk) || !rd.u(&r.chunk_off) || !rd.u(&r.length) || !rd.at_end()) return false;
-    *out = r;
-    return true;
-}
-
 // flags, segment, offset, length, reference count, then the digest if
 // the chunk is fingerprinted (a raw chunk has none yet).
 std::string encode(const ChunkRecord& r) {

@@ -31,7 +31,8 @@ struct InodeRecord {
     std::uint32_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
-// A file range [key offset, + length) maps to [chunk_off, + length) of a chunk.
+// A file range [start, + length) maps to [chunk_off, + length) of a chunk;
+// stored in blocks of a file's extents (meta/extent_map.h).
 struct ExtentRecord {
     ChunkId chunk = 0;
     std::uint32_t chunk_off = 0;
@@ -70,13 +71,11 @@ struct DirentValue {
 // Encodings of the records above (format 2). A symlink's target follows the
 // inode's fields in its value.
 std::string encode(const InodeRecord& r, std::string_view target = {});
-std::string encode(const ExtentRecord& r);
 std::string encode(const ChunkRecord& r);
 std::string encode(const DirentValue& r);
 // False if in is not one whole, well-formed record of the type. target may
 // be null.
 bool decode(std::string_view in, InodeRecord* out, std::string* target = nullptr);
-bool decode(std::string_view in, ExtentRecord* out);
 bool decode(std::string_view in, ChunkRecord* out);
 bool decode(std::string_view in, DirentValue* out);
 
