@@ -77,26 +77,39 @@ bool seek_block(Cursor& c, InodeId ino, std::uint64_t off) {
     return ok;
 }
 
-}  // namespace
-
-Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
-                           std::vector<MappedExtent>* out) {
+// Calls fn(key, start, value) for ino's blocks in order, from the one that
+// holds off; fn returns a Status, and sets *more = false to stop.
+template <typename Fn>
+Status visit_blocks(Txn& t, InodeId ino, std::uint64_t off, Fn fn) {
     Cursor c = t.cursor(Db::kExtents);
-    std::vector<MappedExtent> block;
-    for (bool ok = seek_block(c, ino, off); ok; ok = c.next()) {
+    bool more = true;
+    for (bool ok = seek_block(c, ino, off); ok && more; ok = c.next()) {
         const std::string_view key = c.key();
         if (key.size() != 16) return damaged(ino);
         const InodeId kino = get_be64(key, 0);
         if (kino < ino) continue;
         if (kino > ino) break;
-        const std::uint64_t start = get_be64(key, 8);
-        if (start >= end) break;
-        block.clear();
-        if (!decode_extent_block(start, c.value(), &block)) return damaged(ino);
-        for (const MappedExtent& m : block)
-            if (m.end() > off && m.start < end) out->push_back(m);
+        HIODSFS_TRY(fn(key, get_be64(key, 8), c.value(), &more));
     }
     return c.status();
+}
+
+}  // namespace
+
+Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                           std::vector<MappedExtent>* out) {
+    std::vector<MappedExtent> block;
+    return visit_blocks(t, ino, off, [&](std::string_view, std::uint64_t start, std::string_view value, bool* more) {
+        if (start >= end) {
+            *more = false;
+            return Status::ok();
+        }
+        block.clear();
+        if (!decode_extent_block(start, value, &block)) return damaged(ino);
+        for (const MappedExtent& m : block)
+            if (m.end() > off && m.start < end) out->push_back(m);
+        return Status::ok();
+    });
 }
 
 Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExtent>* out) {
@@ -124,24 +137,19 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
     // start before end.
     std::vector<std::string> keys;
     std::vector<MappedExtent> old;
-    {
-        Cursor c = t.cursor(Db::kExtents);
-        for (bool ok = seek_block(c, ino, off); ok; ok = c.next()) {
-            const std::string_view key = c.key();
-            if (key.size() != 16) return damaged(ino);
-            const InodeId kino = get_be64(key, 0);
-            if (kino < ino) continue;
-            if (kino > ino) break;
-            const std::uint64_t start = get_be64(key, 8);
-            // The block that holds off (the only one at or before it), then
-            // those that start inside the range. With no block before off,
-            // add makes a block of its own.
-            if (start > off && start >= end) break;
-            if (!decode_extent_block(start, c.value(), &old)) return damaged(ino);
-            keys.emplace_back(key);
+    HIODSFS_TRY(visit_blocks(t, ino, off, [&](std::string_view key, std::uint64_t start, std::string_view value,
+                                              bool* more) {
+        // The block that holds off (the only one at or before it), then
+        // those that start inside the range. With no block before off,
+        // add makes a block of its own.
+        if (start > off && start >= end) {
+            *more = false;
+            return Status::ok();
         }
-        HIODSFS_TRY(c.status());
-    }
+        if (!decode_extent_block(start, value, &old)) return damaged(ino);
+        keys.emplace_back(key);
+        return Status::ok();
+    }));
     std::vector<MappedExtent> next;
     next.reserve(old.size() + 2);
     bool added = add == nullptr;

@@ -11,26 +11,13 @@
 
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
+#include "meta_temp_dir.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-class TempDir {
-public:
-    TempDir() {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "hiodsfs-extents-XXXXXX").string();
-        path_ = ::mkdtemp(tmpl.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    std::string meta() const { return path_ + "/meta"; }
-
-private:
-    std::string path_;
-};
+using TempDir = test::MetaTempDir;
 
 // A file's map as the model keeps it: start -> extent.
 using Model = std::map<std::uint64_t, ExtentRecord>;

@@ -8,26 +8,13 @@
 #include <string>
 
 #include "meta/meta_store.h"
+#include "meta_temp_dir.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-class TempDir {
-public:
-    TempDir() {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "hiodsfs-meta-XXXXXX").string();
-        path_ = ::mkdtemp(tmpl.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    std::string meta() const { return path_ + "/meta"; }
-
-private:
-    std::string path_;
-};
+using TempDir = test::MetaTempDir;
 
 std::unique_ptr<MetaStore> open_meta(const std::string& dir, bool read_only = false) {
     std::unique_ptr<MetaStore> m;
