@@ -60,6 +60,11 @@ struct EngineOptions {
     // per write of a random key (a fingerprint), so an unbounded group's
     // memory grows with the write rate and the index.
     std::uint64_t commit_writes = 65536;
+    // ... or once it has dirtied about this many bytes of pages of the
+    // fingerprint index and the chunk records (0: no limit): in a large
+    // index nearly every write of a fingerprint dirties a page of its own,
+    // so a bound on writes alone lets a group's memory grow with the index.
+    std::uint64_t meta_dirty_bytes = 16ull << 20;
     // After a group commit, the metadata pages the daemon has mapped are
     // unmapped (they stay in the page cache) if more than this many bytes
     // of file pages are mapped, so RSS stays bounded as the index grows

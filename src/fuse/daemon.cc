@@ -445,6 +445,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.commit_interval_ms = opt.commit_interval_ms;
     eo.commit_writes = opt.commit_writes;
     eo.meta_resident_bytes = opt.meta_resident_bytes;
+    eo.meta_dirty_bytes = opt.meta_dirty_bytes;
     eo.meta_compact_max_bytes = opt.meta_compact_max_bytes;
     eo.mode = opt.mode;
     eo.control = opt.control;

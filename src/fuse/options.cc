@@ -120,6 +120,18 @@ std::function<bool(const OptionInput&)> uint_option(std::uint64_t min, std::uint
     };
 }
 
+// A size such as 16M: 0, or from min to max bytes.
+template <typename Set>
+std::function<bool(const OptionInput&)> size_option(std::uint64_t min, std::uint64_t max, std::string what,
+                                                     Set set) {
+    return [=](const OptionInput& in) {
+        std::uint64_t v = 0;
+        if (!parse_size(in.value, max, &v) || (v != 0 && v < min)) return in.bad_value(what);
+        set(*in.out, v);
+        return true;
+    };
+}
+
 // A chunk size: a power of two from 256 to 4M; the message names the value
 // as given, then what it means in bytes.
 std::function<bool(const OptionInput&)> chunk_size_option(std::optional<std::uint64_t> ChunkingInput::*slot,
@@ -199,13 +211,10 @@ const std::vector<OptionSpec>& option_table() {
                          return true;
                      }});
         t.push_back({"target_bytes", "SIZE", "write bytes/s goal for hybrid, e.g. 200M (default 0)",
-                     [](const OptionInput& in) {
-                         std::uint64_t v = 0;
-                         if (!parse_size(in.value, 1ull << 40, &v))
-                             return in.bad_value("expected bytes/s such as 200M (0 = no goal)");
-                         in.out->control.target_bytes_per_s = static_cast<double>(v);
-                         return true;
-                     }});
+                     size_option(0, 1ull << 40, "expected bytes/s such as 200M (0 = no goal)",
+                                 [](DaemonOptions& o, std::uint64_t v) {
+                                     o.control.target_bytes_per_s = static_cast<double>(v);
+                                 })});
         t.push_back({"policy", "NAME", "hybrid's mode policy: capacity (default) or hiods", [](const OptionInput& in) {
                          std::vector<std::string> names = policy_names();
                          if (std::find(names.begin(), names.end(), in.value) == names.end()) {
@@ -239,28 +248,25 @@ const std::vector<OptionSpec>& option_table() {
                      "(default " + std::to_string(engine.commit_writes) + "; 0: no limit): bounds its memory",
                      uint_option(0, 1ull << 30, "expected a number of metadata writes, 0 (no limit) to 2^30",
                                  [](DaemonOptions& o, std::uint64_t v) { o.commit_writes = v; })});
+        t.push_back({"meta_dirty", "SIZE",
+                     "and sooner once a group has dirtied about SIZE of\n"
+                     "index pages (default " + size_text(engine.meta_dirty_bytes) + "; 0: no limit): bounds\n"
+                     "its memory as the index grows",
+                     size_option(64u << 10, 1ull << 40, "expected a size of at least 64K, such as 16M, or 0 (no limit)",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.meta_dirty_bytes = v; })});
         t.push_back({"meta_resident", "SIZE",
                      "unmap the metadata pages read once more than SIZE\n"
                      "are mapped; they stay in the page cache (default\n" +
                          size_text(engine.meta_resident_bytes) + "; 0: never)",
-                     [](const OptionInput& in) {
-                         std::uint64_t v = 0;
-                         if (!parse_size(in.value, 1ull << 50, &v) || (v != 0 && v < (1u << 20)))
-                             return in.bad_value("expected a size of at least 1M, such as 128M or 1G, or 0 (no limit)");
-                         in.out->meta_resident_bytes = v;
-                         return true;
-                     }});
+                     size_option(1u << 20, 1ull << 50,
+                                 "expected a size of at least 1M, such as 128M or 1G, or 0 (no limit)",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.meta_resident_bytes = v; })});
         t.push_back({"meta_compact", "SIZE",
                      "at unmount, rewrite the metadata compacted if it is\n"
                      "at most SIZE and that saves 10 % (default " +
                          size_text(engine.meta_compact_max_bytes) + ";\n0: never)",
-                     [](const OptionInput& in) {
-                         std::uint64_t v = 0;
-                         if (!parse_size(in.value, 1ull << 50, &v))
-                             return in.bad_value("expected a size such as 256M or 4G, or 0 (never)");
-                         in.out->meta_compact_max_bytes = v;
-                         return true;
-                     }});
+                     size_option(0, 1ull << 50, "expected a size such as 256M or 4G, or 0 (never)",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.meta_compact_max_bytes = v; })});
         t.push_back({"writeback_cache", "", "kernel writeback cache (default)", [](const OptionInput& in) {
                          in.out->writeback_cache = true;
                          return true;

@@ -38,6 +38,7 @@ struct DaemonOptions {
     std::uint32_t commit_interval_ms = 1000;
     std::uint64_t commit_writes = EngineOptions{}.commit_writes;
     std::uint64_t meta_resident_bytes = EngineOptions{}.meta_resident_bytes;
+    std::uint64_t meta_dirty_bytes = EngineOptions{}.meta_dirty_bytes;
     std::uint64_t meta_compact_max_bytes = EngineOptions{}.meta_compact_max_bytes;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;

@@ -25,6 +25,8 @@ static_assert(sizeof(kDbNames) / sizeof(kDbNames[0]) == static_cast<int>(Db::kCo
 
 constexpr std::string_view kSuperKey = "state";
 
+__extension__ using Wide = unsigned __int128;  // for 64x64-bit scaling
+
 // How often (in metadata writes) the open group checks the mapped pages.
 constexpr std::uint64_t kTrimEveryWrites = 8192;
 
@@ -173,6 +175,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
     ++writes_;
+    store_->note_write(db, key);
     return Status::ok();
 }
 
@@ -181,7 +184,10 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     MDB_val k = to_val(key);
     int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
     if (existed != nullptr) *existed = (rc == 0);
-    if (rc == 0) ++writes_;
+    if (rc == 0) {
+        ++writes_;
+        store_->note_write(db, key);
+    }
     if (rc == MDB_NOTFOUND) return Status::ok();
     if (rc != 0) return lmdb_error(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
     return Status::ok();
@@ -206,10 +212,9 @@ Status Txn::commit() {
         return lmdb_error(rc, "metadata operation commit");
     }
     ++store_->pending_ops_;
-    const std::uint64_t limit = store_->group_writes_limit_, before = store_->pending_writes_;
+    const std::uint64_t before = store_->pending_writes_;
     store_->pending_writes_ += writes_;
-    if (limit != 0 && before < limit && store_->pending_writes_ >= limit && store_->on_group_full_)
-        store_->on_group_full_();
+    store_->maybe_group_full();
     // Within a group too: one group's lookups can map more of a large index
     // than the limit (the map is read-only, so unmapping is always safe).
     if (before / kTrimEveryWrites != store_->pending_writes_ / kTrimEveryWrites) store_->trim_resident_locked();
@@ -299,6 +304,11 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     unsigned flags = MDB_NOLOCK | MDB_NOTLS | (read_only ? MDB_RDONLY : 0u);
     rc = mdb_env_open(m->env_, dir.c_str(), flags, 0600);
     if (rc != 0) return lmdb_error(rc, "open metadata in " + dir);
+    if (options.group_dirty_bytes != 0) {
+        MDB_stat st{};
+        mdb_env_stat(m->env_, &st);
+        m->group_dirty_limit_ = std::max<std::uint64_t>(1, options.group_dirty_bytes / std::max(1u, st.ms_psize));
+    }
     if (m->resident_limit_ != 0) {
         int fd = -1;
         if (mdb_env_get_fd(m->env_, &fd) != 0 || !find_data_map(fd, &m->map_addr_, &m->map_len_))
@@ -468,7 +478,83 @@ Status MetaStore::ensure_group() {
         group_ = nullptr;
         return lmdb_error(rc, "metadata transaction");
     }
+    group_full_told_ = false;
+    if (group_dirty_limit_ != 0 && !read_only_) {
+        MDB_stat fp{}, ch{};
+        mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
+        mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
+        // Entry sizes of format 2 with LMDB's node header: a key of 9-16
+        // bytes and no value; a chunk record of about 50 bytes.
+        fingerprint_pages_.reset(fp, 24);
+        chunk_pages_.reset(ch, 64);
+        chunk_ids_at_start_ = super_.next_chunk;
+        chunks_appended_ = 0;
+    }
     return Status::ok();
+}
+
+// A write to a key spread uniformly over the key space lands in a leaf of
+// its own with the probability that the leaf is not dirty yet: numbering
+// the leaves by the key's position (first 8 bytes, or id over id range)
+// counts them without asking LMDB, which does not tell. Every per_leaf
+// writes (inserts, mostly) split a leaf into a new page; branch pages count
+// as many as touched, at most all of them.
+void MetaStore::RandomPages::reset(const MDB_stat& st, std::uint64_t typical_entry_bytes) {
+    leaves = std::max<std::uint64_t>(1, st.ms_leaf_pages);
+    branches = st.ms_branch_pages;
+    // A tree of a few pages says little about how many entries a page holds.
+    per_leaf = st.ms_leaf_pages >= 8 ? std::max<std::uint64_t>(1, st.ms_entries / leaves)
+                                     : std::max<std::uint64_t>(1, st.ms_psize / typical_entry_bytes);
+    distinct = 0;
+    writes = 0;
+    seen.assign((leaves + 63) / 64, 0);
+}
+
+void MetaStore::RandomPages::note(std::uint64_t position) {
+    ++writes;
+    const auto leaf = static_cast<std::uint64_t>((static_cast<Wide>(position) * leaves) >> 64);
+    std::uint64_t& word = seen[leaf / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (leaf % 64);
+    if ((word & bit) == 0) {
+        word |= bit;
+        ++distinct;
+    }
+}
+
+void MetaStore::note_write(Db db, std::string_view key) {
+    if (group_dirty_limit_ == 0 || group_ == nullptr) return;
+    if (db == Db::kFingerprints && key.size() >= 8) {
+        fingerprint_pages_.note(get_be64(key));
+    } else if (db == Db::kChunks && key.size() == 8) {
+        // Chunk ids are dense: new ones append at the end of the tree, old
+        // ones (counts changed by duplicates, chunks freed) lie anywhere.
+        const std::uint64_t id = get_be64(key);
+        if (id >= chunk_ids_at_start_) {
+            ++chunks_appended_;
+        } else {
+            chunk_pages_.note(static_cast<std::uint64_t>((static_cast<Wide>(id) << 64) /
+                                                         chunk_ids_at_start_));
+        }
+    }
+}
+
+std::uint64_t MetaStore::dirty_pages_locked() const {
+    if (group_dirty_limit_ == 0 || group_ == nullptr) return 0;
+    return fingerprint_pages_.pages() + chunk_pages_.pages() + chunks_appended_ / chunk_pages_.per_leaf + 1;
+}
+
+void MetaStore::maybe_group_full() {
+    if (group_full_told_ || !on_group_full_) return;
+    const bool writes = group_writes_limit_ != 0 && pending_writes_ >= group_writes_limit_;
+    const bool pages = group_dirty_limit_ != 0 && dirty_pages_locked() >= group_dirty_limit_;
+    if (!writes && !pages) return;
+    group_full_told_ = true;
+    on_group_full_();
+}
+
+std::uint64_t MetaStore::dirty_pages_estimate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dirty_pages_locked();
 }
 
 Status MetaStore::check_running() {

@@ -16,12 +16,14 @@
 
 #include <lmdb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hiodsfs/engine.h"
 #include "hiodsfs/status.h"
@@ -75,6 +77,13 @@ struct MetaStoreOptions {
     // on_group_full is called, once per group, under the store's lock, so
     // the caller can commit it early.
     std::uint64_t group_writes = 0;
+    // ... or once it has dirtied about this many bytes of pages of the two
+    // databases written at random places: fingerprints (hash keys) and
+    // chunk records (a duplicate updates an old chunk's count); 0: no
+    // limit. A page count LMDB does not tell, so it is estimated (see
+    // RandomPages in meta_store.cc). Bounds the group's memory when the
+    // index is large, where a bound on writes alone lets it grow with it.
+    std::uint64_t group_dirty_bytes = 0;
     std::function<void()> on_group_full;
     // LMDB reads through a map of data.mdb, and every page the daemon has
     // touched stays mapped (RssFile) until the kernel needs the memory: a
@@ -167,6 +176,9 @@ public:
     // Operations folded in since the last commit_group(), and their writes.
     std::uint64_t pending_ops();
     std::uint64_t pending_writes();
+    // Pages of the random-key databases the open group has dirtied, as
+    // estimated for group_dirty_bytes (0 when that is off or no group is open).
+    std::uint64_t dirty_pages_estimate();
     bool read_only() const { return read_only_; }
     // The failure that stopped the store (ok while it runs).
     Status failure();
@@ -200,6 +212,21 @@ private:
     Status ensure_group();  // caller holds mu_
     bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
+    void note_write(Db db, std::string_view key);  // caller holds mu_
+    std::uint64_t dirty_pages_locked() const;
+    void maybe_group_full();  // caller holds mu_
+
+    // Distinct leaf pages touched in one database whose keys spread
+    // uniformly over [0, 2^64) (by their first 8 bytes, or scaled).
+    struct RandomPages {
+        std::vector<std::uint64_t> seen;  // a bit per leaf page at the group's start
+        std::uint64_t leaves = 0, branches = 0, per_leaf = 1, distinct = 0, writes = 0;
+        void reset(const MDB_stat& st, std::uint64_t typical_entry_bytes);
+        void note(std::uint64_t position);
+        // Leaves touched, the pages their splits added, and the branch
+        // pages above them.
+        std::uint64_t pages() const { return distinct + writes / per_leaf + std::min(distinct, branches); }
+    };
 
     std::mutex mu_;
     std::string dir_;
@@ -207,6 +234,11 @@ private:
     bool had_super_ = false;
     std::function<int()> commit_fault_;
     std::uint64_t group_writes_limit_ = 0;
+    std::uint64_t group_dirty_limit_ = 0;  // pages
+    bool group_full_told_ = false;  // on_group_full called for the open group
+    RandomPages fingerprint_pages_, chunk_pages_;
+    std::uint64_t chunk_ids_at_start_ = 0;  // next_chunk when the group began
+    std::uint64_t chunks_appended_ = 0;
     std::uint64_t resident_limit_ = 0;
     void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)
     std::size_t map_len_ = 0;

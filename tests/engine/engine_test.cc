@@ -625,3 +625,43 @@ TEST_CASE("a compaction a crash interrupted leaves the metadata as it was", "[en
     REQUIRE(e->close().is_ok());
     CHECK(check_invariants(dir.store()).empty());
 }
+
+// meta_dirty bounds a group by the pages it dirties in the random-key
+// databases, not by its writes: the same 512 new chunks in one group fill
+// it in a store whose index has some 70 leaves (each write a leaf of its
+// own) and not in a fresh one (a few leaves, and 8 pages of chunk records).
+TEST_CASE("a group that dirties meta_dirty of index pages is committed before its interval", "[engine][commit]") {
+    // Early commits while 2 MiB of new data is written after `base_bytes`.
+    auto early_commits_writing = [](std::size_t base_bytes, std::uint64_t meta_dirty) {
+        TempDir dir;
+        EngineOptions o = options_for(dir.store(), kFixed);
+        o.commit_interval_ms = 3600 * 1000;  // never, within the test
+        o.commit_writes = 0;
+        o.meta_dirty_bytes = meta_dirty;
+        auto e = open_engine(o);
+        auto early = [&] { return nlohmann::json::parse(e->status_json()).at("early_commits").get<std::uint64_t>(); };
+        std::mt19937_64 rng(31);
+        if (base_bytes > 0) {
+            Attr a = make_file(*e, "base");
+            write_all(*e, a.ino, 0, random_bytes(rng, base_bytes));
+        }
+        Attr b = make_file(*e, "more");
+        REQUIRE(e->fsync(b.ino, false).is_ok());  // the group of what follows starts empty
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // an early commit the base asked for is done
+        const std::uint64_t before = early();
+        const auto more = random_bytes(rng, 2 << 20);
+        write_all(*e, b.ino, 0, more);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(base_bytes > 0 && meta_dirty > 0 ? 20 : 1);
+        while (early() == before && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        const std::uint64_t during = early() - before;
+        CHECK(read_all(*e, b.ino) == more);
+        REQUIRE(e->close().is_ok());
+        CHECK(check_invariants(dir.store()).empty());
+        return during;
+    };
+    constexpr std::uint64_t k32Pages = 32 * 4096;
+    CHECK(early_commits_writing(32 << 20, k32Pages) >= 1);
+    CHECK(early_commits_writing(0, k32Pages) == 0);
+    CHECK(early_commits_writing(32 << 20, 0) == 0);
+}

@@ -165,6 +165,10 @@ TEST_CASE("modes and the controller's settings") {
     CHECK(parse({"/s", "/m", "-o", "meta_resident=64M"}).opt.meta_resident_bytes == 64u << 20);
     CHECK(parse({"/s", "/m", "-o", "meta_resident=0"}).opt.meta_resident_bytes == 0);
     CHECK_FALSE(parse({"/s", "/m", "-o", "meta_resident=4K"}).ok);
+    CHECK(parse({"/s", "/m"}).opt.meta_dirty_bytes == hiodsfs::EngineOptions{}.meta_dirty_bytes);
+    CHECK(parse({"/s", "/m", "-o", "meta_dirty=32M"}).opt.meta_dirty_bytes == 32u << 20);
+    CHECK(parse({"/s", "/m", "-o", "meta_dirty=0"}).opt.meta_dirty_bytes == 0);
+    CHECK(parse({"/s", "/m", "-o", "meta_dirty=4K"}).error.find("at least 64K") != std::string::npos);
     CHECK(p.opt.mode == hiodsfs::DedupMode::kInline);
     Parsed d = parse({"/s", "/m", "--mode=deferred"});
     REQUIRE(d.ok);
