@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -225,14 +226,20 @@ Status Txn::commit() {
 namespace {
 
 // Bytes of file pages this process has mapped and resident (RssFile +
-// RssShmem): the third field of /proc/self/statm, in pages. 0 if unknown.
-std::uint64_t mapped_file_bytes() {
-    std::FILE* f = std::fopen("/proc/self/statm", "re");
-    if (f == nullptr) return 0;
-    unsigned long long size = 0, resident = 0, shared = 0;
-    const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
-    std::fclose(f);
-    return n == 3 ? shared * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+// RssShmem): the third field of /proc/self/statm (open as statm_fd), in
+// pages. 0 if unknown. A pread of the open file costs 1.6 us here, an
+// fopen and fscanf 11 us, and it runs every kTrimEveryWrites writes.
+std::uint64_t mapped_file_bytes(int statm_fd) {
+    char buf[128];
+    const ssize_t n = statm_fd < 0 ? -1 : ::pread(statm_fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char* p = buf;
+    std::strtoull(p, &p, 10);  // size
+    std::strtoull(p, &p, 10);  // resident
+    char* end = p;
+    const unsigned long long shared = std::strtoull(p, &end, 10);
+    return end == p ? 0 : shared * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 // Where LMDB mapped data.mdb: the mapping of /proc/self/maps with its
@@ -314,6 +321,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         int fd = -1;
         if (mdb_env_get_fd(m->env_, &fd) != 0 || !find_data_map(fd, &m->map_addr_, &m->map_len_))
             m->map_addr_ = nullptr;  // not found: no trimming
+        m->statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     }
 
     MDB_txn* txn = nullptr;
@@ -470,6 +478,7 @@ Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_
 MetaStore::~MetaStore() {
     if (group_ != nullptr) mdb_txn_abort(group_);
     if (env_ != nullptr) mdb_env_close(env_);
+    if (statm_fd_ >= 0) ::close(statm_fd_);
 }
 
 Status MetaStore::ensure_group() {
@@ -692,7 +701,7 @@ bool MetaStore::trim_resident() {
 }
 
 bool MetaStore::trim_resident_locked() {
-    if (resident_limit_ == 0 || map_addr_ == nullptr || mapped_file_bytes() <= resident_limit_)
+    if (resident_limit_ == 0 || map_addr_ == nullptr || mapped_file_bytes(statm_fd_) <= resident_limit_)
         return false;
     MDB_envinfo info{};
     MDB_stat st{};

@@ -241,6 +241,7 @@ private:
     std::uint64_t chunks_appended_ = 0;
     std::uint64_t resident_limit_ = 0;
     void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)
+    int statm_fd_ = -1;  // /proc/self/statm, read by trim_resident
     std::size_t map_len_ = 0;
     std::function<void()> on_group_full_;
     MDB_env* env_ = nullptr;
