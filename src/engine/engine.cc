@@ -330,7 +330,7 @@ void EngineImpl::abandon() {
     lock_.reset();
 }
 
-Status EngineImpl::commit_now() {
+Status EngineImpl::commit_now(bool* reached_limit) {
     std::lock_guard<std::mutex> serial(commit_mu_);
     // Most data is synced before taking the metadata lock; the second sync,
     // under it, covers what was appended meanwhile and is usually cheap.
@@ -341,7 +341,7 @@ Status EngineImpl::commit_now() {
         state->frontier_segment = synced.segment;
         state->frontier_offset = synced.offset;
         return Status::ok();
-    });
+    }, reached_limit);
     if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: " + st.message());
     if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
@@ -439,11 +439,13 @@ void EngineImpl::committer_loop() {
     while (!stop_) {
         committer_cv_.wait_for(l, interval, [this] { return stop_ || group_full_; });
         if (stop_) break;
-        if (group_full_) ++early_commits_;
         group_full_ = false;
         l.unlock();
         if (meta_->pending_ops() > 0) {
-            (void)commit_now();  // errors resurface on fsync
+            // Counted by the group it commits: one an fsync committed
+            // first, whose request woke this loop, is not counted again.
+            bool reached_limit = false;
+            if (commit_now(&reached_limit) && reached_limit) ++early_commits_;  // errors resurface on fsync
             // Each metadata operation allocates and frees LMDB's ~3 MiB of
             // page lists, between other threads' allocations: the heap
             // keeps the freed holes resident, and more of them the longer

@@ -316,7 +316,8 @@ private:
     Status regular_file(InodeId ino, Inode* out);
     static Status check_regular(const Inode& in);
 
-    Status commit_now();
+    // *reached_limit: see MetaStore::commit_group.
+    Status commit_now(bool* reached_limit = nullptr);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
@@ -343,7 +344,7 @@ private:
     std::mutex committer_mu_;
     std::condition_variable committer_cv_;
     bool group_full_ = false;  // the open group reached commit_writes (committer_mu_)
-    std::atomic<std::uint64_t> early_commits_{0};  // group commits commit_writes asked for
+    std::atomic<std::uint64_t> early_commits_{0};  // groups the committer committed at commit_writes or meta_dirty
     std::atomic<std::uint64_t> resident_trims_{0};  // metadata map dropped (meta_resident)
     bool stop_ = false;
     std::thread committer_;

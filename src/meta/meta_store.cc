@@ -651,8 +651,9 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     return Status::ok();
 }
 
-Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before) {
+Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before, bool* reached_limit) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (reached_limit != nullptr) *reached_limit = group_ != nullptr && group_full_told_;
     HIODSFS_TRY(check_running());
     if (read_only_) return Status::ok();
     SuperState next = super_;

@@ -172,7 +172,9 @@ public:
     // A failed commit loses the group's operations, which callers were told
     // had succeeded, so the store stops: from then on begin() and
     // commit_group() fail with EIO until it is opened again.
-    Status commit_group(const std::function<Status(SuperState*)>& before);
+    // *reached_limit (if given) says whether the group it committed had
+    // reached group_writes or group_dirty_bytes.
+    Status commit_group(const std::function<Status(SuperState*)>& before, bool* reached_limit = nullptr);
     // Operations folded in since the last commit_group(), and their writes.
     std::uint64_t pending_ops();
     std::uint64_t pending_writes();
