@@ -227,8 +227,8 @@ namespace {
 
 // Bytes of file pages this process has mapped and resident (RssFile +
 // RssShmem): the third field of /proc/self/statm (open as statm_fd), in
-// pages. 0 if unknown. A pread of the open file costs 1.6 us here, an
-// fopen and fscanf 11 us, and it runs every kTrimEveryWrites writes.
+// pages. 0 if unknown. It runs every kTrimEveryWrites writes, so the file
+// stays open rather than being opened and parsed with stdio each time.
 std::uint64_t mapped_file_bytes(int statm_fd) {
     char buf[128];
     const ssize_t n = statm_fd < 0 ? -1 : ::pread(statm_fd, buf, sizeof(buf) - 1, 0);
