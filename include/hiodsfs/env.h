@@ -14,6 +14,8 @@
 
 #include "hiodsfs/status.h"
 
+struct iovec;
+
 namespace hiodsfs {
 
 class File {
@@ -24,10 +26,21 @@ public:
     virtual Status pwrite(const void* data, std::size_t len, std::uint64_t offset) = 0;
     // Reads up to len bytes at offset; *got is the number read (less at EOF).
     virtual Status pread(void* data, std::size_t len, std::uint64_t offset, std::size_t* got) = 0;
+    // Reads consecutive bytes at offset into the buffers of iov in turn (a
+    // scatter read: headers to one place, payloads to another, one system
+    // call); *got as for pread. This default reads each buffer with pread,
+    // so an Env that injects faults into pread injects them here too.
+    virtual Status preadv(const struct iovec* iov, int count, std::uint64_t offset, std::size_t* got);
     // Makes every byte written so far durable (fdatasync).
     virtual Status sync() = 0;
     virtual Status size(std::uint64_t* out) = 0;
     virtual Status truncate(std::uint64_t length) = 0;
+
+protected:
+    // Reads what iov still lacks after its first *got bytes, buffer by
+    // buffer with f->pread, stopping at end of file; *got grows.
+    static Status preadv_rest(File* f, const struct iovec* iov, int count, std::uint64_t offset,
+                              std::size_t* got);
 };
 
 enum class OpenMode {

@@ -79,6 +79,22 @@ public:
     // *damaged (if given) tells a failure of the record itself (checks that
     // fail, bytes or segment gone) from an I/O error that may pass.
     Status read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged = nullptr);
+    // Reads n records that lie back to back in one segment (each header
+    // right after the previous payload, as a file written in order stores
+    // them) with one system call, each payload straight into dests[i]
+    // (locs[i].length bytes), and verifies each as read() does. A sequential
+    // read then costs a system call per request, not per chunk, and no copy
+    // through a buffer. Records not back to back, or still in the write
+    // buffer, are refused (EINVAL, EAGAIN) before anything is read. On any
+    // failure the dests may hold anything: the caller reads those records
+    // again with read(), whose errors say which record failed and how.
+    static constexpr std::size_t kMaxRunBytes = 4u << 20;
+    Status read_run(const ChunkLocation* locs, const ChunkId* chunks, std::size_t n, char* const* dests);
+    // Whether a record at `next` follows the one at `prev` directly in the
+    // same segment, so the two can be read in one run.
+    static bool adjacent(const ChunkLocation& prev, const ChunkLocation& next) {
+        return next.segment == prev.segment && next.offset == prev.offset + prev.length + kHeaderBytes;
+    }
     // Checks, without reading the payload, that a record of this chunk id and
     // length starts at loc and that the file holds all of it; EIO otherwise.
     // (For hiodsfs-fsck; read() also verifies the payload's checksum.)

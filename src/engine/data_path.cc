@@ -449,9 +449,25 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
                                    static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
         }
     }
-    std::memset(out, 0, n);
+    // Holes read as zeros; the rest of out is overwritten by the chunks.
+    {
+        std::uint64_t at = off;
+        bool ordered = true;
+        for (const auto& p : pieces) {
+            if (p.file_off < at) {
+                ordered = false;
+                break;
+            }
+            std::memset(out + (at - off), 0, p.file_off - at);
+            at = p.file_off + p.length;
+        }
+        if (ordered)
+            std::memset(out + (at - off), 0, off + n - at);
+        else
+            std::memset(out, 0, n);
+    }
     thread_local std::vector<std::uint8_t> chunk_buf;
-    for (const auto& p : pieces) {
+    auto read_piece = [&](const Piece& p) {
         std::uint8_t* dst = out + (p.file_off - off);
         const bool whole = p.chunk_off == 0 && p.length == p.loc.length;
         if (!whole) chunk_buf.resize(p.loc.length);
@@ -466,6 +482,61 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
         }
         if (!whole) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
+        return Status::ok();
+    };
+    // A file written in order has its chunks back to back in a segment:
+    // each run of them is read with one system call, whole chunks straight
+    // into out. A run that fails (a damaged record, a chunk compaction
+    // moved, bytes still in the write buffer) is read again chunk by chunk,
+    // which says what failed and acts on it.
+    thread_local std::vector<ChunkLocation> run_locs;
+    thread_local std::vector<ChunkId> run_ids;
+    thread_local std::vector<char*> run_dests;
+    thread_local std::vector<char> partial;  // chunks of which the request wants a part
+    for (std::size_t i = 0; i < pieces.size();) {
+        std::size_t j = i + 1;
+        std::uint64_t run_bytes = pieces[i].loc.length;
+        while (j < pieces.size() && SegmentStore::adjacent(pieces[j - 1].loc, pieces[j].loc) &&
+               run_bytes + pieces[j].loc.length + SegmentStore::kHeaderBytes <= kReadRunBytes) {
+            run_bytes += pieces[j].loc.length + SegmentStore::kHeaderBytes;
+            ++j;
+        }
+        bool run_ok = false;
+        if (j - i > 1) {
+            auto whole = [](const Piece& p) { return p.chunk_off == 0 && p.length == p.loc.length; };
+            std::size_t partial_bytes = 0;
+            for (std::size_t k = i; k < j; ++k)
+                if (!whole(pieces[k])) partial_bytes += pieces[k].loc.length;
+            partial.resize(partial_bytes);
+            run_locs.clear();
+            run_ids.clear();
+            run_dests.clear();
+            std::size_t at = 0;
+            for (std::size_t k = i; k < j; ++k) {
+                const Piece& p = pieces[k];
+                run_locs.push_back(p.loc);
+                run_ids.push_back(p.chunk);
+                if (whole(p)) {
+                    run_dests.push_back(reinterpret_cast<char*>(out + (p.file_off - off)));
+                } else {
+                    run_dests.push_back(partial.data() + at);
+                    at += p.loc.length;
+                }
+            }
+            run_ok = segs_->read_run(run_locs.data(), run_ids.data(), j - i, run_dests.data()).is_ok();
+            if (run_ok) {
+                reads_coalesced_.fetch_add(1, std::memory_order_relaxed);
+                for (std::size_t k = i; k < j; ++k) {
+                    const Piece& p = pieces[k];
+                    if (!whole(p))
+                        std::memcpy(out + (p.file_off - off), run_dests[k - i] + p.chunk_off, p.length);
+                }
+            }
+        }
+        if (!run_ok) {
+            for (std::size_t k = i; k < j; ++k) HIODSFS_TRY(read_piece(pieces[k]));
+        }
+        i = j;
     }
     if (s != nullptr && s->active && s->size() > 0) {
         std::uint64_t a = std::max(off, s->off), b = std::min<std::uint64_t>(off + n, s->end());

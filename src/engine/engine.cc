@@ -479,6 +479,7 @@ std::string EngineImpl::status_json() {
     j["backlog_bytes"] = c.backlog_bytes;
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
+    j["reads_coalesced"] = reads_coalesced_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();
     j["early_commits"] = early_commits_.load();
     j["resident_trims"] = resident_trims_.load();

@@ -65,6 +65,9 @@ inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
 inline constexpr int kReadLockPolls = 200;
 // Old data is re-read in pieces of at most this size while re-chunking.
 inline constexpr std::uint64_t kRechunkPiece = 256 * 1024;
+// Chunks back to back in a segment are read with one pread of at most this
+// much (a read request is at most 1 MiB).
+inline constexpr std::uint64_t kReadRunBytes = 1u << 20;
 
 inline struct timespec now_ts() {
     struct timespec ts {};
@@ -398,6 +401,7 @@ private:
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
+    std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 

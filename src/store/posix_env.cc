@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,30 @@
 #include "hiodsfs/env.h"
 
 namespace hiodsfs {
+
+Status File::preadv(const struct iovec* iov, int count, std::uint64_t offset, std::size_t* got) {
+    *got = 0;
+    return preadv_rest(this, iov, count, offset, got);
+}
+
+Status File::preadv_rest(File* f, const struct iovec* iov, int count, std::uint64_t offset,
+                         std::size_t* got) {
+    std::size_t skip = *got;
+    for (int i = 0; i < count; ++i) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        const std::size_t want = iov[i].iov_len - skip;
+        std::size_t n = 0;
+        HIODSFS_TRY(f->pread(static_cast<char*>(iov[i].iov_base) + skip, want, offset + *got, &n));
+        *got += n;
+        if (n < want) break;  // end of file
+        skip = 0;
+    }
+    return Status::ok();
+}
+
 namespace {
 
 // Owns one file descriptor; closes it exactly once.
@@ -79,6 +104,23 @@ public:
             total += static_cast<std::size_t>(n);
         }
         *got = total;
+        return Status::ok();
+    }
+
+    Status preadv(const struct iovec* iov, int count, std::uint64_t offset, std::size_t* got) override {
+        std::size_t want = 0;
+        for (int i = 0; i < count; ++i) want += iov[i].iov_len;
+        ssize_t n;
+        do {
+            n = ::preadv(fd_.get(), iov, count, static_cast<off_t>(offset));
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            *got = 0;
+            return Status::from_errno(errno, "preadv " + path_ + " at offset " + std::to_string(offset));
+        }
+        *got = static_cast<std::size_t>(n);
+        // Short of end of file (rare for regular files): the rest buffer by buffer.
+        if (*got < want) return File::preadv_rest(this, iov, count, offset, got);
         return Status::ok();
     }
 

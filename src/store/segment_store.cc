@@ -7,6 +7,8 @@
 
 #include "hiodsfs/segment_store.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
@@ -697,6 +699,53 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bo
     if (!st) return io_error(st);
     if (got != loc.length) return short_read(loc.length, got);
     return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+}
+
+Status SegmentStore::read_run(const ChunkLocation* locs, const ChunkId* chunks, std::size_t n,
+                              char* const* dests) {
+    if (n == 0) return Status::ok();
+    Impl& m = *impl_;
+    const ChunkLocation& first = locs[0];
+    const ChunkLocation& last = locs[n - 1];
+    if (first.offset < kHeaderBytes) return Status::error(EIO, "not a record location");
+    for (std::size_t i = 1; i < n; ++i) {
+        if (!adjacent(locs[i - 1], locs[i])) return Status::error(EINVAL, "records are not back to back");
+    }
+    const std::uint64_t begin = first.offset - kHeaderBytes;
+    const std::uint64_t end = last.offset + last.length;
+    if (end - begin > kMaxRunBytes) return Status::error(EINVAL, "run longer than kMaxRunBytes");
+    // Bytes still in the write buffer are read() one record at a time.
+    if (first.segment == m.active_id.load() && end > m.active_written.load())
+        return Status::error(EAGAIN, "run reaches the write buffer");
+    std::shared_ptr<File> file;
+    HIODSFS_TRY(m.file_for_read(first.segment, &file));
+    // Headers to one buffer, payloads where they belong: two iovecs a
+    // record, so a call takes at most IOV_MAX / 2 records.
+    constexpr std::size_t kRecordsPerCall = 512;
+    thread_local std::vector<char> headers;
+    thread_local std::vector<struct iovec> iov;
+    headers.resize(std::min(n, kRecordsPerCall) * kHeaderBytes);
+    auto where = [&] { return m.path(first.segment) + " (a run of records)"; };
+    for (std::size_t done = 0; done < n;) {
+        const std::size_t k = std::min(n - done, kRecordsPerCall);
+        iov.clear();
+        std::size_t want = 0;
+        for (std::size_t i = 0; i < k; ++i) {
+            iov.push_back({headers.data() + i * kHeaderBytes, kHeaderBytes});
+            iov.push_back({dests[done + i], locs[done + i].length});
+            want += kHeaderBytes + locs[done + i].length;
+        }
+        std::size_t got = 0;
+        HIODSFS_TRY(file->preadv(iov.data(), static_cast<int>(iov.size()),
+                                 locs[done].offset - kHeaderBytes, &got));
+        if (got != want) return Status::error(EIO, "short read of a run");
+        for (std::size_t i = 0; i < k; ++i) {
+            HIODSFS_TRY(check_record(headers.data() + i * kHeaderBytes, dests[done + i], locs[done + i],
+                                     chunks[done + i], where));
+        }
+        done += k;
+    }
+    return Status::ok();
 }
 
 Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {

@@ -493,7 +493,16 @@ TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heal
         auto e = open_engine(o);
         std::vector<std::uint8_t> buf(data.size());
         std::size_t got = 0;
+        // The chunks around the bad one are read in runs (one pread each),
+        // and read right.
+        REQUIRE(e->read(a_ino, 12288, buf.size() - 12288, buf.data(), &got).is_ok());
+        REQUIRE(got == buf.size() - 12288);
+        CHECK(std::equal(buf.begin(), buf.begin() + static_cast<long>(got), data.begin() + 12288));
+        CHECK(e->status_json().find("\"reads_coalesced\": 0,") == std::string::npos);
+        // A run holding the bad chunk fails, and the chunk read alone is
+        // found damaged: EIO for the request, never wrong bytes.
         CHECK(e->read(a_ino, 0, buf.size(), buf.data(), &got).err() == EIO);
+        CHECK(e->status_json().find("\"read_errors\": 1,") != std::string::npos);
         // A good copy of the same content, fsynced: stored afresh, not shared.
         b_ino = make_file(*e, "b").ino;
         write_all(*e, b_ino, 0, data);

@@ -365,6 +365,83 @@ TEST_CASE("segment store: corrupt records read as EIO, never as wrong bytes", "[
     }
 }
 
+// Reads recs[from, to) as one run; ok only if every payload came back exact.
+Status read_run_back(SegmentStore& s, const std::vector<Rec>& recs, std::size_t from, std::size_t to) {
+    std::vector<ChunkLocation> locs;
+    std::vector<ChunkId> ids;
+    for (std::size_t i = from; i < to; ++i) {
+        locs.push_back(recs[i].loc);
+        ids.push_back(recs[i].id);
+    }
+    std::vector<std::vector<char>> got(to - from);
+    std::vector<char*> dests;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        got[i].assign(locs[i].length, '\x5a');
+        dests.push_back(got[i].data());
+    }
+    Status st = s.read_run(locs.data(), ids.data(), locs.size(), dests.data());
+    if (st) {
+        for (std::size_t i = from; i < to; ++i) {
+            INFO("chunk " << recs[i].id);
+            REQUIRE(got[i - from] == recs[i].data);
+        }
+    }
+    return st;
+}
+
+TEST_CASE("segment store: a run of back-to-back records is read with one call, each checked", "[segment]") {
+    TempDir tmp;
+    // 64 KiB segments, 4 KiB buffer: records in sealed segments, in the
+    // active one's file and in its write buffer.
+    const auto opts = small_options(64 << 10, 4096);
+    std::mt19937_64 rng(11);
+    std::vector<Rec> recs;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), tmp.path(), opts, &s));
+    for (ChunkId id = 1; id <= 60; ++id) {
+        Rec r;
+        REQUIRE_OK(append(*s, id, test::random_bytes(rng, 1 + rng() % 3000), &r));
+        recs.push_back(std::move(r));
+    }
+    // Every maximal run of adjacent records in the first segment reads back.
+    std::size_t end = 1;
+    while (end < recs.size() && SegmentStore::adjacent(recs[end - 1].loc, recs[end].loc)) ++end;
+    REQUIRE(end >= 10);
+    REQUIRE(end < recs.size());  // the next record starts a new segment
+    REQUIRE_OK(read_run_back(*s, recs, 0, end));
+    REQUIRE_OK(read_run_back(*s, recs, 3, 7));
+
+    SECTION("records in different segments are not a run") {
+        REQUIRE(read_run_back(*s, recs, end - 2, end + 1).err() == EINVAL);
+    }
+    SECTION("records with a gap are not a run") {
+        std::vector<Rec> gap{recs[1], recs[3]};
+        REQUIRE(read_run_back(*s, gap, 0, 2).err() == EINVAL);
+    }
+    SECTION("records still in the write buffer are left to read()") {
+        Rec a, b;
+        REQUIRE_OK(append(*s, 100, test::random_bytes(rng, 100), &a));
+        REQUIRE_OK(append(*s, 101, test::random_bytes(rng, 100), &b));
+        std::vector<Rec> tail{a, b};
+        REQUIRE(SegmentStore::adjacent(a.loc, b.loc));
+        REQUIRE(read_run_back(*s, tail, 0, 2).err() == EAGAIN);
+        REQUIRE_OK(read_back(*s, a));
+        REQUIRE_OK(s->flush());
+        REQUIRE_OK(read_run_back(*s, tail, 0, 2));
+    }
+    SECTION("a damaged record fails the whole run; read() names it") {
+        REQUIRE_OK(s->sync());
+        const Rec& victim = recs[5];
+        flip_byte(segment_path(tmp.path(), victim.loc.segment), victim.loc.offset + victim.loc.length / 2);
+        Status st = read_run_back(*s, recs, 0, end);
+        REQUIRE(st.err() == EIO);
+        REQUIRE(st.message().find("payload checksum") != std::string::npos);
+        REQUIRE(read_back(*s, victim).err() == EIO);
+        REQUIRE_OK(read_run_back(*s, recs, 0, 5));
+        REQUIRE_OK(read_run_back(*s, recs, 6, end));
+    }
+}
+
 TEST_CASE("segment store: a location that does not match the record is EIO", "[segment]") {
     TempDir tmp;
     std::unique_ptr<SegmentStore> s;
