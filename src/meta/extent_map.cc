@@ -60,36 +60,40 @@ Status damaged(InodeId ino) {
 // Positions c at the block of ino that holds off (the last one starting at
 // or before it), else at the first block after it; false if there is none
 // of ino. Blocks of other inodes are passed over by the caller's loop.
-bool seek_block(Cursor& c, InodeId ino, std::uint64_t off) {
+bool seek_block(Cursor& c, std::string_view prefix, InodeId ino, std::uint64_t off) {
     const std::string k = key_u64_u64(ino, off);
     bool ok = c.seek(k);
     if (ok) {
         if (c.key() != k) {
             if (c.prev()) {
-                if (c.key().size() != 16 || get_be64(c.key(), 0) != ino) ok = c.next();
+                if (!c.key().starts_with(prefix)) ok = c.next();
             } else {
                 ok = c.status() && c.seek(k);
             }
         }
     } else if (c.status()) {
-        ok = c.last() && c.key().size() == 16 && get_be64(c.key(), 0) == ino;
+        ok = c.last() && c.key().starts_with(prefix);
     }
     return ok;
 }
 
 // Calls fn(key, start, value) for ino's blocks in order, from the one that
-// holds off; fn returns a Status, and sets *more = false to stop.
+// holds off; fn returns a Status, and sets *more = false to stop. A key of
+// ino that does not parse is damage, reported rather than skipped.
 template <typename Fn>
 Status visit_blocks(Txn& t, InodeId ino, std::uint64_t off, Fn fn) {
     Cursor c = t.cursor(Db::kExtents);
+    const std::string prefix = key_u64(ino);
     bool more = true;
-    for (bool ok = seek_block(c, ino, off); ok && more; ok = c.next()) {
+    for (bool ok = seek_block(c, prefix, ino, off); ok && more; ok = c.next()) {
         const std::string_view key = c.key();
-        if (key.size() != 16) return damaged(ino);
-        const InodeId kino = get_be64(key, 0);
-        if (kino < ino) continue;
-        if (kino > ino) break;
-        HIODSFS_TRY(fn(key, get_be64(key, 8), c.value(), &more));
+        if (!key.starts_with(prefix)) {
+            if (key < std::string_view(prefix)) continue;
+            break;
+        }
+        std::uint64_t kino = 0, start = 0;
+        if (!parse_key_u64_u64(key, &kino, &start)) return damaged(ino);
+        HIODSFS_TRY(fn(key, start, c.value(), &more));
     }
     return c.status();
 }
@@ -118,15 +122,33 @@ Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExten
     std::vector<MappedExtent> block;
     for (bool ok = c.seek(prefix); ok && out->size() < n; ok = c.next()) {
         const std::string_view key = c.key();
-        if (key.size() != 16 || key.substr(0, 8) != prefix) break;
+        if (!key.starts_with(prefix)) break;
+        std::uint64_t kino = 0, start = 0;
         block.clear();
-        if (!decode_extent_block(get_be64(key, 8), c.value(), &block)) return damaged(ino);
+        if (!parse_key_u64_u64(key, &kino, &start) || !decode_extent_block(start, c.value(), &block))
+            return damaged(ino);
         for (const MappedExtent& m : block) {
             if (out->size() == n) break;
             out->push_back(m);
         }
     }
     return c.status();
+}
+
+Status for_each_extent_block(Txn& t, const std::function<Status(const StoredBlock&)>& fn) {
+    Cursor c = t.cursor(Db::kExtents);
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        StoredBlock b;
+        b.key = c.key();
+        b.value = c.value();
+        b.key_ok = parse_key_u64_u64(b.key, &b.ino, &b.start);
+        HIODSFS_TRY(fn(b));
+    }
+    return c.status();
+}
+
+Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_view value) {
+    return t.put(Db::kExtents, key_u64_u64(ino, start), value);
 }
 
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,

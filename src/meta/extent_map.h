@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,21 @@ std::string encode_extent_block(const MappedExtent* extents, std::size_t n);
 // Appends a block's extents to *out; false if the value is not a well-formed
 // block for that key offset (empty, truncated, zero lengths, past 2^64).
 bool decode_extent_block(std::uint64_t key_start, std::string_view value, std::vector<MappedExtent>* out);
+
+// One stored block of some file's extent map, as hiodsfs-fsck walks them.
+struct StoredBlock {
+    std::string_view key;  // its key in Db::kExtents
+    bool key_ok = false;   // the key parses (ino and start are valid only then)
+    InodeId ino = 0;
+    std::uint64_t start = 0;
+    std::string_view value;
+};
+// Calls fn for every block of every file, in key order (inode, then
+// offset); stops at the first error fn returns. The views are valid during
+// the call only.
+Status for_each_extent_block(Txn& t, const std::function<Status(const StoredBlock&)>& fn);
+// Stores a block's value anew (fsck moving extents onto another chunk).
+Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_view value);
 
 // The extents of ino that overlap [off, end), in order.
 Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,

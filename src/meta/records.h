@@ -1,5 +1,5 @@
 // The records of the metadata databases (see meta_store.h for the keys) and
-// their encodings. Format 2 stores each as variable-length integers, only
+// their encodings. Formats 2 and 3 store each as variable-length integers, only
 // the fields a record needs (docs/architecture.md "Metadata" has the
 // layout); decode() refuses a value that is short, has trailing bytes or a
 // field out of range, so a damaged record is found, not misread. Format 1's
@@ -18,8 +18,9 @@
 namespace hiodsfs {
 
 // The version STORE/FORMAT records; 1 had fixed-size records and the full
-// SHA-256 as the fingerprint index's key.
-constexpr std::uint32_t kFormatVersion = 2;
+// SHA-256 as the fingerprint index's key, 2 the numbers in keys as 8
+// big-endian bytes (3: meta/keys.h).
+constexpr std::uint32_t kFormatVersion = 3;
 
 struct InodeRecord {
     std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;

@@ -191,7 +191,7 @@ TEST_CASE("fsck: wrong reference counts and counters are recomputed", "[fsck]") 
         r.set_refs(7);
         REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
         t.super().counters.stored_bytes += 123;
-        REQUIRE(t.put(Db::kSegments, key_u64(r.segment), key_u64(1)).is_ok());
+        REQUIRE(t.put(Db::kSegments, key_u64(r.segment), be64(1)).is_ok());
     });
     find_repair_clean(s, "chunk " + std::to_string(id) + " has reference count 7, but 2 extents refer to it");
     CHECK(s.read(s.a) == s.a_data);
