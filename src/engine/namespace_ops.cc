@@ -19,7 +19,7 @@ Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
 }
 
 Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
-    return t.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
+    return put_inode(t, ino, in.r, in.target);
 }
 
 Status EngineImpl::lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,

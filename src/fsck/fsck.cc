@@ -197,7 +197,7 @@ private:
 
     // ---- writes (repair only) ----
     Status store_inode(InodeId ino, const InodeInfo& in) {
-        return t_.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
+        return put_inode(t_, ino, in.r, in.target);
     }
     Status put_entry(const Entry& e) {
         return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), encode(e.v));

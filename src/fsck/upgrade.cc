@@ -213,8 +213,8 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
     HIODSFS_TRY(to.begin(&wr));
     wr->super() = rd->super();
     std::uint64_t in_batch = 0;
-    auto put = [&](Db db, std::string_view key, std::string_view value) -> Status {
-        HIODSFS_TRY(wr->put(db, key, value));
+    // Counts a record written and commits every kBatch.
+    auto counted = [&]() -> Status {
         ++report->records;
         if (++in_batch < kBatch) return Status::ok();
         in_batch = 0;
@@ -223,14 +223,24 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
         HIODSFS_TRY(to.commit_group(nullptr));
         return to.begin(&wr);
     };
+    auto put = [&](Db db, std::string_view key, std::string_view value) -> Status {
+        HIODSFS_TRY(wr->put(db, key, value));
+        return counted();
+    };
+    // Extent blocks go where format 3 keeps them (a regular file's block at
+    // 0 in its inode record, copied before them: Db::kInodes comes first).
+    auto put_block = [&](InodeId ino, std::uint64_t start, std::string_view value) -> Status {
+        HIODSFS_TRY(put_extent_block(*wr, ino, start, value));
+        return counted();
+    };
     std::vector<MappedExtent> block;
     InodeId block_ino = 0;
     auto flush_block = [&]() -> Status {
         if (block.empty()) return Status::ok();
         const std::string v = encode_extent_block(block.data(), block.size());
-        const std::string k = key_u64_u64(block_ino, block.front().start);
+        const std::uint64_t start = block.front().start;
         block.clear();
-        return put(Db::kExtents, k, v);
+        return put_block(block_ino, start, v);
     };
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
         const Db db = static_cast<Db>(i);
@@ -287,6 +297,11 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
             if (!whole) new_key = damaged_key(key);
             if (version != 1) {
                 whole = whole && valid_value(db, new_key, value);
+                std::uint64_t ino = 0, start = 0;
+                if (whole && db == Db::kExtents && parse_key_u64_u64(new_key, &ino, &start)) {
+                    HIODSFS_TRY(put_block(ino, start, value));
+                    continue;
+                }
                 converted = std::string(value);
             } else if (!convert_value(db, value, &converted)) {
                 whole = false;

@@ -69,14 +69,18 @@ struct DirentValue {
     std::uint32_t type = 0;  // S_IFMT bits
 };
 
-// Encodings of the records above (format 2). A symlink's target follows the
-// inode's fields in its value.
-std::string encode(const InodeRecord& r, std::string_view target = {});
+// Encodings of the records above (formats 2 and 3). An inode's fields may
+// be followed by a tail: a symlink's target, or (format 3) a regular file's
+// extent block at offset 0 (meta/extent_map.h, the only code that reads
+// or writes that one).
+std::string encode(const InodeRecord& r, std::string_view tail = {});
 std::string encode(const ChunkRecord& r);
 std::string encode(const DirentValue& r);
 // False if in is not one whole, well-formed record of the type. target may
-// be null.
+// be null; it gets the tail of anything but a regular file.
 bool decode(std::string_view in, InodeRecord* out, std::string* target = nullptr);
+// The inode's fields and its tail, whatever the type (a view into in).
+bool decode_inode_tail(std::string_view in, InodeRecord* out, std::string_view* tail);
 bool decode(std::string_view in, ChunkRecord* out);
 bool decode(std::string_view in, DirentValue* out);
 
