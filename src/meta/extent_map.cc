@@ -239,7 +239,9 @@ Status for_each_extent_block(Txn& t, const std::function<Status(const StoredBloc
 
 Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_view value) {
     InodeTail tail;
-    HIODSFS_TRY(read_tail(t, ino, &tail));
+    Status st = read_tail(t, ino, &tail);
+    // A damaged record (fsck names it) cannot take the block: Db::kExtents keeps it.
+    if (!st && st.err() != EUCLEAN) return st;
     std::string key;
     HIODSFS_TRY(store_block(t, ino, tail, start, value, &key));
     // A block at 0 kept in Db::kExtents before the inode was a regular
