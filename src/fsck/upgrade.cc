@@ -182,6 +182,22 @@ Status remove_tree(const std::string& path) {
     return Status::ok();
 }
 
+// Whether the metadata in dir (a finished copy) has format 3's keys: its
+// root inode's record is under key_u64(1), where formats 1 and 2 have 8
+// bytes. Every store has a root inode.
+Status holds_current_format(const std::string& dir, bool* out) {
+    MetaStoreOptions ro;
+    ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * file_size(dir + "/data.mdb") + (256ull << 20));
+    ro.read_only = true;
+    ro.create = false;
+    std::unique_ptr<MetaStore> m;
+    HIODSFS_TRY(MetaStore::open(dir, ro, &m));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(m->begin(&t));
+    std::string_view v;
+    return t->get(Db::kInodes, key_u64(kRootInode), &v, out);
+}
+
 Status rename_durably(Env* env, const std::string& store, const std::string& from, const std::string& to) {
     HIODSFS_TRY(env->rename(store + "/" + from, store + "/" + to));
     return env->sync_dir(store);
@@ -373,6 +389,18 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
         }
         report->bytes_after = file_size(meta + "/data.mdb");
         return Status::ok();
+    }
+    if (is_dir(old_meta)) {
+        // An upgrade to format 2 by an older hiodsfs, interrupted after its
+        // copy was complete, left a copy this one must not put in place:
+        // the old metadata goes back, and the copy is made anew below.
+        const std::string copy = is_dir(meta) ? meta : new_meta;
+        bool current = true;
+        if (is_dir(copy)) HIODSFS_TRY(holds_current_format(copy, &current));
+        if (!current) {
+            HIODSFS_TRY(remove_tree(copy));
+            HIODSFS_TRY(rename_durably(env, dir, old_name, "meta"));
+        }
     }
     if (is_dir(old_meta)) {
         // Interrupted after the copy was complete: finish the swap.

@@ -214,6 +214,29 @@ TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][u
     REQUIRE(e->close().is_ok());
 }
 
+TEST_CASE("an upgrade to format 2 left unfinished by an older hiodsfs is made again", "[fsck][upgrade]") {
+    // The older hiodsfs stopped after setting the format-1 metadata aside,
+    // with its format-2 copy beside it or already in place: that copy is
+    // not put in place as format 3, the upgrade starts over from meta.format1.
+    const char* where = GENERATE("meta.upgrade", "meta");
+    INFO("the format-2 copy is in " << where);
+    OldStore s(1);
+    OldStore other(2);  // a format-2 environment to stand for the old copy
+    std::filesystem::rename(s.store() + "/meta", s.set_aside());
+    std::filesystem::rename(other.store() + "/meta", s.store() + "/" + where);
+    UpgradeOptions o;
+    o.store = s.store();
+    UpgradeReport r;
+    REQUIRE(upgrade_store(o, &r).is_ok());
+    CHECK_FALSE(r.resumed);
+    CHECK_FALSE(exists(s.set_aside()));
+    CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
+    CHECK(check_invariants(s.store()).empty());
+    auto e = open_engine(s.options());
+    check_files(*e, s.fixture);
+    REQUIRE(e->close().is_ok());
+}
+
 TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsck to name",
           "[fsck][upgrade]") {
     const int format = GENERATE(1, 2);
