@@ -13,10 +13,9 @@ Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
     HIODSFS_TRY(meta_->begin(&t));
     Cursor c = t->cursor(Db::kDirty);
     for (bool ok = c.first(); ok && out->size() < max; ok = c.next()) {
-        if (c.key().size() != 8 || c.value().size() != 24)
-            return Status::error(EUCLEAN, "dirty-queue record is damaged");
         DirtyRecord r;
-        r.seq = get_be64(c.key());
+        if (!parse_key_u64(c.key(), &r.seq) || c.value().size() != 24)
+            return Status::error(EUCLEAN, "dirty-queue record is damaged");
         r.ino = get_be64(c.value(), 0);
         r.offset = get_be64(c.value(), 8);
         r.length = get_be64(c.value(), 16);
@@ -205,8 +204,8 @@ Status EngineImpl::purge_step(bool* did_work) {
         // Orphans still pinned (open, or known to the kernel) wait for unpin.
         Cursor c = t->cursor(Db::kOrphans);
         for (bool ok = c.first(); ok; ok = c.next()) {
-            InodeId cand = get_be64(c.key());
-            if (!pinned(cand)) {
+            InodeId cand = 0;
+            if (parse_key_u64(c.key(), &cand) && !pinned(cand)) {  // a damaged key is fsck's
                 ino = cand;
                 break;
             }

@@ -12,19 +12,13 @@ std::string_view prefix_of(const Digest& digest) {
 
 std::string fingerprint_key(const Digest& digest, ChunkId id) {
     std::string key(prefix_of(digest));
-    int shift = 56;
-    while (shift > 0 && (id >> shift) == 0) shift -= 8;
-    for (; shift >= 0; shift -= 8) key.push_back(static_cast<char>(id >> shift));
+    append_tail_u64(&key, id);
     return key;
 }
 
 bool parse_fingerprint_key(std::string_view key, ChunkId* id) {
-    if (key.size() <= kFingerprintPrefix || key.size() > kFingerprintPrefix + 8) return false;
-    if (key[kFingerprintPrefix] == 0) return false;  // not the shortest form: not a key made here
-    ChunkId v = 0;
-    for (std::size_t i = kFingerprintPrefix; i < key.size(); ++i) v = v << 8 | static_cast<std::uint8_t>(key[i]);
-    *id = v;
-    return true;
+    // Not the shortest form, or id 0: not a key made here.
+    return key.size() > kFingerprintPrefix && read_tail_u64(key.substr(kFingerprintPrefix), id);
 }
 
 Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out) {

@@ -20,7 +20,8 @@ namespace hiodsfs {
 constexpr std::size_t kFingerprintPrefix = 8;
 
 // The index key naming chunk id for digest: the prefix, then the id in as
-// few big-endian bytes as it needs.
+// few big-endian bytes as it needs (append_tail_u64: the key's end delimits
+// it, and entries under one prefix need no order, so no length byte).
 std::string fingerprint_key(const Digest& digest, ChunkId id);
 // The chunk id of an index key; false if the key is not a well-formed one.
 bool parse_fingerprint_key(std::string_view key, ChunkId* id);

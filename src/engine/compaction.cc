@@ -40,7 +40,7 @@ Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta) {
     HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &found));
     std::int64_t live = found && sv.size() == 8 ? static_cast<std::int64_t>(get_be64(sv)) : 0;
     live = std::max<std::int64_t>(0, live + delta);
-    return t.put(Db::kSegments, sk, key_u64(static_cast<std::uint64_t>(live)));
+    return t.put(Db::kSegments, sk, be64(static_cast<std::uint64_t>(live)));
 }
 
 Compactor::Compactor(MetaStore* meta, SegmentStore* segs, std::function<Status()> commit,

@@ -219,7 +219,10 @@ Status EngineImpl::init(const EngineOptions& options) {
             std::unique_ptr<Txn> t;
             HIODSFS_TRY(meta_->begin(&t));
             Cursor c = t->cursor(Db::kOrphans);
-            for (bool ok = c.first(); ok; ok = c.next()) orphans.push_back(get_be64(c.key()));
+            for (bool ok = c.first(); ok; ok = c.next()) {
+                InodeId ino = 0;
+                if (parse_key_u64(c.key(), &ino)) orphans.push_back(ino);  // else fsck's to report
+            }
             HIODSFS_TRY(c.status());
         }
         for (InodeId ino : orphans) {
@@ -360,8 +363,11 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
         std::set<SegmentId> known;
         Cursor c = t->cursor(Db::kSegments);
         for (bool ok = c.first(); ok; ok = c.next()) {
-            if (c.key().size() != 8 || c.value().size() != 8) continue;  // fsck's to repair
-            const auto seg = static_cast<SegmentId>(get_be64(c.key()));
+            std::uint64_t seg_id = 0;
+            if (!parse_key_u64(c.key(), &seg_id) || seg_id > std::numeric_limits<SegmentId>::max() ||
+                c.value().size() != 8)
+                continue;  // fsck's to repair
+            const auto seg = static_cast<SegmentId>(seg_id);
             const std::uint64_t live = get_be64(c.value());
             known.insert(seg);
             auto it = on_disk.find(seg);

@@ -19,7 +19,7 @@ Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
 }
 
 Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
-    return t.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
+    return put_inode(t, ino, in.r, in.target);
 }
 
 Status EngineImpl::lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
@@ -51,7 +51,7 @@ Status EngineImpl::resolve_entry(Txn& t, InodeId parent, std::string_view name,
 Status EngineImpl::dir_is_empty(Txn& t, InodeId dir, bool* empty) {
     Cursor c = t.cursor(Db::kDirents);
     std::string prefix = key_u64(dir);
-    *empty = !(c.seek(prefix) && c.key().substr(0, 8) == prefix);
+    *empty = !(c.seek(prefix) && c.key().starts_with(prefix));
     return c.status();
 }
 
@@ -192,7 +192,7 @@ Status EngineImpl::purge_inode(Txn& t, InodeId ino) {
     {
         std::string prefix = key_u64(ino);
         Cursor c = t.cursor(Db::kXattrs);
-        for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
+        for (bool ok = c.seek(prefix); ok && c.key().starts_with(prefix); ok = c.next())
             xattr_keys.emplace_back(c.key());
         HIODSFS_TRY(c.status());
     }
@@ -509,10 +509,10 @@ Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
     HIODSFS_TRY(load_dir(*t, dir, &d));
     std::string prefix = key_u64(dir);
     Cursor c = t->cursor(Db::kDirents);
-    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next()) {
+    for (bool ok = c.seek(prefix); ok && c.key().starts_with(prefix); ok = c.next()) {
         DirentValue v;
         if (!decode(c.value(), &v)) return Status::error(EUCLEAN, "directory entry record is damaged");
-        out->push_back(DirEntry{std::string(c.key().substr(8)), v.ino, v.type});
+        out->push_back(DirEntry{std::string(c.key().substr(prefix.size())), v.ino, v.type});
     }
     return c.status();
 }
@@ -609,8 +609,8 @@ Status EngineImpl::listxattr(InodeId ino, std::vector<std::string>* names) {
     HIODSFS_TRY(load_inode(*t, ino, &in));
     std::string prefix = key_u64(ino);
     Cursor c = t->cursor(Db::kXattrs);
-    for (bool ok = c.seek(prefix); ok && c.key().substr(0, 8) == prefix; ok = c.next())
-        names->emplace_back(c.key().substr(8));
+    for (bool ok = c.seek(prefix); ok && c.key().starts_with(prefix); ok = c.next())
+        names->emplace_back(c.key().substr(prefix.size()));
     return c.status();
 }
 

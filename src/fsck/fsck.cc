@@ -19,6 +19,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -196,7 +197,7 @@ private:
 
     // ---- writes (repair only) ----
     Status store_inode(InodeId ino, const InodeInfo& in) {
-        return t_.put(Db::kInodes, key_u64(ino), encode(in.r, in.target));
+        return put_inode(t_, ino, in.r, in.target);
     }
     Status put_entry(const Entry& e) {
         return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), encode(e.v));
@@ -272,11 +273,11 @@ private:
         {
             Cursor c = t_.cursor(Db::kInodes);
             for (bool ok = c.first(); ok; ok = c.next()) {
-                if (c.key().size() != 8) {
+                InodeId ino = 0;
+                if (!parse_key_u64(c.key(), &ino)) {
                     bad_keys_.emplace_back(Db::kInodes, std::string(c.key()));
                     continue;
                 }
-                InodeId ino = get_be64(c.key());
                 max_ino = std::max(max_ino, ino);
                 InodeInfo in;
                 if (!decode(c.value(), &in.r, &in.target)) {
@@ -291,12 +292,12 @@ private:
             Cursor c = t_.cursor(Db::kDirents);
             for (bool ok = c.first(); ok; ok = c.next()) {
                 Entry e;
-                if (c.key().size() <= 8 || !decode(c.value(), &e.v)) {
+                std::string_view name;
+                if (!parse_key_u64_str(c.key(), &e.parent, &name) || name.empty() || !decode(c.value(), &e.v)) {
                     bad_keys_.emplace_back(Db::kDirents, std::string(c.key()));
                     continue;
                 }
-                e.parent = get_be64(c.key());
-                e.name.assign(c.key().substr(8));
+                e.name.assign(name);
                 entries_.push_back(std::move(e));
             }
             HIODSFS_TRY(c.status());
@@ -304,26 +305,29 @@ private:
         {
             Cursor c = t_.cursor(Db::kOrphans);
             for (bool ok = c.first(); ok; ok = c.next()) {
-                if (c.key().size() != 8) continue;
-                orphans_.push_back(get_be64(c.key()));
+                InodeId ino = 0;
+                if (!parse_key_u64(c.key(), &ino)) {
+                    bad_keys_.emplace_back(Db::kOrphans, std::string(c.key()));
+                    continue;
+                }
+                orphans_.push_back(ino);
             }
             HIODSFS_TRY(c.status());
         }
         {
             // Per inode: mapped bytes and where its map ends (for inodes that
             // must be made again); the chunk side is checked later.
-            Cursor c = t_.cursor(Db::kExtents);
             std::vector<MappedExtent> block;
-            for (bool ok = c.first(); ok; ok = c.next()) {
+            HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
                 block.clear();
-                if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) continue;
-                auto& x = extent_sums_[get_be64(c.key(), 0)];
+                if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
+                auto& x = extent_sums_[b.ino];
                 for (const MappedExtent& m : block) {
                     x.first += m.e.length;
                     x.second = std::max(x.second, m.end());
                 }
-            }
-            HIODSFS_TRY(c.status());
+                return Status::ok();
+            }));
         }
         rep_.inodes = inodes_.size() + damaged_inodes_.size();
         rep_.dirents = entries_.size();
@@ -346,7 +350,9 @@ private:
                             }));
         }
         for (auto& [db, key] : bad_keys_) {
-            HIODSFS_TRY(fix(std::string(db == Db::kInodes ? "inode" : "directory entry") +
+            HIODSFS_TRY(fix(std::string(db == Db::kInodes    ? "inode"
+                                        : db == Db::kDirents ? "directory entry"
+                                                             : "orphan") +
                                 " record with a damaged key or value",
                             [&, db = db, key = key] { return t_.del(db, key); }));
         }
@@ -592,14 +598,15 @@ private:
         Cursor c = t_.cursor(Db::kChunks);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkInfo ci;
-            if (c.key().size() != 8 || !decode(c.value(), &ci.r)) {
+            ChunkId id = 0;
+            const bool key_ok = parse_key_u64(c.key(), &id);
+            if (!key_ok || !decode(c.value(), &ci.r)) {
                 std::string key(c.key());
                 HIODSFS_TRY(fix("chunk record with a damaged key or value",
                                 [&] { return t_.del(Db::kChunks, key); }));
-                if (key.size() == 8) damaged_chunks_.insert(get_be64(key));
+                if (key_ok) damaged_chunks_.insert(id);
                 continue;
             }
-            ChunkId id = get_be64(c.key());
             max_chunk_ = std::max(max_chunk_, id);
             chunks_.emplace(id, ci);
         }
@@ -614,25 +621,22 @@ private:
 
     Status check_extents() {
         std::map<ChunkId, std::vector<Use>> missing;
-        Cursor c = t_.cursor(Db::kExtents);
         InodeId prev_ino = 0;
         std::uint64_t prev_end = 0;
         std::vector<MappedExtent> block;
-        for (bool ok = c.first(); ok; ok = c.next()) {
+        HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
             block.clear();
-            if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) {
+            if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) {
                 ++rep_.extents;
-                std::string key(c.key());
-                problem("damaged extent map block" +
-                            (key.size() == 16 ? " of " + path_of(get_be64(key)) + " from byte " + u(get_be64(key, 8))
-                                              : std::string()),
+                problem(b.key_ok ? "damaged extent map block of " + path_of(b.ino) + " from byte " + u(b.start)
+                                 : "extent map block with a damaged key",
                         false);
-                continue;
+                return Status::ok();
             }
             for (const MappedExtent& m : block) {
                 ++rep_.extents;
                 const ExtentRecord& e = m.e;
-                Use use{get_be64(c.key(), 0), m.start, e.length};
+                Use use{b.ino, m.start, e.length};
                 if (use.ino == prev_ino && use.start < prev_end)
                     problem("extents overlap in " + range(use), false);
                 prev_ino = use.ino;
@@ -651,8 +655,8 @@ private:
                 }
                 users_of(e.chunk, use);
             }
-        }
-        HIODSFS_TRY(c.status());
+            return Status::ok();
+        }));
         if (!missing.empty()) HIODSFS_TRY(recover_chunks(missing));
         return Status::ok();
     }
@@ -885,11 +889,21 @@ private:
         std::map<SegmentId, std::uint64_t> recorded;
         {
             Cursor c = t_.cursor(Db::kSegments);
+            std::vector<std::string> bad;
             for (bool ok = c.first(); ok; ok = c.next()) {
-                if (c.key().size() != 8 || c.value().size() != 8) continue;
-                recorded[static_cast<SegmentId>(get_be64(c.key()))] = get_be64(c.value());
+                std::uint64_t seg = 0;
+                if (!parse_key_u64(c.key(), &seg) || seg > std::numeric_limits<SegmentId>::max() ||
+                    c.value().size() != 8) {
+                    bad.emplace_back(c.key());
+                    continue;
+                }
+                recorded[static_cast<SegmentId>(seg)] = get_be64(c.value());
             }
             HIODSFS_TRY(c.status());
+            // Removed: the live bytes of every segment are counted anew below.
+            for (const std::string& k : bad)
+                HIODSFS_TRY(fix("segment record with a damaged key or value; it is removed",
+                                [&] { return t_.del(Db::kSegments, k); }));
         }
         std::set<SegmentId> all;
         for (const auto& [s, n] : live) all.insert(s);
@@ -899,7 +913,7 @@ private:
             std::uint64_t have = recorded.count(s) ? recorded[s] : 0;
             if (want == have) continue;
             HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
-                            [&, s = s] { return t_.put(Db::kSegments, key_u64(s), key_u64(want)); }));
+                            [&, s = s] { return t_.put(Db::kSegments, key_u64(s), be64(want)); }));
         }
         // Segment files the metadata knows nothing of. The daemon never
         // deletes one (its records might belong to metadata that was lost);
@@ -921,7 +935,7 @@ private:
                 continue;
             }
             HIODSFS_TRY(fix(what + "; it is kept, and recorded as dead so reclaim frees it",
-                            [&, seg = seg] { return t_.put(Db::kSegments, key_u64(seg), key_u64(0)); }));
+                            [&, seg = seg] { return t_.put(Db::kSegments, key_u64(seg), be64(0)); }));
         }
         return Status::ok();
     }
@@ -953,13 +967,17 @@ private:
             }));
         }
         if (onto.empty()) return Status::ok();
-        std::vector<std::pair<std::string, std::string>> moved;  // block key, its value anew
+        struct Moved {
+            InodeId ino;
+            std::uint64_t start;
+            std::string value;  // the block anew
+        };
+        std::vector<Moved> moved;
         {
-            Cursor c = t_.cursor(Db::kExtents);
             std::vector<MappedExtent> block;
-            for (bool ok = c.first(); ok; ok = c.next()) {
+            HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
                 block.clear();
-                if (c.key().size() != 16 || !decode_extent_block(get_be64(c.key(), 8), c.value(), &block)) continue;
+                if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
                 bool changed = false;
                 for (MappedExtent& m : block) {
                     auto it = onto.find(m.e.chunk);
@@ -967,11 +985,11 @@ private:
                     m.e.chunk = it->second;
                     changed = true;
                 }
-                if (changed) moved.emplace_back(std::string(c.key()), encode_extent_block(block.data(), block.size()));
-            }
-            HIODSFS_TRY(c.status());
+                if (changed) moved.push_back(Moved{b.ino, b.start, encode_extent_block(block.data(), block.size())});
+                return Status::ok();
+            }));
         }
-        for (const auto& [key, value] : moved) HIODSFS_TRY(t_.put(Db::kExtents, key, value));
+        for (const Moved& m : moved) HIODSFS_TRY(put_extent_block(t_, m.ino, m.start, m.value));
         for (const auto& [bad_id, good_id] : onto) {
             ChunkInfo& b = chunks_.at(bad_id);
             ChunkInfo& g = chunks_.at(good_id);
@@ -988,7 +1006,7 @@ private:
             HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
             if (found && sv.size() == 8) {
                 const std::uint64_t live = get_be64(sv);
-                HIODSFS_TRY(t_.put(Db::kSegments, sk, key_u64(live - std::min<std::uint64_t>(live, b.r.length))));
+                HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.length))));
             }
             HIODSFS_TRY(drop_chunk(bad_id));
         }
@@ -1025,11 +1043,12 @@ private:
         for (bool ok = c.first(); ok; ok = c.next()) {
             ++rep_.dirty;
             std::string key(c.key());
-            if (key.size() != 8 || c.value().size() != 24) {
+            std::uint64_t seq = 0;
+            if (!parse_key_u64(key, &seq) || c.value().size() != 24) {
                 drop.emplace_back(key, "damaged dirty-queue record");
                 continue;
             }
-            std::uint64_t seq = get_be64(key), ino = get_be64(c.value(), 0),
+            std::uint64_t ino = get_be64(c.value(), 0),
                           off = get_be64(c.value(), 8), len = get_be64(c.value(), 16);
             if (len == 0 || off > kMaxFileSize || len > kMaxFileSize - off) {
                 drop.emplace_back(key, "dirty-queue record " + u(seq) + " has an impossible range (offset " +
@@ -1060,19 +1079,22 @@ private:
     }
 
     Status check_xattrs() {
-        std::vector<std::string> drop;
+        std::vector<std::pair<std::string, std::string>> drop;  // key, why
         Cursor c = t_.cursor(Db::kXattrs);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ++rep_.xattrs;
-            if (c.key().size() <= 8 || inodes_.count(get_be64(c.key())) == 0) drop.emplace_back(c.key());
+            InodeId ino = 0;
+            std::string_view name;
+            if (!parse_key_u64_str(c.key(), &ino, &name) || name.empty()) {
+                drop.emplace_back(std::string(c.key()), "extended attribute record with a damaged key; it is removed");
+            } else if (inodes_.count(ino) == 0) {
+                drop.emplace_back(std::string(c.key()), "extended attribute " + std::string(name) +
+                                                            " belongs to inode " + u(ino) +
+                                                            ", which does not exist; it is removed");
+            }
         }
         HIODSFS_TRY(c.status());
-        for (const std::string& k : drop) {
-            HIODSFS_TRY(fix("extended attribute " + (k.size() > 8 ? k.substr(8) : std::string("?")) +
-                                " belongs to inode " + (k.size() >= 8 ? u(get_be64(k)) : std::string("?")) +
-                                ", which does not exist; it is removed",
-                            [&] { return t_.del(Db::kXattrs, k); }));
-        }
+        for (const auto& [k, why] : drop) HIODSFS_TRY(fix(why, [&, k = k] { return t_.del(Db::kXattrs, k); }));
         return Status::ok();
     }
 

@@ -60,7 +60,73 @@ bool read_v1(std::string_view in, T* out, bool exact = true) {
     return true;
 }
 
-// The format-2 value of a format-1 record of db (false: not a valid one).
+// The format-3 key of a format-1 or 2 key of db, which had its numbers as
+// 8 big-endian bytes (false: not a valid one). The fingerprint index is
+// converted by copy_metadata.
+bool convert_key(Db db, std::string_view old, std::string* out) {
+    switch (db) {
+        case Db::kInodes:
+        case Db::kChunks:
+        case Db::kDirty:
+        case Db::kOrphans:
+        case Db::kSegments:
+            if (old.size() != 8) return false;
+            *out = key_u64(get_be64(old));
+            return true;
+        case Db::kDirents:
+        case Db::kXattrs:
+            if (old.size() <= 8) return false;
+            *out = key_u64_str(get_be64(old), old.substr(8));
+            return true;
+        case Db::kExtents:
+            if (old.size() != 16) return false;
+            *out = key_u64_u64(get_be64(old), get_be64(old, 8));
+            return true;
+        default:
+            *out = std::string(old);  // history (fixed time keys), as before
+            return true;
+    }
+}
+
+// A key that did not parse in the old format, copied so that no format-3
+// reader takes it for a number: no format-3 key starts with 0xff (a length
+// byte is at most 8), so hiodsfs-fsck names it as a damaged key.
+std::string damaged_key(std::string_view old) {
+    return "\xff" + std::string(old);
+}
+
+// Whether a format-2 value of db (whose format-3 key is key) is a valid
+// record: format 3's values are the same, and are copied as they are, but
+// the report counts the damaged ones as it does for format 1.
+bool valid_value(Db db, std::string_view key, std::string_view value) {
+    switch (db) {
+        case Db::kInodes: {
+            InodeRecord r;
+            return decode(value, &r);
+        }
+        case Db::kDirents: {
+            DirentValue d;
+            return decode(value, &d);
+        }
+        case Db::kChunks: {
+            ChunkRecord c;
+            return decode(value, &c);
+        }
+        case Db::kExtents: {
+            std::uint64_t ino = 0, start = 0;
+            std::vector<MappedExtent> block;
+            return parse_key_u64_u64(key, &ino, &start) && decode_extent_block(start, value, &block);
+        }
+        case Db::kDirty:
+        case Db::kSegments:
+            return value.size() == (db == Db::kDirty ? 24 : 8);
+        default:
+            return true;
+    }
+}
+
+// The format-3 value of a format-1 record of db (false: not a valid one);
+// format 2's values are format 3's.
 bool convert_value(Db db, std::string_view v1, std::string* out) {
     switch (db) {
         case Db::kInodes: {
@@ -116,25 +182,41 @@ Status remove_tree(const std::string& path) {
     return Status::ok();
 }
 
+// Whether the metadata in dir (a finished copy) has format 3's keys: its
+// root inode's record is under key_u64(1), where formats 1 and 2 have 8
+// bytes. Every store has a root inode.
+Status holds_current_format(const std::string& dir, bool* out) {
+    MetaStoreOptions ro;
+    ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * file_size(dir + "/data.mdb") + (256ull << 20));
+    ro.read_only = true;
+    ro.create = false;
+    std::unique_ptr<MetaStore> m;
+    HIODSFS_TRY(MetaStore::open(dir, ro, &m));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(m->begin(&t));
+    std::string_view v;
+    return t->get(Db::kInodes, key_u64(kRootInode), &v, out);
+}
+
 Status rename_durably(Env* env, const std::string& store, const std::string& from, const std::string& to) {
     HIODSFS_TRY(env->rename(store + "/" + from, store + "/" + to));
     return env->sync_dir(store);
 }
 
 // Copies every record of the old environment into the new one, converting
-// the format-1 values and fingerprint keys; commits every kBatch records so
-// no transaction holds the whole store.
+// the keys' numbers and, from format 1, the values and fingerprint keys;
+// commits every kBatch records so no transaction holds the whole store.
 //
 // Format 1 let a clone (cp's copy_file_range) share raw chunks without
 // queueing the copy for the background pass, which then re-cut only the
 // source: the copy kept the raw bytes, stored twice, for good. Every file
 // that maps a raw chunk is queued for the pass once more.
-Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
+Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, UpgradeReport* report) {
     constexpr std::uint64_t kBatch = 65536;
     std::unique_ptr<Txn> rd, wr;
     HIODSFS_TRY(from.begin(&rd));
     std::unordered_set<ChunkId> raw;
-    {
+    if (version == 1) {
         Cursor c = rd->cursor(Db::kChunks);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkV1 o;
@@ -147,8 +229,8 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
     HIODSFS_TRY(to.begin(&wr));
     wr->super() = rd->super();
     std::uint64_t in_batch = 0;
-    auto put = [&](Db db, std::string_view key, std::string_view value) -> Status {
-        HIODSFS_TRY(wr->put(db, key, value));
+    // Counts a record written and commits every kBatch.
+    auto counted = [&]() -> Status {
         ++report->records;
         if (++in_batch < kBatch) return Status::ok();
         in_batch = 0;
@@ -157,14 +239,24 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
         HIODSFS_TRY(to.commit_group(nullptr));
         return to.begin(&wr);
     };
+    auto put = [&](Db db, std::string_view key, std::string_view value) -> Status {
+        HIODSFS_TRY(wr->put(db, key, value));
+        return counted();
+    };
+    // Extent blocks go where format 3 keeps them (a regular file's block at
+    // 0 in its inode record, copied before them: Db::kInodes comes first).
+    auto put_block = [&](InodeId ino, std::uint64_t start, std::string_view value) -> Status {
+        HIODSFS_TRY(put_extent_block(*wr, ino, start, value));
+        return counted();
+    };
     std::vector<MappedExtent> block;
     InodeId block_ino = 0;
     auto flush_block = [&]() -> Status {
         if (block.empty()) return Status::ok();
         const std::string v = encode_extent_block(block.data(), block.size());
-        const std::string k = key_u64_u64(block_ino, block.front().start);
+        const std::uint64_t start = block.front().start;
         block.clear();
-        return put(Db::kExtents, k, v);
+        return put_block(block_ino, start, v);
     };
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
         const Db db = static_cast<Db>(i);
@@ -172,9 +264,17 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
         Cursor c = rd->cursor(db);
         for (bool ok = c.first(); ok; ok = c.next()) {
             const std::string_view key = c.key(), value = c.value();
+            if (db == Db::kFingerprints && version != 1) {
+                // The same in formats 2 and 3; one that does not parse is
+                // copied as it is, for fsck to drop.
+                ChunkId id = 0;
+                if (!parse_fingerprint_key(key, &id)) ++report->damaged_records;
+                HIODSFS_TRY(put(db, key, value));
+                continue;
+            }
             if (db == Db::kFingerprints) {
-                // Format 1: digest -> big-endian chunk id. Format 2 keys it by
-                // prefix and id; the digest is in the chunk record already.
+                // Format 1: digest -> big-endian chunk id. Later formats key
+                // it by prefix and id; the digest is in the chunk record already.
                 if (key.size() != 32 || value.size() != 8) {
                     ++report->damaged_records;  // fsck would drop it; the index loses nothing
                     continue;
@@ -185,7 +285,8 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
                 continue;
             }
             ExtentV1 ext;
-            if (db == Db::kExtents && key.size() == 16 && read_v1(value, &ext) && ext.length != 0) {
+            if (version == 1 && db == Db::kExtents && key.size() == 16 && read_v1(value, &ext) &&
+                ext.length != 0) {
                 const InodeId ino = get_be64(key);
                 const MappedExtent m{get_be64(key, 8), ExtentRecord{ext.chunk, ext.chunk_off, ext.length}};
                 if (m.start > std::numeric_limits<std::uint64_t>::max() - m.e.length) {
@@ -207,12 +308,23 @@ Status copy_metadata(MetaStore& from, MetaStore& to, UpgradeReport* report) {
                 continue;
             }
             if (db == Db::kExtents) HIODSFS_TRY(flush_block());  // a damaged record between blocks
-            std::string converted;
-            if (!convert_value(db, value, &converted)) {
-                ++report->damaged_records;
+            std::string new_key, converted;
+            bool whole = convert_key(db, key, &new_key);
+            if (!whole) new_key = damaged_key(key);
+            if (version != 1) {
+                whole = whole && valid_value(db, new_key, value);
+                std::uint64_t ino = 0, start = 0;
+                if (whole && db == Db::kExtents && parse_key_u64_u64(new_key, &ino, &start)) {
+                    HIODSFS_TRY(put_block(ino, start, value));
+                    continue;
+                }
+                converted = std::string(value);
+            } else if (!convert_value(db, value, &converted)) {
+                whole = false;
                 converted = std::string(value);  // as damaged as it was: fsck reports it
             }
-            HIODSFS_TRY(put(db, key, converted));
+            if (!whole) ++report->damaged_records;
+            HIODSFS_TRY(put(db, new_key, converted));
         }
         HIODSFS_TRY(c.status());
         if (db == Db::kExtents) HIODSFS_TRY(flush_block());
@@ -252,7 +364,7 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     report->from_version = format.version;
     report->to_version = kFormatVersion;
     if (format.version > kFormatVersion) return check_format_version(dir, format);
-    if (format.version != 1 && format.version != kFormatVersion)
+    if (format.version != 1 && format.version != 2 && format.version != kFormatVersion)
         return Status::error(EPROTO, "store " + dir + " has format version " + std::to_string(format.version) +
                                          ", which this hiodsfs cannot upgrade");
     std::unique_ptr<StoreLock> lock;
@@ -261,14 +373,34 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
         return Status::error(EBUSY, locked.message() + "; unmount it before upgrading");
     HIODSFS_TRY(locked);
 
-    const std::string meta = dir + "/meta", old_meta = dir + "/meta.format1", new_meta = dir + "/meta.upgrade";
+    // The old metadata is set aside under its format's name.
+    auto set_aside = [](std::uint32_t v) { return "meta.format" + std::to_string(v); };
+    const std::string meta = dir + "/meta", old_name = set_aside(format.version),
+                      old_meta = dir + "/" + old_name, new_meta = dir + "/meta.upgrade";
     if (format.version == kFormatVersion) {
-        // Done before, or interrupted after FORMAT was written.
-        report->already_current = !is_dir(old_meta);
-        report->resumed = !report->already_current;
-        HIODSFS_TRY(remove_tree(old_meta));
+        // Done before, or interrupted after FORMAT was written (from either format).
+        report->already_current = true;
+        for (std::uint32_t v = 1; v < kFormatVersion; ++v) {
+            const std::string left = dir + "/" + set_aside(v);
+            if (!is_dir(left)) continue;
+            report->already_current = false;
+            report->resumed = true;
+            HIODSFS_TRY(remove_tree(left));
+        }
         report->bytes_after = file_size(meta + "/data.mdb");
         return Status::ok();
+    }
+    if (is_dir(old_meta)) {
+        // An upgrade to format 2 by an older hiodsfs, interrupted after its
+        // copy was complete, left a copy this one must not put in place:
+        // the old metadata goes back, and the copy is made anew below.
+        const std::string copy = is_dir(meta) ? meta : new_meta;
+        bool current = true;
+        if (is_dir(copy)) HIODSFS_TRY(holds_current_format(copy, &current));
+        if (!current) {
+            HIODSFS_TRY(remove_tree(copy));
+            HIODSFS_TRY(rename_durably(env, dir, old_name, "meta"));
+        }
     }
     if (is_dir(old_meta)) {
         // Interrupted after the copy was complete: finish the swap.
@@ -299,11 +431,11 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
             rw.map_bytes = ro.map_bytes;
             std::unique_ptr<MetaStore> to;
             HIODSFS_TRY(MetaStore::open(new_meta, rw, &to));
-            HIODSFS_TRY(copy_metadata(*from, *to, report));
+            HIODSFS_TRY(copy_metadata(*from, format.version, *to, report));
         }
         HIODSFS_TRY(env->sync_dir(new_meta));
         HIODSFS_TRY(step("copied"));
-        HIODSFS_TRY(rename_durably(env, dir, "meta", "meta.format1"));
+        HIODSFS_TRY(rename_durably(env, dir, "meta", old_name));
         HIODSFS_TRY(step("old set aside"));
         HIODSFS_TRY(rename_durably(env, dir, "meta.upgrade", "meta"));
     }
@@ -311,7 +443,8 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     format.version = kFormatVersion;
     HIODSFS_TRY(write_store_format(env, dir, format));
     HIODSFS_TRY(step("format written"));
-    HIODSFS_TRY(remove_tree(old_meta));
+    // And a format-1 copy an interrupted 1 -> 2 upgrade may have left.
+    for (std::uint32_t v = 1; v < kFormatVersion; ++v) HIODSFS_TRY(remove_tree(dir + "/" + set_aside(v)));
     HIODSFS_TRY(env->sync_dir(dir));
     report->bytes_after = file_size(meta + "/data.mdb");
     return Status::ok();

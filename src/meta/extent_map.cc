@@ -1,5 +1,7 @@
 #include "meta/extent_map.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <limits>
@@ -60,46 +62,111 @@ Status damaged(InodeId ino) {
 // Positions c at the block of ino that holds off (the last one starting at
 // or before it), else at the first block after it; false if there is none
 // of ino. Blocks of other inodes are passed over by the caller's loop.
-bool seek_block(Cursor& c, InodeId ino, std::uint64_t off) {
+bool seek_block(Cursor& c, std::string_view prefix, InodeId ino, std::uint64_t off) {
     const std::string k = key_u64_u64(ino, off);
     bool ok = c.seek(k);
     if (ok) {
         if (c.key() != k) {
             if (c.prev()) {
-                if (c.key().size() != 16 || get_be64(c.key(), 0) != ino) ok = c.next();
+                if (!c.key().starts_with(prefix)) ok = c.next();
             } else {
                 ok = c.status() && c.seek(k);
             }
         }
     } else if (c.status()) {
-        ok = c.last() && c.key().size() == 16 && get_be64(c.key(), 0) == ino;
+        ok = c.last() && c.key().starts_with(prefix);
     }
     return ok;
 }
 
+// What the extent map needs of ino's inode record: whether it is a regular
+// file's, whose block at offset 0 it holds, and that block (a copy: a
+// Txn's views last until its next change).
+struct InodeTail {
+    bool regular = false;
+    std::string block;  // empty: none inline
+};
+
+Status read_tail(Txn& t, InodeId ino, InodeTail* out) {
+    *out = InodeTail{};
+    std::string_view v, tail;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kInodes, key_u64(ino), &v, &found));
+    if (!found) return Status::ok();  // no record (tests, fsck's repairs): every block in Db::kExtents
+    InodeRecord r;
+    if (!decode_inode_tail(v, &r, &tail))
+        return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is damaged");
+    out->regular = S_ISREG(r.mode);
+    if (out->regular) out->block.assign(tail);
+    return Status::ok();
+}
+
+// Makes block (empty: none) the inline block of regular file ino.
+Status write_tail(Txn& t, InodeId ino, std::string_view block) {
+    const std::string key = key_u64(ino);
+    std::string_view v, tail;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kInodes, key, &v, &found));
+    InodeRecord r;
+    if (!found || !decode_inode_tail(v, &r, &tail))
+        return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is missing or damaged");
+    std::string value(v.substr(0, v.size() - tail.size()));
+    value.append(block);
+    return t.put(Db::kInodes, key, value);
+}
+
 // Calls fn(key, start, value) for ino's blocks in order, from the one that
-// holds off; fn returns a Status, and sets *more = false to stop.
+// holds off; fn returns a Status, and sets *more = false to stop. The
+// inline block comes first, with an empty key, when it holds off (no block
+// of Db::kExtents starts at or before off) or is the first after it. A key
+// of ino that does not parse is damage, reported rather than skipped.
 template <typename Fn>
-Status visit_blocks(Txn& t, InodeId ino, std::uint64_t off, Fn fn) {
+Status visit_blocks(Txn& t, InodeId ino, std::uint64_t off, const InodeTail& tail, Fn fn) {
     Cursor c = t.cursor(Db::kExtents);
+    const std::string prefix = key_u64(ino);
     bool more = true;
-    for (bool ok = seek_block(c, ino, off); ok && more; ok = c.next()) {
+    bool ok = seek_block(c, prefix, ino, off);
+    HIODSFS_TRY(c.status());
+    if (!tail.block.empty()) {
+        std::uint64_t kino = 0, start = 0;
+        const bool db_holds_off = ok && c.key().starts_with(prefix) &&
+                                  parse_key_u64_u64(c.key(), &kino, &start) && start <= off;
+        if (!db_holds_off) HIODSFS_TRY(fn(std::string_view(), 0, std::string_view(tail.block), &more));
+    }
+    for (; ok && more; ok = c.next()) {
         const std::string_view key = c.key();
-        if (key.size() != 16) return damaged(ino);
-        const InodeId kino = get_be64(key, 0);
-        if (kino < ino) continue;
-        if (kino > ino) break;
-        HIODSFS_TRY(fn(key, get_be64(key, 8), c.value(), &more));
+        if (!key.starts_with(prefix)) {
+            if (key < std::string_view(prefix)) continue;
+            break;
+        }
+        std::uint64_t kino = 0, start = 0;
+        if (!parse_key_u64_u64(key, &kino, &start)) return damaged(ino);
+        HIODSFS_TRY(fn(key, start, c.value(), &more));
     }
     return c.status();
+}
+
+// Stores one block of ino: at offset 0 of a regular file in its inode
+// record, else in Db::kExtents. *key gets where it went (empty: inline).
+Status store_block(Txn& t, InodeId ino, const InodeTail& tail, std::uint64_t start, std::string_view value,
+                   std::string* key) {
+    if (start == 0 && tail.regular) {
+        key->clear();
+        return write_tail(t, ino, value);
+    }
+    *key = key_u64_u64(ino, start);
+    return t.put(Db::kExtents, *key, value);
 }
 
 }  // namespace
 
 Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                            std::vector<MappedExtent>* out) {
+    InodeTail tail;
+    HIODSFS_TRY(read_tail(t, ino, &tail));
     std::vector<MappedExtent> block;
-    return visit_blocks(t, ino, off, [&](std::string_view, std::uint64_t start, std::string_view value, bool* more) {
+    return visit_blocks(t, ino, off, tail, [&](std::string_view, std::uint64_t start, std::string_view value,
+                                               bool* more) {
         if (start >= end) {
             *more = false;
             return Status::ok();
@@ -113,20 +180,82 @@ Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t
 }
 
 Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExtent>* out) {
-    Cursor c = t.cursor(Db::kExtents);
-    const std::string prefix = key_u64(ino);
+    InodeTail tail;
+    HIODSFS_TRY(read_tail(t, ino, &tail));
     std::vector<MappedExtent> block;
-    for (bool ok = c.seek(prefix); ok && out->size() < n; ok = c.next()) {
-        const std::string_view key = c.key();
-        if (key.size() != 16 || key.substr(0, 8) != prefix) break;
+    return visit_blocks(t, ino, 0, tail, [&](std::string_view, std::uint64_t start, std::string_view value,
+                                             bool* more) {
         block.clear();
-        if (!decode_extent_block(get_be64(key, 8), c.value(), &block)) return damaged(ino);
+        if (!decode_extent_block(start, value, &block)) return damaged(ino);
         for (const MappedExtent& m : block) {
             if (out->size() == n) break;
             out->push_back(m);
         }
+        *more = out->size() < n;
+        return Status::ok();
+    });
+}
+
+Status for_each_extent_block(Txn& t, const std::function<Status(const StoredBlock&)>& fn) {
+    // Two walks merged in key order: regular files' inline blocks (in
+    // Db::kInodes, as if keyed (ino, 0)) and the blocks of Db::kExtents.
+    Cursor ic = t.cursor(Db::kInodes), ec = t.cursor(Db::kExtents);
+    StoredBlock in;
+    std::string in_key;  // in's key as Db::kExtents would have it
+    bool iok = ic.first(), eok = ec.first();
+    auto next_inline = [&] {
+        for (; iok; iok = ic.next()) {
+            InodeRecord r;
+            std::string_view tail;
+            // Damaged inode records are fsck's to report; they hold no block it can read.
+            if (parse_key_u64(ic.key(), &in.ino) && decode_inode_tail(ic.value(), &r, &tail) &&
+                S_ISREG(r.mode) && !tail.empty()) {
+                in.value = tail;
+                in.key_ok = in.in_inode = true;
+                in.start = 0;
+                in_key = key_u64_u64(in.ino, 0);
+                return;
+            }
+        }
+    };
+    next_inline();
+    while (iok || eok) {
+        if (iok && (!eok || std::string_view(in_key) <= ec.key())) {
+            HIODSFS_TRY(fn(in));
+            iok = ic.next();
+            next_inline();
+            continue;
+        }
+        StoredBlock b;
+        b.key = ec.key();
+        b.value = ec.value();
+        b.key_ok = parse_key_u64_u64(b.key, &b.ino, &b.start);
+        HIODSFS_TRY(fn(b));
+        eok = ec.next();
     }
-    return c.status();
+    HIODSFS_TRY(ic.status());
+    return ec.status();
+}
+
+Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_view value) {
+    InodeTail tail;
+    Status st = read_tail(t, ino, &tail);
+    // A damaged record (fsck names it) cannot take the block: Db::kExtents keeps it.
+    if (!st && st.err() != EUCLEAN) return st;
+    std::string key;
+    HIODSFS_TRY(store_block(t, ino, tail, start, value, &key));
+    // A block at 0 kept in Db::kExtents before the inode was a regular
+    // file's (fsck made it again) has moved into the record.
+    return key.empty() ? t.del(Db::kExtents, key_u64_u64(ino, 0)) : Status::ok();
+}
+
+Status put_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view target) {
+    if (!S_ISREG(r.mode)) return t.put(Db::kInodes, key_u64(ino), encode(r, target));
+    InodeTail tail;
+    Status st = read_tail(t, ino, &tail);
+    // A record that does not decode is replaced whole (fsck's repair), without a block.
+    if (!st && st.err() != EUCLEAN) return st;
+    return t.put(Db::kInodes, key_u64(ino), encode(r, tail.block));
 }
 
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
@@ -135,10 +264,12 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
         return Status::error(EINVAL, "extent splice out of its range");
     // The blocks the range touches: the one that holds off, and those that
     // start before end.
-    std::vector<std::string> keys;
+    InodeTail tail;
+    HIODSFS_TRY(read_tail(t, ino, &tail));
+    std::vector<std::string> keys;  // empty: the inline block
     std::vector<MappedExtent> old;
-    HIODSFS_TRY(visit_blocks(t, ino, off, [&](std::string_view key, std::uint64_t start, std::string_view value,
-                                              bool* more) {
+    HIODSFS_TRY(visit_blocks(t, ino, off, tail, [&](std::string_view key, std::uint64_t start, std::string_view value,
+                                                    bool* more) {
         // The block that holds off (the only one at or before it), then
         // those that start inside the range. With no block before off,
         // add makes a block of its own.
@@ -185,11 +316,13 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
     std::vector<std::string> new_keys;
     for (std::size_t i = 0; i < next.size(); i += kExtentsPerBlock) {
         const std::size_t n = std::min(kExtentsPerBlock, next.size() - i);
-        new_keys.push_back(key_u64_u64(ino, next[i].start));
-        HIODSFS_TRY(t.put(Db::kExtents, new_keys.back(), encode_extent_block(&next[i], n)));
+        new_keys.emplace_back();
+        HIODSFS_TRY(store_block(t, ino, tail, next[i].start, encode_extent_block(&next[i], n), &new_keys.back()));
     }
-    for (const std::string& k : keys)
-        if (std::find(new_keys.begin(), new_keys.end(), k) == new_keys.end()) HIODSFS_TRY(t.del(Db::kExtents, k));
+    for (const std::string& k : keys) {
+        if (std::find(new_keys.begin(), new_keys.end(), k) != new_keys.end()) continue;
+        HIODSFS_TRY(k.empty() ? write_tail(t, ino, {}) : t.del(Db::kExtents, k));
+    }
     return Status::ok();
 }
 

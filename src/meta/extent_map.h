@@ -1,18 +1,25 @@
-// A file's extent map, stored in blocks (format 2). Db::kExtents holds one
-// record per block of up to kExtentsPerBlock consecutive extents of a file:
-// key = inode + the file offset of the block's first extent (big-endian, as
-// before), value = its extents as varints: the gap from the end of the
+// A file's extent map, stored in blocks (formats 2 and 3). A block holds up
+// to kExtentsPerBlock consecutive extents of a file. Format 3 keeps a
+// regular file's block that starts at offset 0 (most files have no other)
+// in its inode record, after the inode's fields: one LMDB record per small
+// file instead of two. Every other block, and a block at 0 of an inode
+// that has no record (tests; fsck's repairs until the inode is made), is
+// a record of Db::kExtents: key = inode + the file offset of the block's
+// first extent (meta/keys.h). A block's value is its extents as varints: the gap from the end of the
 // previous extent (from the key's offset for the first), the length, the
 // chunk id as a zigzag difference from the previous extent's, and the offset
 // in the chunk. A file written in order costs about 5 bytes per extent, and
 // one key, node and page slot per 16 extents instead of per extent (16:
 // a write rewrites its block, and more saves little more).
-// Engine and fsck see single extents; only this file knows the blocks.
+// Engine and fsck see single extents; only this file knows the blocks, and
+// writes an inode record of a regular file only through put_inode(), which
+// keeps its block.
 // Thread-safety: as the Txn the caller holds.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +44,28 @@ std::string encode_extent_block(const MappedExtent* extents, std::size_t n);
 // Appends a block's extents to *out; false if the value is not a well-formed
 // block for that key offset (empty, truncated, zero lengths, past 2^64).
 bool decode_extent_block(std::uint64_t key_start, std::string_view value, std::vector<MappedExtent>* out);
+
+// One stored block of some file's extent map, as hiodsfs-fsck walks them.
+struct StoredBlock {
+    std::string_view key;  // its key in Db::kExtents (empty in an inode record)
+    bool in_inode = false;  // the block at offset 0 of a regular file, in its inode record
+    bool key_ok = false;   // the key parses (ino and start are valid only then)
+    InodeId ino = 0;
+    std::uint64_t start = 0;
+    std::string_view value;
+};
+// Calls fn for every block of every file, inline ones included, in key
+// order (inode, then offset); stops at the first error fn returns. fn must
+// not change t; the views are valid during the call only.
+Status for_each_extent_block(Txn& t, const std::function<Status(const StoredBlock&)>& fn);
+// Stores a block's value anew (fsck moving extents onto another chunk; the
+// upgrade), inline if it is a regular file's block at offset 0.
+Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_view value);
+
+// Writes ino's inode record; a regular file's keeps the extent block it
+// holds (a splice in the same Txn may have changed it since the caller
+// read the record). target: a symlink's.
+Status put_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view target = {});
 
 // The extents of ino that overlap [off, end), in order.
 Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,

@@ -16,7 +16,7 @@ bool decode(std::string_view k, std::string_view v, HistoryEntry* e) {
 }  // namespace
 
 Status append_history(Txn& t, const HistoryEntry& e, std::uint64_t retention_ns) {
-    HIODSFS_TRY(t.put(Db::kHistory, key_u64(e.time_ns), as_bytes(e.r)));
+    HIODSFS_TRY(t.put(Db::kHistory, be64(e.time_ns), as_bytes(e.r)));
     if (e.time_ns <= retention_ns) return Status::ok();
     const std::uint64_t cutoff = e.time_ns - retention_ns;
     std::vector<std::string> old;
@@ -58,7 +58,7 @@ Status read_history_daily(Txn& t, std::size_t days, std::vector<HistoryEntry>* o
         // The last sample of the previous day with samples: the one before
         // the first key of this day.
         const std::uint64_t day_start = e.time_ns / kNsPerDay * kNsPerDay;
-        ok = c.seek(key_u64(day_start)) ? c.prev() : c.last();
+        ok = c.seek(be64(day_start)) ? c.prev() : c.last();
         if (ok && c.key().size() == 8 && get_be64(c.key()) >= day_start) ok = false;
     }
     HIODSFS_TRY(c.status());

@@ -85,39 +85,6 @@ Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
 
 }  // namespace
 
-void put_be64(std::string* out, std::uint64_t v) {
-    for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
-}
-
-std::uint64_t get_be64(std::string_view in, std::size_t pos) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[pos + i]);
-    return v;
-}
-
-std::string key_u64(std::uint64_t v) {
-    std::string k;
-    k.reserve(8);
-    put_be64(&k, v);
-    return k;
-}
-
-std::string key_u64_u64(std::uint64_t a, std::uint64_t b) {
-    std::string k;
-    k.reserve(16);
-    put_be64(&k, a);
-    put_be64(&k, b);
-    return k;
-}
-
-std::string key_u64_str(std::uint64_t a, std::string_view s) {
-    std::string k;
-    k.reserve(8 + s.size());
-    put_be64(&k, a);
-    k.append(s);
-    return k;
-}
-
 // ---- Cursor ----
 
 Cursor::~Cursor() {
@@ -493,8 +460,8 @@ Status MetaStore::ensure_group() {
         MDB_stat fp{}, ch{};
         mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
         mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
-        // Entry sizes of format 2 with LMDB's node header: a key of 9-16
-        // bytes and no value; a chunk record of about 50 bytes.
+        // Entry sizes of format 3 with LMDB's node header: a key of 9-16
+        // bytes and no value; a chunk record of about 50 bytes and its key.
         fingerprint_pages_.reset(fp, 24);
         chunk_pages_.reset(ch, 64);
         chunk_ids_at_start_ = super_.next_chunk;
@@ -535,10 +502,9 @@ void MetaStore::note_write(Db db, std::string_view key) {
     if (group_dirty_limit_ == 0 || group_ == nullptr) return;
     if (db == Db::kFingerprints && key.size() >= 8) {
         fingerprint_pages_.note(get_be64(key));
-    } else if (db == Db::kChunks && key.size() == 8) {
+    } else if (std::uint64_t id = 0; db == Db::kChunks && parse_key_u64(key, &id)) {
         // Chunk ids are dense: new ones append at the end of the tree, old
         // ones (counts changed by duplicates, chunks freed) lie anywhere.
-        const std::uint64_t id = get_be64(key);
         if (id >= chunk_ids_at_start_) {
             ++chunks_appended_;
         } else {

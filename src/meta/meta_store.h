@@ -27,22 +27,24 @@
 
 #include "hiodsfs/engine.h"
 #include "hiodsfs/status.h"
+#include "meta/keys.h"
 
 namespace hiodsfs {
 
-// Named databases. Keys with numbers are big-endian so they sort numerically.
+// Named databases. Numbers in keys are encoded as meta/keys.h says, so they
+// sort numerically and an inode's keys share an exact prefix.
 enum class Db : int {
     kSuper = 0,     // "state" -> SuperState
     kInodes,        // ino -> InodeRecord
     kDirents,       // parent ino + name -> child ino, type
-    kExtents,       // ino + file offset -> Extent
+    kExtents,       // ino + file offset -> a block of extents (meta/extent_map.h)
     kChunks,        // chunk id -> ChunkRecord
-    kFingerprints,  // SHA-256 digest -> chunk id
+    kFingerprints,  // digest prefix + chunk id -> "" (engine/chunk_index.h)
     kDirty,         // sequence -> dirty record (work for the background pass)
     kXattrs,        // ino + name -> value
     kOrphans,       // ino -> "" (unlinked while still open; freed on next open)
-    kSegments,      // segment id -> live payload bytes
-    kHistory,       // time -> sample (for hiodsfs-stat)
+    kSegments,      // segment id -> live payload bytes (8 bytes, big-endian)
+    kHistory,       // time (8 bytes, big-endian) -> sample (for hiodsfs-stat)
     kCount
 };
 
@@ -256,12 +258,5 @@ private:
 };
 
 inline SuperState& Txn::super() { return store_->super_; }
-
-// Fixed-width big-endian encoding for keys, little-endian for values.
-void put_be64(std::string* out, std::uint64_t v);
-std::uint64_t get_be64(std::string_view in, std::size_t pos = 0);
-std::string key_u64(std::uint64_t v);
-std::string key_u64_u64(std::uint64_t a, std::uint64_t b);
-std::string key_u64_str(std::uint64_t a, std::string_view s);
 
 }  // namespace hiodsfs

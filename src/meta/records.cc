@@ -1,5 +1,7 @@
 #include "meta/records.h"
 
+#include <sys/stat.h>
+
 #include <limits>
 
 namespace hiodsfs {
@@ -77,9 +79,9 @@ constexpr std::uint8_t kAtimeIsMtime = 1, kCtimeIsMtime = 2;
 
 // mode nlink uid gid rdev size mapped parent, then the times as zigzag
 // seconds and nanoseconds (mtime, then atime and ctime unless they equal it).
-std::string encode(const InodeRecord& r, std::string_view target) {
+std::string encode(const InodeRecord& r, std::string_view tail) {
     std::string out;
-    out.reserve(40 + target.size());
+    out.reserve(40 + tail.size());
     const bool a_is_m = r.atime_s == r.mtime_s && r.atime_ns == r.mtime_ns;
     const bool c_is_m = r.ctime_s == r.mtime_s && r.ctime_ns == r.mtime_ns;
     out.push_back(static_cast<char>((a_is_m ? kAtimeIsMtime : 0) | (c_is_m ? kCtimeIsMtime : 0)));
@@ -96,11 +98,11 @@ std::string encode(const InodeRecord& r, std::string_view target) {
         put_svarint(&out, r.ctime_s);
         put_varint(&out, r.ctime_ns);
     }
-    out.append(target);
+    out.append(tail);
     return out;
 }
 
-bool decode(std::string_view in, InodeRecord* out, std::string* target) {
+bool decode_inode_tail(std::string_view in, InodeRecord* out, std::string_view* tail) {
     Reader rd(in);
     InodeRecord r;
     std::uint8_t shared = 0;
@@ -113,8 +115,16 @@ bool decode(std::string_view in, InodeRecord* out, std::string* target) {
     r.atime_ns = r.ctime_ns = r.mtime_ns;
     if (!(shared & kAtimeIsMtime) && (!rd.s(&r.atime_s) || !rd.u(&r.atime_ns))) return false;
     if (!(shared & kCtimeIsMtime) && (!rd.s(&r.ctime_s) || !rd.u(&r.ctime_ns))) return false;
-    if (target != nullptr) target->assign(rd.rest());
+    *tail = rd.rest();
     *out = r;
+    return true;
+}
+
+bool decode(std::string_view in, InodeRecord* out, std::string* target) {
+    std::string_view tail;
+    if (!decode_inode_tail(in, out, &tail)) return false;
+    // A regular file's tail is its first extent block, not a target.
+    if (target != nullptr) target->assign(S_ISREG(out->mode) ? std::string_view() : tail);
     return true;
 }
 

@@ -1,5 +1,5 @@
 // The records of the metadata databases (see meta_store.h for the keys) and
-// their encodings. Format 2 stores each as variable-length integers, only
+// their encodings. Formats 2 and 3 store each as variable-length integers, only
 // the fields a record needs (docs/architecture.md "Metadata" has the
 // layout); decode() refuses a value that is short, has trailing bytes or a
 // field out of range, so a damaged record is found, not misread. Format 1's
@@ -18,8 +18,9 @@
 namespace hiodsfs {
 
 // The version STORE/FORMAT records; 1 had fixed-size records and the full
-// SHA-256 as the fingerprint index's key.
-constexpr std::uint32_t kFormatVersion = 2;
+// SHA-256 as the fingerprint index's key, 2 the numbers in keys as 8
+// big-endian bytes (3: meta/keys.h).
+constexpr std::uint32_t kFormatVersion = 3;
 
 struct InodeRecord {
     std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
@@ -68,14 +69,18 @@ struct DirentValue {
     std::uint32_t type = 0;  // S_IFMT bits
 };
 
-// Encodings of the records above (format 2). A symlink's target follows the
-// inode's fields in its value.
-std::string encode(const InodeRecord& r, std::string_view target = {});
+// Encodings of the records above (formats 2 and 3). An inode's fields may
+// be followed by a tail: a symlink's target, or (format 3) a regular file's
+// extent block at offset 0 (meta/extent_map.h, the only code that reads
+// or writes that one).
+std::string encode(const InodeRecord& r, std::string_view tail = {});
 std::string encode(const ChunkRecord& r);
 std::string encode(const DirentValue& r);
 // False if in is not one whole, well-formed record of the type. target may
-// be null.
+// be null; it gets the tail of anything but a regular file.
 bool decode(std::string_view in, InodeRecord* out, std::string* target = nullptr);
+// The inode's fields and its tail, whatever the type (a view into in).
+bool decode_inode_tail(std::string_view in, InodeRecord* out, std::string_view* tail);
 bool decode(std::string_view in, ChunkRecord* out);
 bool decode(std::string_view in, DirentValue* out);
 

@@ -130,15 +130,22 @@ inline std::vector<std::uint8_t> read_all(Engine& e, InodeId ino) {
 // a damaged block fails the test).
 inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
     std::vector<std::pair<InodeId, MappedExtent>> out;
-    Cursor c = t.cursor(Db::kExtents);
     std::vector<MappedExtent> block;
-    for (bool ok = c.first(); ok; ok = c.next()) {
-        block.clear();
-        REQUIRE(c.key().size() == 16);
-        REQUIRE(decode_extent_block(get_be64(c.key(), 8), c.value(), &block));
-        for (const MappedExtent& m : block) out.emplace_back(get_be64(c.key(), 0), m);
-    }
+    REQUIRE(for_each_extent_block(t, [&](const StoredBlock& b) {
+                block.clear();
+                REQUIRE(b.key_ok);
+                REQUIRE(decode_extent_block(b.start, b.value, &block));
+                for (const MappedExtent& m : block) out.emplace_back(b.ino, m);
+                return Status::ok();
+            }).is_ok());
     return out;
+}
+
+// The number of a key that holds one number (a malformed key fails the test).
+inline std::uint64_t key_number(std::string_view key) {
+    std::uint64_t v = 0;
+    REQUIRE(parse_key_u64(key, &v));
+    return v;
 }
 
 // The extent of ino that starts at off (the test fails if there is none).
@@ -176,7 +183,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         for (bool ok = c.first(); ok; ok = c.next()) {
             ChunkRecord r;
             decode(c.value(), &r);
-            chunks[get_be64(c.key())] = r;
+            chunks[key_number(c.key())] = r;
             stored += r.length;
         }
     }
@@ -202,7 +209,7 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
         for (bool ok = c.first(); ok; ok = c.next()) {
             InodeRecord r;
             decode(c.value(), &r);
-            InodeId ino = get_be64(c.key());
+            InodeId ino = key_number(c.key());
             if (r.mapped != mapped[ino])
                 problems.push_back("inode " + std::to_string(ino) + " mapped " + std::to_string(r.mapped) +
                                    " but extents hold " + std::to_string(mapped[ino]));

@@ -61,16 +61,16 @@ std::vector<std::string> check_segments(const std::string& store) {
             live[r.segment] += r.length;
             auto f = files.find(r.segment);
             if (f == files.end())
-                problems.push_back("chunk " + std::to_string(get_be64(c.key())) + " is in missing segment " +
+                problems.push_back("chunk " + std::to_string(key_number(c.key())) + " is in missing segment " +
                                    std::to_string(r.segment));
             else if (r.offset + r.length > f->second)
-                problems.push_back("chunk " + std::to_string(get_be64(c.key())) + " lies past its segment's end");
+                problems.push_back("chunk " + std::to_string(key_number(c.key())) + " lies past its segment's end");
         }
     }
     std::map<SegmentId, std::uint64_t> counted;
     {
         Cursor c = t->cursor(Db::kSegments);
-        for (bool ok = c.first(); ok; ok = c.next()) counted[get_be64(c.key())] = get_be64(c.value());
+        for (bool ok = c.first(); ok; ok = c.next()) counted[key_number(c.key())] = get_be64(c.value());
     }
     for (const auto& [seg, bytes] : live)
         if (counted[seg] != bytes)

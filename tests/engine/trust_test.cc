@@ -51,7 +51,7 @@ std::map<ChunkId, ChunkRecord> chunk_records(Txn& t) {
     for (bool ok = c.first(); ok; ok = c.next()) {
         ChunkRecord r;
         REQUIRE(decode(c.value(), &r));
-        out[get_be64(c.key())] = r;
+        out[key_number(c.key())] = r;
     }
     return out;
 }
@@ -319,7 +319,7 @@ TEST_CASE("reclaim never deletes a segment the metadata does not know", "[engine
     edit_metadata(dir.store(), [&](Txn& t) {
         Cursor c = t.cursor(Db::kSegments);
         REQUIRE(c.first());
-        forgotten = static_cast<SegmentId>(get_be64(c.key()));
+        forgotten = static_cast<SegmentId>(key_number(c.key()));
         REQUIRE(t.del(Db::kSegments, key_u64(forgotten)).is_ok());
     });
     char name[32];
@@ -553,7 +553,7 @@ TEST_CASE("fsck reports segments the metadata does not know, and --repair lets r
     edit_metadata(dir.store(), [&](Txn& t) {
         Cursor c = t.cursor(Db::kSegments);
         for (bool ok = c.first(); ok; ok = c.next())
-            if (get_be64(c.value()) == 0) dead.push_back(static_cast<SegmentId>(get_be64(c.key())));
+            if (get_be64(c.value()) == 0) dead.push_back(static_cast<SegmentId>(key_number(c.key())));
         for (SegmentId seg : dead) REQUIRE(t.del(Db::kSegments, key_u64(seg)).is_ok());
     });
     REQUIRE(dead.size() >= 2);

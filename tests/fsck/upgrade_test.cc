@@ -1,6 +1,7 @@
-// hiodsfs-fsck --upgrade on a store written by a hiodsfs of format 1: the
-// daemon refuses it with the command to run; the upgrade keeps every file;
-// an upgrade stopped at any step (as a crash would) finishes when run again.
+// hiodsfs-fsck --upgrade on stores written by hiodsfs of formats 1 and 2:
+// the daemon refuses them with the command to run; the upgrade keeps every
+// file; an upgrade stopped at any step (as a crash would) finishes when run
+// again.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,11 +14,12 @@
 #include "../engine/engine_test_util.h"
 #include "chunk/fingerprint.h"
 #include "engine/store_layout.h"
-#include "format1_fixture.h"
 #include "fsck/fsck.h"
 #include "fsck/upgrade.h"
 #include "hiodsfs/env.h"
 #include "meta/meta_store.h"
+#include "meta/records.h"
+#include "store_fixture.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
@@ -48,11 +50,13 @@ std::string format_text(const std::string& store) {
 
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
-struct Format1Store {
+struct OldStore {
     TempDir dir;
-    Format1Fixture fixture;
-    Format1Store() { REQUIRE(unpack_format1_store(dir.path(), &fixture)); }
+    StoreFixture fixture;
+    explicit OldStore(int format) { REQUIRE(unpack_store_fixture(dir.path(), format, &fixture)); }
     std::string store() const { return dir.path() + "/store"; }
+    // Where the upgrade sets the old metadata aside.
+    std::string set_aside() const { return store() + "/meta.format" + std::to_string(fixture.format); }
 
     EngineOptions options() const {
         StoreFormat format;
@@ -82,7 +86,7 @@ InodeId resolve(Engine& e, const std::string& path) {
 }
 
 // Every file of the manifest reads back as it was written, through the engine.
-void check_files(Engine& e, const Format1Fixture& f) {
+void check_files(Engine& e, const StoreFixture& f) {
     for (const ManifestEntry& m : f.entries) {
         INFO(m.path);
         const InodeId ino = resolve(e, m.path);
@@ -102,40 +106,58 @@ void check_files(Engine& e, const Format1Fixture& f) {
             CHECK(target == m.what);
         }
     }
-    std::string value;
-    REQUIRE(e.getxattr(resolve(e, f.xattr_path), f.xattr_name, &value).is_ok());
-    CHECK(value == f.xattr_value);
+    for (const XattrEntry& x : f.xattrs) {
+        INFO(x.path << " " << x.name);
+        std::string value;
+        REQUIRE(e.getxattr(resolve(e, x.path), x.name, &value).is_ok());
+        CHECK(value == x.value);
+    }
+}
+
+// Writes a record into the old store's metadata as it is.
+void put_old_record(const std::string& store, Db db, std::string_view key, std::string_view value) {
+    std::unique_ptr<MetaStore> m;
+    REQUIRE(MetaStore::open(store + "/meta", 1ull << 30, false, &m).is_ok());
+    std::unique_ptr<Txn> t;
+    REQUIRE(m->begin(&t).is_ok());
+    REQUIRE(t->put(db, key, value).is_ok());
+    REQUIRE(t->commit().is_ok());
+    t.reset();
+    REQUIRE(m->commit_group(nullptr).is_ok());
 }
 
 }  // namespace
 
-TEST_CASE("a format-1 store is refused with the upgrade command, and upgraded keeps every file",
+TEST_CASE("a store of an older format is refused with the upgrade command, and upgraded keeps every file",
           "[fsck][upgrade]") {
-    Format1Store s;
+    const int format = GENERATE(1, 2);
+    INFO("format " << format);
+    const std::string v = std::to_string(format), now = std::to_string(kFormatVersion);
+    OldStore s(format);
     std::unique_ptr<Engine> e;
     Status st = Engine::open(s.options(), &e);
     CHECK(st.err() == EPROTO);
-    CHECK(st.message().find("format version 1, older than this hiodsfs's 2") != std::string::npos);
+    CHECK(st.message().find("format version " + v + ", older than this hiodsfs's " + now) != std::string::npos);
     CHECK(st.message().find("hiodsfs-fsck --upgrade " + s.store()) != std::string::npos);
     Run check = run_tool("'" + s.store() + "'");
     CHECK(check.code == 8);
     CHECK(check.out.find("hiodsfs-fsck --upgrade") != std::string::npos);
-    CHECK(format_text(s.store()).find("format 1\n") != std::string::npos);  // refused, untouched
+    CHECK(format_text(s.store()).find("format " + v + "\n") != std::string::npos);  // refused, untouched
 
     Run up = run_tool("--upgrade '" + s.store() + "'");
     INFO(up.out);
     CHECK(up.code == 0);
-    CHECK(up.out.find("from format version 1 to 2") != std::string::npos);
+    CHECK(up.out.find("from format version " + v + " to " + now) != std::string::npos);
     CHECK(up.out.find("clean") != std::string::npos);
-    CHECK(format_text(s.store()).find("format 2\n") != std::string::npos);
-    CHECK_FALSE(exists(s.store() + "/meta.format1"));
+    CHECK(format_text(s.store()).find("format " + now + "\n") != std::string::npos);
+    CHECK_FALSE(exists(s.set_aside()));
     CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
 
     e = open_engine(s.options());
     check_files(*e, s.fixture);
     // The raw chunks of the deferred generation (a file and its copy, which
-    // format 1 never queued) are fingerprinted now, and old content written
-    // again shares the converted index's chunks.
+    // format 1 never queued; format 2 queued them) are fingerprinted now,
+    // and old content written again shares the converted index's chunks.
     SpaceCounters before;
     REQUIRE(e->counters(&before).is_ok());
     CHECK(before.raw_bytes > 0);
@@ -155,13 +177,14 @@ TEST_CASE("a format-1 store is refused with the upgrade command, and upgraded ke
 
     Run again = run_tool("--upgrade '" + s.store() + "'");
     CHECK(again.code == 0);
-    CHECK(again.out.find("already has format version 2") != std::string::npos);
+    CHECK(again.out.find("already has format version " + now) != std::string::npos);
 }
 
 TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][upgrade]") {
+    const int format = GENERATE(1, 2);
     const char* step = GENERATE("copied", "old set aside", "new in place", "format written");
-    INFO("stopped after: " << step);
-    Format1Store s;
+    INFO("format " << format << ", stopped after: " << step);
+    OldStore s(format);
     UpgradeOptions o;
     o.store = s.store();
     o.after_step = [&](std::string_view name) {
@@ -176,14 +199,14 @@ TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][u
         CHECK(st.is_ok());  // the new metadata is in place; the old one waits to be removed
         e.reset();
     } else {
-        CHECK(st.err() == EPROTO);  // still format 1: refused, whichever directory holds what
+        CHECK(st.err() == EPROTO);  // still the old format: refused, whichever directory holds what
         CHECK(st.message().find("hiodsfs-fsck --upgrade") != std::string::npos);
     }
 
     o.after_step = nullptr;
     REQUIRE(upgrade_store(o, &r).is_ok());
     CHECK(r.resumed == (std::string_view(step) != "copied"));
-    CHECK_FALSE(exists(s.store() + "/meta.format1"));
+    CHECK_FALSE(exists(s.set_aside()));
     CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
     CHECK(check_invariants(s.store()).empty());
     e = open_engine(s.options());
@@ -191,9 +214,34 @@ TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][u
     REQUIRE(e->close().is_ok());
 }
 
+TEST_CASE("an upgrade to format 2 left unfinished by an older hiodsfs is made again", "[fsck][upgrade]") {
+    // The older hiodsfs stopped after setting the format-1 metadata aside,
+    // with its format-2 copy beside it or already in place: that copy is
+    // not put in place as format 3, the upgrade starts over from meta.format1.
+    const char* where = GENERATE("meta.upgrade", "meta");
+    INFO("the format-2 copy is in " << where);
+    OldStore s(1);
+    OldStore other(2);  // a format-2 environment to stand for the old copy
+    std::filesystem::rename(s.store() + "/meta", s.set_aside());
+    std::filesystem::rename(other.store() + "/meta", s.store() + "/" + where);
+    UpgradeOptions o;
+    o.store = s.store();
+    UpgradeReport r;
+    REQUIRE(upgrade_store(o, &r).is_ok());
+    CHECK_FALSE(r.resumed);
+    CHECK_FALSE(exists(s.set_aside()));
+    CHECK_FALSE(exists(s.store() + "/meta.upgrade"));
+    CHECK(check_invariants(s.store()).empty());
+    auto e = open_engine(s.options());
+    check_files(*e, s.fixture);
+    REQUIRE(e->close().is_ok());
+}
+
 TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsck to name",
           "[fsck][upgrade]") {
-    Format1Store s;
+    const int format = GENERATE(1, 2);
+    INFO("format " << format);
+    OldStore s(format);
     SECTION("in use") {
         std::unique_ptr<StoreLock> held;
         REQUIRE(StoreLock::acquire(s.store(), true, 0, &held).is_ok());
@@ -203,19 +251,11 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         Status st = upgrade_store(o, &r);
         CHECK(st.err() == EBUSY);
         CHECK(st.message().find("unmount it before upgrading") != std::string::npos);
-        CHECK(format_text(s.store()).find("format 1\n") != std::string::npos);
+        CHECK(format_text(s.store()).find("format " + std::to_string(format) + "\n") != std::string::npos);
     }
-    SECTION("a damaged inode record") {
-        {
-            std::unique_ptr<MetaStore> m;
-            REQUIRE(MetaStore::open(s.store() + "/meta", 1ull << 30, false, &m).is_ok());
-            std::unique_ptr<Txn> t;
-            REQUIRE(m->begin(&t).is_ok());
-            REQUIRE(t->put(Db::kInodes, key_u64(999), "short").is_ok());
-            REQUIRE(t->commit().is_ok());
-            t.reset();
-            REQUIRE(m->commit_group(nullptr).is_ok());
-        }
+    // A damaged record is counted by the upgrade, copied, and named by fsck.
+    auto upgrade_damaged = [&](Db db, std::string_view key, std::string_view value) {
+        put_old_record(s.store(), db, key, value);
         UpgradeOptions o;
         o.store = s.store();
         UpgradeReport r;
@@ -223,7 +263,40 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         CHECK(r.damaged_records == 1);
         Run check = run_tool("'" + s.store() + "'");
         CHECK(check.code == 4);
-        CHECK(check.out.find("inode 999") != std::string::npos);
+        return check.out;
+    };
+    SECTION("a damaged inode record") {
+        const std::string out = upgrade_damaged(Db::kInodes, be64(999), "short");  // 8-byte keys before format 3
+        CHECK(out.find("inode 999") != std::string::npos);
+    }
+    SECTION("a damaged inode record of a file with extents") {
+        // Its block at offset 0 cannot go into the record: the upgrade
+        // leaves it in the extents database, and fsck names the inode.
+        if (format == 1) return;  // format 1's dirents are fixed structs; format 2 covers this
+        InodeId ino = 0;
+        {
+            std::unique_ptr<MetaStore> m;
+            REQUIRE(MetaStore::open(s.store() + "/meta", 1ull << 30, true, &m).is_ok());
+            std::unique_ptr<Txn> t;
+            REQUIRE(m->begin(&t).is_ok());
+            std::string_view v;
+            bool found = false;
+            REQUIRE(t->get(Db::kDirents, be64(kRootInode) + "shifted", &v, &found).is_ok());
+            DirentValue d;
+            REQUIRE((found && decode(v, &d)));
+            ino = d.ino;
+        }
+        const std::string out = upgrade_damaged(Db::kInodes, be64(ino), "short");
+        CHECK(out.find("inode " + std::to_string(ino)) != std::string::npos);
+    }
+    SECTION("a damaged key") {
+        // Not 8 bytes: no chunk id in it. Copied so that no format-3 reader
+        // takes it for one (a leading 0xff).
+        const std::string out = upgrade_damaged(Db::kChunks, std::string("\x01\x05", 2), "junk");
+        CHECK(out.find("chunk record with a damaged key") != std::string::npos);
+        Run repair = run_tool("--repair '" + s.store() + "'");
+        INFO(repair.out);
+        CHECK(run_tool("'" + s.store() + "'").code == 0);
     }
     SECTION("not a store, or a newer one") {
         UpgradeOptions o;

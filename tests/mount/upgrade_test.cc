@@ -1,4 +1,4 @@
-// A store written by a hiodsfs of format 1, through a real mount: the daemon
+// Stores written by hiodsfs of formats 1 and 2, through a real mount: the daemon
 // refuses it with one line naming the upgrade command; after hiodsfs-fsck
 // --upgrade every file reads back as it was written (contents, modes, times,
 // links, xattrs), the backlog of the old store drains, old content written
@@ -12,17 +12,20 @@
 #include <chrono>
 #include <string>
 
-#include "../fsck/format1_fixture.h"
+#include "../fsck/store_fixture.h"
 #include "chunk/fingerprint.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::mt;
 
-TEST_CASE("a format-1 store is refused at mount, and upgraded reads back every file", "[mount][upgrade]") {
+TEST_CASE("a store of an older format is refused at mount, and upgraded reads back every file",
+          "[mount][upgrade]") {
+    const int format = GENERATE(1, 2);
+    INFO("format " << format);
     MountFixture fx({}, false);
-    test::Format1Fixture f;
-    REQUIRE(test::unpack_format1_store(fx.dir(), &f));
+    test::StoreFixture f;
+    REQUIRE(test::unpack_store_fixture(fx.dir(), format, &f));
 
     CmdResult r = run({daemon_binary(), fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
     INFO(r.describe());
@@ -34,7 +37,7 @@ TEST_CASE("a format-1 store is refused at mount, and upgraded reads back every f
     r = run({HIODSFS_FSCK_BIN, "--upgrade", fx.store()});
     INFO(r.describe());
     REQUIRE(r.status == 0);
-    CHECK(r.out.find("from format version 1 to 2") != std::string::npos);
+    CHECK(r.out.find("from format version " + std::to_string(format) + " to 3") != std::string::npos);
 
     fx.mount();
     for (const test::ManifestEntry& m : f.entries) {
@@ -56,10 +59,13 @@ TEST_CASE("a format-1 store is refused at mount, and upgraded reads back every f
             CHECK(std::string(target, static_cast<std::size_t>(n)) == m.what);
         }
     }
-    char value[256];
-    const ssize_t n = ::lgetxattr(fx.path(f.xattr_path).c_str(), f.xattr_name.c_str(), value, sizeof value);
-    REQUIRE(n >= 0);
-    CHECK(std::string(value, static_cast<std::size_t>(n)) == f.xattr_value);
+    for (const test::XattrEntry& x : f.xattrs) {
+        INFO(x.path << " " << x.name);
+        char value[256];
+        const ssize_t n = ::lgetxattr(fx.path(x.path).c_str(), x.name.c_str(), value, sizeof value);
+        REQUIRE(n >= 0);
+        CHECK(std::string(value, static_cast<std::size_t>(n)) == x.value);
+    }
 
     // The old store's raw chunks (a deferred file and its copy) are deduplicated now.
     CHECK(wait_drained(fx.store(), std::chrono::seconds(60)));

@@ -1,6 +1,6 @@
-// The format-1 store of tests/fsck/data/format1-store.tar.xz (made by a
-// hiodsfs of format 1 with make-format1-store beside it) and its manifest:
-// what every file must read back as after the upgrade.
+// The stores of older formats in tests/fsck/data/formatN-store.tar.xz (made
+// by a hiodsfs of that format with make-formatN-store beside them) and
+// their manifests: what every file must read back as after the upgrade.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +22,22 @@ struct ManifestEntry {
     std::string what;  // SHA-256 (hex) of a file, a symlink's target, else "-"
 };
 
-struct Format1Fixture {
-    std::vector<ManifestEntry> entries;
-    std::string xattr_path, xattr_name, xattr_value;
+struct XattrEntry {
+    std::string path, name, value;
 };
 
-// Unpacks the fixture into dir (dir/store is the store); false if tar fails.
-inline bool unpack_format1_store(const std::string& dir, Format1Fixture* out) {
-    const std::string tarball = std::string(HIODSFS_SOURCE_DIR) + "/tests/fsck/data/format1-store.tar.xz";
+struct StoreFixture {
+    int format = 0;
+    std::vector<ManifestEntry> entries;
+    std::vector<XattrEntry> xattrs;
+};
+
+// Unpacks the store of that format into dir (dir/store is the store);
+// false if tar fails or the manifest is not whole.
+inline bool unpack_store_fixture(const std::string& dir, int format, StoreFixture* out) {
+    out->format = format;
+    const std::string tarball = std::string(HIODSFS_SOURCE_DIR) + "/tests/fsck/data/format" +
+                                std::to_string(format) + "-store.tar.xz";
     const std::string cmd = "tar -C '" + dir + "' -xJf '" + tarball + "'";
     if (std::system(cmd.c_str()) != 0) return false;
     std::ifstream in(dir + "/manifest.txt");
@@ -39,7 +47,7 @@ inline bool unpack_format1_store(const std::string& dir, Format1Fixture* out) {
         std::vector<std::string> cols;
         for (std::string c; std::getline(f, c, '\t');) cols.push_back(c);
         if (cols.size() == 4 && cols[0] == "xattr") {
-            out->xattr_path = cols[1], out->xattr_name = cols[2], out->xattr_value = cols[3];
+            out->xattrs.push_back(XattrEntry{cols[1], cols[2], cols[3]});
         } else if (cols.size() == 7) {
             ManifestEntry e;
             e.path = cols[0];
@@ -54,7 +62,7 @@ inline bool unpack_format1_store(const std::string& dir, Format1Fixture* out) {
             return false;
         }
     }
-    return out->entries.size() >= 10 && !out->xattr_name.empty();
+    return out->entries.size() >= 10 && !out->xattrs.empty();
 }
 
 }  // namespace hiodsfs::test
