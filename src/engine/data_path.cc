@@ -466,22 +466,23 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         else
             std::memset(out, 0, n);
     }
+    // Whether a piece is a whole chunk, read straight into out.
+    auto whole = [](const Piece& p) { return p.chunk_off == 0 && p.length == p.loc.length; };
     thread_local std::vector<std::uint8_t> chunk_buf;
     auto read_piece = [&](const Piece& p) {
         std::uint8_t* dst = out + (p.file_off - off);
-        const bool whole = p.chunk_off == 0 && p.length == p.loc.length;
-        if (!whole) chunk_buf.resize(p.loc.length);
+        if (!whole(p)) chunk_buf.resize(p.loc.length);
         // A chunk that fails its checks is EIO for the whole request, never
         // wrong bytes; counted for hiodsfs-stat.
         bool damaged = false;
-        Status st = read_chunk(p.chunk, p.loc, whole ? dst : chunk_buf.data(), &damaged);
+        Status st = read_chunk(p.chunk, p.loc, whole(p) ? dst : chunk_buf.data(), &damaged);
         if (!st) {
             if (quiet) return st;
             read_errors_.fetch_add(1);
             if (damaged) mark_damaged(p.chunk);
             return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
         }
-        if (!whole) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
+        if (!whole(p)) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
         return Status::ok();
     };
     // A file written in order has its chunks back to back in a segment:
@@ -503,7 +504,6 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         }
         bool run_ok = false;
         if (j - i > 1) {
-            auto whole = [](const Piece& p) { return p.chunk_off == 0 && p.length == p.loc.length; };
             std::size_t partial_bytes = 0;
             for (std::size_t k = i; k < j; ++k)
                 if (!whole(pieces[k])) partial_bytes += pieces[k].loc.length;
