@@ -80,7 +80,7 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     // Appending (or filling a hole) replaces nothing: one lookup for the
     // whole request instead of one per chunk.
     std::vector<MappedExtent> old;
-    HIODSFS_TRY(extents_in(*t, ino, chunks.front().off, chunks.back().off + chunks.back().len, &old));
+    HIODSFS_TRY(extents_in(*t, ino, in, chunks.front().off, chunks.back().off + chunks.back().len, &old));
     const bool fresh = old.empty();
     SegmentGains gains;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
@@ -250,7 +250,7 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
         } else if (off <= in.r.size) {  // past the end, the gap stays a hole: a cut point
             for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
                 std::vector<MappedExtent> ex;
-                HIODSFS_TRY(extents_in(*t, ino, pos - 1, pos, &ex));
+                HIODSFS_TRY(extents_in(*t, ino, in, pos - 1, pos, &ex));
                 if (ex.empty()) break;  // a hole ends at pos: a cut point
                 bool is_start = false;
                 HIODSFS_TRY(starts_chunk(*t, ex.front(), &is_start));
@@ -306,7 +306,7 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
             size = in.r.size;
             if (pos >= size) return Status::ok();  // reached the end: the rest is the tail
             std::vector<MappedExtent> ex;
-            HIODSFS_TRY(extents_in(*t, ino, pos, std::min(size, pos + kRechunkPiece), &ex));
+            HIODSFS_TRY(extents_in(*t, ino, in, pos, std::min(size, pos + kRechunkPiece), &ex));
             if (ex.empty()) {
                 at_boundary = true;  // a hole
                 piece_end = std::min(size, pos + kRechunkPiece);
@@ -433,7 +433,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         }
         n = static_cast<std::size_t>(std::min<std::uint64_t>(len, in.r.size - off));
         std::vector<MappedExtent> ex;
-        HIODSFS_TRY(extents_in(*t, ino, off, off + n, &ex));
+        HIODSFS_TRY(extents_in(*t, ino, in, off, off + n, &ex));
         for (const auto& m : ex) {
             std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), off + n);
             std::string_view v;
@@ -710,7 +710,7 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
     if (src_off >= sin.r.size) return Status::ok();
     std::uint64_t n = std::min(len, sin.r.size - src_off);
     std::vector<MappedExtent> ex;
-    HIODSFS_TRY(extents_in(*t, src, src_off, src_off + n, &ex));
+    HIODSFS_TRY(extents_in(*t, src, sin, src_off, src_off + n, &ex));
     HIODSFS_TRY(load_inode(*t, dst, &din));
     HIODSFS_TRY(replace_range(*t, dst, din, dst_off, n, nullptr));
     std::uint64_t shared = 0;
@@ -758,7 +758,7 @@ Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, st
     HIODSFS_TRY(load_inode(*t, ino, &in));
     if (offset >= in.r.size) return Status::error(ENXIO, "offset past end of file");
     std::vector<MappedExtent> ex;
-    HIODSFS_TRY(extents_in(*t, ino, offset, in.r.size, &ex));
+    HIODSFS_TRY(extents_in(*t, ino, in, offset, in.r.size, &ex));
     if (whence == SeekWhence::kData) {
         if (ex.empty()) return Status::error(ENXIO, "no data after offset");
         *out = std::max(offset, ex.front().start);

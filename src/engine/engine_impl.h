@@ -116,10 +116,13 @@ inline Status check_name(std::string_view name) {
     return Status::ok();
 }
 
-// An inode as stored: the fixed record plus a symlink target.
+// An inode as stored: the fixed record plus a symlink target, or a regular
+// file's first extent block (held from load_inode to store_inode, so an
+// operation reads and writes the record once: meta/extent_map.h).
 struct Inode {
     InodeRecord r;
     std::string target;
+    std::string held_extents;
 };
 
 // The open write stream of one file (see the comment at the top).
@@ -248,8 +251,11 @@ private:
                          Inode* child);
     Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
     Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
-    // Collects the extents of ino overlapping [off, end).
+    // Collects the extents of ino overlapping [off, end); given the inode
+    // the caller loaded in t, without reading its record again.
     Status extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                      std::vector<MappedExtent>* out);
+    Status extents_in(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t end,
                       std::vector<MappedExtent>* out);
     // Unmaps [off, off+len) of ino and, if add is given, maps it to add (whose
     // chunk reference the caller has already taken). Updates mapped bytes.

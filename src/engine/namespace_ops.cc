@@ -13,12 +13,16 @@ Status EngineImpl::load_inode(Txn& t, InodeId ino, Inode* out) {
     bool found = false;
     HIODSFS_TRY(t.get(Db::kInodes, key_u64(ino), &v, &found));
     if (!found) return Status::error(ENOENT, "inode " + std::to_string(ino) + " does not exist");
-    if (!decode(v, &out->r, &out->target))
+    std::string_view tail;
+    if (!decode_inode_tail(v, &out->r, &tail))
         return Status::error(EUCLEAN, "inode " + std::to_string(ino) + " record is damaged");
+    (S_ISREG(out->r.mode) ? out->held_extents : out->target).assign(tail);
+    (S_ISREG(out->r.mode) ? out->target : out->held_extents).clear();
     return Status::ok();
 }
 
 Status EngineImpl::store_inode(Txn& t, InodeId ino, const Inode& in) {
+    if (S_ISREG(in.r.mode)) return put_file_inode(t, ino, in.r, in.held_extents);
     return put_inode(t, ino, in.r, in.target);
 }
 
@@ -93,6 +97,12 @@ Status EngineImpl::extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint6
     return extents_overlapping(t, ino, off, end, out);
 }
 
+Status EngineImpl::extents_in(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t end,
+                              std::vector<MappedExtent>* out) {
+    if (!S_ISREG(in.r.mode)) return extents_overlapping(t, ino, off, end, out);
+    return extents_overlapping(t, ino, in.held_extents, off, end, out);
+}
+
 Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     if (delta == 0) return Status::ok();
     std::string k = key_u64(id);
@@ -126,7 +136,8 @@ Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_
                                  std::uint64_t len, const ExtentRecord* add) {
     std::uint64_t end = len > kMaxFileSize - std::min(off, kMaxFileSize) ? kMaxFileSize : off + len;
     std::vector<ExtentCut> cuts;
-    HIODSFS_TRY(splice_extents(t, ino, off, end, add, &cuts));
+    HIODSFS_TRY(S_ISREG(inode.r.mode) ? splice_extents(t, ino, &inode.held_extents, off, end, add, &cuts)
+                                      : splice_extents(t, ino, off, end, add, &cuts));
     auto& c = t.super().counters;
     for (const ExtentCut& cut : cuts) {
         inode.r.mapped -= cut.removed;

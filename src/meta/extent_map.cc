@@ -85,7 +85,16 @@ bool seek_block(Cursor& c, std::string_view prefix, InodeId ino, std::uint64_t o
 struct InodeTail {
     bool regular = false;
     std::string block;  // empty: none inline
+    bool held = false;  // the caller holds the record: block changes stay here, not in the record
 };
+
+// A tail for a record the caller has read and will write back itself.
+InodeTail held_tail(const std::string& block) {
+    InodeTail tail;
+    tail.regular = tail.held = true;
+    tail.block = block;
+    return tail;
+}
 
 Status read_tail(Txn& t, InodeId ino, InodeTail* out) {
     *out = InodeTail{};
@@ -148,22 +157,22 @@ Status visit_blocks(Txn& t, InodeId ino, std::uint64_t off, const InodeTail& tai
 
 // Stores one block of ino: at offset 0 of a regular file in its inode
 // record, else in Db::kExtents. *key gets where it went (empty: inline).
-Status store_block(Txn& t, InodeId ino, const InodeTail& tail, std::uint64_t start, std::string_view value,
+Status store_block(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t start, std::string_view value,
                    std::string* key) {
     if (start == 0 && tail.regular) {
         key->clear();
+        if (tail.held) {
+            tail.block.assign(value);
+            return Status::ok();
+        }
         return write_tail(t, ino, value);
     }
     *key = key_u64_u64(ino, start);
     return t.put(Db::kExtents, *key, value);
 }
 
-}  // namespace
-
-Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+Status extents_overlapping(Txn& t, InodeId ino, const InodeTail& tail, std::uint64_t off, std::uint64_t end,
                            std::vector<MappedExtent>* out) {
-    InodeTail tail;
-    HIODSFS_TRY(read_tail(t, ino, &tail));
     std::vector<MappedExtent> block;
     return visit_blocks(t, ino, off, tail, [&](std::string_view, std::uint64_t start, std::string_view value,
                                                bool* more) {
@@ -177,6 +186,20 @@ Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t
             if (m.end() > off && m.start < end) out->push_back(m);
         return Status::ok();
     });
+}
+
+}  // namespace
+
+Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                           std::vector<MappedExtent>* out) {
+    InodeTail tail;
+    HIODSFS_TRY(read_tail(t, ino, &tail));
+    return extents_overlapping(t, ino, tail, off, end, out);
+}
+
+Status extents_overlapping(Txn& t, InodeId ino, const std::string& held_block, std::uint64_t off,
+                           std::uint64_t end, std::vector<MappedExtent>* out) {
+    return extents_overlapping(t, ino, held_tail(held_block), off, end, out);
 }
 
 Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExtent>* out) {
@@ -258,14 +281,19 @@ Status put_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view tar
     return t.put(Db::kInodes, key_u64(ino), encode(r, tail.block));
 }
 
-Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
-                      std::vector<ExtentCut>* cuts) {
+Status put_file_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view held_block) {
+    if (!S_ISREG(r.mode)) return Status::error(EINVAL, "inode " + std::to_string(ino) + " is not a regular file");
+    return t.put(Db::kInodes, key_u64(ino), encode(r, held_block));
+}
+
+namespace {
+
+Status splice_extents(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t off, std::uint64_t end,
+                      const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
     if (end < off || (add != nullptr && (add->length == 0 || add->length > end - off)))
         return Status::error(EINVAL, "extent splice out of its range");
     // The blocks the range touches: the one that holds off, and those that
     // start before end.
-    InodeTail tail;
-    HIODSFS_TRY(read_tail(t, ino, &tail));
     std::vector<std::string> keys;  // empty: the inline block
     std::vector<MappedExtent> old;
     HIODSFS_TRY(visit_blocks(t, ino, off, tail, [&](std::string_view key, std::uint64_t start, std::string_view value,
@@ -321,8 +349,31 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
     }
     for (const std::string& k : keys) {
         if (std::find(new_keys.begin(), new_keys.end(), k) != new_keys.end()) continue;
-        HIODSFS_TRY(k.empty() ? write_tail(t, ino, {}) : t.del(Db::kExtents, k));
+        if (!k.empty()) {
+            HIODSFS_TRY(t.del(Db::kExtents, k));
+        } else if (tail.held) {
+            tail.block.clear();
+        } else {
+            HIODSFS_TRY(write_tail(t, ino, {}));
+        }
     }
+    return Status::ok();
+}
+
+}  // namespace
+
+Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
+                      std::vector<ExtentCut>* cuts) {
+    InodeTail tail;
+    HIODSFS_TRY(read_tail(t, ino, &tail));
+    return splice_extents(t, ino, tail, off, end, add, cuts);
+}
+
+Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
+                      const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
+    InodeTail tail = held_tail(*held_block);
+    HIODSFS_TRY(splice_extents(t, ino, tail, off, end, add, cuts));
+    *held_block = std::move(tail.block);
     return Status::ok();
 }
 

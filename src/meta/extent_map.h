@@ -67,9 +67,21 @@ Status put_extent_block(Txn& t, InodeId ino, std::uint64_t start, std::string_vi
 // read the record). target: a symlink's.
 Status put_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view target = {});
 
+// A caller that reads a regular file's record, changes its extents and
+// writes it back in one Txn (the engine) may hold the record's block
+// itself: the tail decode_inode_tail() gives. The functions below that
+// take held_block read and change it instead of the record, and
+// put_file_inode() writes record and block at once, so an operation reads
+// and writes the record once however many extents it maps. Until then the
+// record in the Txn is stale: the holder must not mix these with the
+// functions that read the record.
+Status put_file_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_view held_block);
+
 // The extents of ino that overlap [off, end), in order.
 Status extents_overlapping(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                            std::vector<MappedExtent>* out);
+Status extents_overlapping(Txn& t, InodeId ino, const std::string& held_block, std::uint64_t off,
+                           std::uint64_t end, std::vector<MappedExtent>* out);
 
 // The first n extents of ino (fewer if it has fewer).
 Status first_extents(Txn& t, InodeId ino, std::size_t n, std::vector<MappedExtent>* out);
@@ -86,5 +98,7 @@ struct ExtentCut {
 // once. *cuts gets one entry per extent the range overlapped.
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
                       std::vector<ExtentCut>* cuts);
+Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
+                      const ExtentRecord* add, std::vector<ExtentCut>* cuts);
 
 }  // namespace hiodsfs
