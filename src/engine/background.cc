@@ -10,7 +10,7 @@ namespace hiodsfs {
 
 Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Cursor c = t->cursor(Db::kDirty);
     for (bool ok = c.first(); ok && out->size() < max; ok = c.next()) {
         DirtyRecord r;
@@ -68,7 +68,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         // Nothing raw left in the range: an earlier sweep that chunked on
         // through it, or an inline overwrite, has done the work already.
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(meta_->begin_read(&t));
         std::vector<MappedExtent> ex;
         HIODSFS_TRY(extents_in(*t, ino, offset, end, &ex));
         bool any_raw = false;
@@ -257,7 +257,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
         ChunkRecord rec;
         {
             std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin(&t));
+            HIODSFS_TRY(meta_->begin_read(&t));
             std::string_view v;
             bool found = false;
             HIODSFS_TRY(t->get(Db::kChunks, key_u64(id), &v, &found));

@@ -33,7 +33,7 @@ std::shared_ptr<Stream> EngineImpl::stream(InodeId ino) {
 
 Status EngineImpl::regular_file(InodeId ino, Inode* out) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     HIODSFS_TRY(load_inode(*t, ino, out));
     return check_regular(*out);
 }
@@ -240,7 +240,7 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
     std::uint64_t start = off;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(meta_->begin_read(&t));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
         if (chunking_.kind == ChunkingParams::Kind::kFixed) {
@@ -300,7 +300,7 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
         std::uint64_t piece_end = 0;
         {
             std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin(&t));
+            HIODSFS_TRY(meta_->begin_read(&t));
             Inode in;
             HIODSFS_TRY(load_inode(*t, ino, &in));
             size = in.r.size;
@@ -423,7 +423,7 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
     std::size_t n = 0;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(meta_->begin_read(&t));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
         if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
@@ -588,7 +588,7 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     std::uint64_t keep_start = size;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(meta_->begin_read(&t));
         std::vector<MappedExtent> ex;
         if (size > 0) HIODSFS_TRY(extents_in(*t, ino, size - 1, size, &ex));
         if (!ex.empty() && ex.front().end() > size) keep_start = ex.front().start;
@@ -753,7 +753,7 @@ Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, st
     HIODSFS_TRY(regular_file(ino, &cur));
     HIODSFS_TRY(close_stream(ino, *s));
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     if (offset >= in.r.size) return Status::error(ENXIO, "offset past end of file");

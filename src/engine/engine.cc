@@ -359,7 +359,7 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
     std::vector<SegmentId> gone, beyond;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(meta_->begin_read(&t));
         std::set<SegmentId> known;
         Cursor c = t->cursor(Db::kSegments);
         for (bool ok = c.first(); ok; ok = c.next()) {
@@ -543,7 +543,7 @@ std::string EngineImpl::status_json() {
     {
         std::vector<HistoryEntry> tail, daily;
         std::unique_ptr<Txn> t;
-        if (meta_->begin(&t)) {
+        if (meta_->begin_read(&t)) {
             (void)read_history_tail(*t, 60, &tail);
             (void)read_history_daily(*t, 31, &daily);
         }

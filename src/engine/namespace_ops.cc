@@ -247,7 +247,7 @@ void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
 Status EngineImpl::lookup(InodeId parent, std::string_view name, Attr* out) {
     if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     DirentValue d;
     Inode in;
     HIODSFS_TRY(resolve_entry(*t, parent, name, &d, &in));
@@ -257,7 +257,7 @@ Status EngineImpl::lookup(InodeId parent, std::string_view name, Attr* out) {
 
 Status EngineImpl::getattr(InodeId ino, Attr* out) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     *out = to_attr(ino, in);
@@ -338,7 +338,7 @@ Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& 
 
 Status EngineImpl::readlink(InodeId ino, std::string* target) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     if (!S_ISLNK(in.r.mode)) return Status::error(EINVAL, "not a symlink");
@@ -515,7 +515,7 @@ Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_par
 
 Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode d;
     HIODSFS_TRY(load_dir(*t, dir, &d));
     std::string prefix = key_u64(dir);
@@ -530,7 +530,7 @@ Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {
 
 Status EngineImpl::parent_of(InodeId dir, InodeId* out) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode d;
     HIODSFS_TRY(load_inode(*t, dir, &d));
     if (!is_dir(d.r.mode)) return Status::error(ENOTDIR, "not a directory");
@@ -602,7 +602,7 @@ Status EngineImpl::setxattr(InodeId ino, std::string_view name, std::string_view
 
 Status EngineImpl::getxattr(InodeId ino, std::string_view name, std::string* value) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     std::string_view v;
@@ -615,7 +615,7 @@ Status EngineImpl::getxattr(InodeId ino, std::string_view name, std::string* val
 
 Status EngineImpl::listxattr(InodeId ino, std::vector<std::string>* names) {
     std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(meta_->begin_read(&t));
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     std::string prefix = key_u64(ino);

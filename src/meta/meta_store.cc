@@ -119,6 +119,10 @@ Txn::Txn(MetaStore* store, std::unique_lock<std::mutex> lock)
     : store_(store), lock_(std::move(lock)), saved_(store->super_) {}
 
 Txn::~Txn() {
+    if (reading_) {
+        if (txn_ != nullptr && txn_ != store_->group_) mdb_txn_abort(txn_);
+        return;
+    }
     if (!done_ && txn_ != nullptr && txn_ != store_->group_) {
         mdb_txn_abort(txn_);
         store_->super_ = saved_;
@@ -140,6 +144,7 @@ Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* foun
 
 Status Txn::put(Db db, std::string_view key, std::string_view value) {
     if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
+    if (reading_) return Status::error(EINVAL, "metadata write in a read-only operation");
     MDB_val k = to_val(key), v = to_val(value);
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
@@ -150,6 +155,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
 
 Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
+    if (reading_) return Status::error(EINVAL, "metadata delete in a read-only operation");
     MDB_val k = to_val(key);
     int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
     if (existed != nullptr) *existed = (rc == 0);
@@ -173,7 +179,7 @@ Cursor Txn::cursor(Db db) {
 Status Txn::commit() {
     if (done_) return Status::ok();
     done_ = true;
-    if (txn_ == store_->group_) return Status::ok();  // read-only store
+    if (reading_ || txn_ == store_->group_) return Status::ok();  // nothing to fold in
     int rc = mdb_txn_commit(txn_);
     txn_ = nullptr;
     if (rc != 0) {
@@ -611,6 +617,27 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
             t->txn_ = nullptr;
             t->done_ = true;
             return lmdb_error(rc, "metadata operation");
+        }
+    }
+    *out = std::move(t);
+    return Status::ok();
+}
+
+Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (read_only_) HIODSFS_TRY(ensure_group());
+    std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
+    t->reading_ = true;
+    if (group_ != nullptr) {
+        t->txn_ = group_;
+    } else {
+        // No group open: the committed state is all there is. Opening a
+        // group instead would cost a commit (and its syncs) for nothing.
+        int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t->txn_);
+        if (rc != 0) {
+            t->txn_ = nullptr;
+            return lmdb_error(rc, "metadata read");
         }
     }
     *out = std::move(t);

@@ -149,6 +149,7 @@ private:
     MetaStore* store_;
     std::unique_lock<std::mutex> lock_;
     MDB_txn* txn_ = nullptr;
+    bool reading_ = false;  // begun by begin_read(): txn_ is the group's, or its own read-only one
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
     SuperState saved_;  // restored if the operation aborts
     bool done_ = false;
@@ -167,6 +168,12 @@ public:
     // Starts an operation: takes the store's mutex and opens a nested
     // transaction in the group (a read-only store reads the group directly).
     Status begin(std::unique_ptr<Txn>* out);
+    // Starts an operation that only reads: it reads the open group directly
+    // (or, with none open, a read-only transaction of the committed state),
+    // without the nested transaction a change needs, which costs LMDB
+    // megabytes of dirty-page lists to set up. Its put() and del() fail
+    // with EINVAL; commit() only ends it.
+    Status begin_read(std::unique_ptr<Txn>* out);
 
     // Commits the open group. `before` runs first, under the lock, so the
     // caller can make the data the group refers to durable (and record how

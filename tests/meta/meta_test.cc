@@ -99,6 +99,57 @@ TEST_CASE("an operation that is not committed rolls back alone", "[meta]") {
     t.reset();
 }
 
+TEST_CASE("a read-only operation sees the open group, or the committed state, and cannot write", "[meta]") {
+    TempDir dir;
+    auto m = open_meta(dir.meta());
+    std::unique_ptr<Txn> t;
+    // No group open yet: it reads the committed state, and opens no group
+    // (which would cost a commit).
+    REQUIRE(m->begin_read(&t).is_ok());
+    std::string_view v;
+    bool found = true;
+    REQUIRE(t->get(Db::kChunks, key_u64(1), &v, &found).is_ok());
+    CHECK_FALSE(found);
+    CHECK(t->put(Db::kChunks, key_u64(1), "x").err() == EINVAL);
+    CHECK(t->del(Db::kChunks, key_u64(1)).err() == EINVAL);
+    REQUIRE(t->commit().is_ok());
+    t.reset();
+    CHECK(m->pending_ops() == 0);
+    REQUIRE(m->begin(&t).is_ok());
+    REQUIRE(t->put(Db::kChunks, key_u64(1), "committed").is_ok());
+    REQUIRE(t->commit().is_ok());
+    t.reset();
+    REQUIRE(m->commit_group(nullptr).is_ok());
+    REQUIRE(m->begin_read(&t).is_ok());
+    REQUIRE(t->get(Db::kChunks, key_u64(1), &v, &found).is_ok());
+    CHECK((found && v == "committed"));
+    t.reset();
+    // An operation folded into the open group is seen at once.
+    REQUIRE(m->begin(&t).is_ok());
+    REQUIRE(t->put(Db::kChunks, key_u64(1), "pending").is_ok());
+    REQUIRE(t->put(Db::kChunks, key_u64(2), "new").is_ok());
+    REQUIRE(t->commit().is_ok());
+    t.reset();
+    REQUIRE(m->begin_read(&t).is_ok());
+    REQUIRE(t->get(Db::kChunks, key_u64(1), &v, &found).is_ok());
+    CHECK((found && v == "pending"));
+    Cursor c = t->cursor(Db::kChunks);
+    int n = 0;
+    for (bool ok = c.first(); ok; ok = c.next()) ++n;
+    CHECK(n == 2);
+    CHECK(t->put(Db::kChunks, key_u64(3), "x").err() == EINVAL);
+    t.reset();
+    CHECK(m->pending_ops() == 1);  // reads added nothing to the group
+    REQUIRE(m->commit_group(nullptr).is_ok());
+    // A read-only store reads the same way.
+    m.reset();
+    m = open_meta(dir.meta(), true);
+    REQUIRE(m->begin_read(&t).is_ok());
+    REQUIRE(t->get(Db::kChunks, key_u64(2), &v, &found).is_ok());
+    CHECK((found && v == "new"));
+    t.reset();
+}
+
 TEST_CASE("commit_group runs the data sync first and keeps the group if it fails", "[meta]") {
     TempDir dir;
     auto m = open_meta(dir.meta());
