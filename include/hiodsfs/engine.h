@@ -31,6 +31,7 @@
 #include "hiodsfs/control.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/segment_store.h"
+#include "hiodsfs/space_counters.h"
 #include "hiodsfs/status.h"
 #include "hiodsfs/types.h"
 
@@ -182,22 +183,6 @@ struct FsStats {
     std::uint64_t blocks = 0, blocks_free = 0, blocks_avail = 0;  // of the backing file system
     std::uint64_t files = 0, files_free = 0;
     std::uint64_t name_max = 255;
-};
-
-// Counters kept in the metadata, committed with it.
-struct SpaceCounters {
-    std::uint64_t logical_bytes = 0;     // bytes mapped by file extents (holes excluded)
-    std::uint64_t stored_bytes = 0;      // payload bytes of live chunks
-    std::uint64_t chunk_count = 0;       // live chunks
-    std::uint64_t dead_bytes = 0;        // payload bytes of chunks whose last reference went
-    std::uint64_t inode_count = 0;
-    std::uint64_t dedup_hits = 0;        // chunks written that were already stored
-    std::uint64_t cloned_bytes = 0;      // bytes shared through clone_range
-    std::uint64_t backlog_records = 0;   // dirty records waiting for the background pass
-    std::uint64_t backlog_bytes = 0;     // bytes those records cover
-    std::uint64_t raw_bytes = 0;         // payload bytes of live chunks not yet deduplicated
-    std::uint64_t disk_bytes = 0;        // segment files on disk (not a counter: measured)
-    std::uint64_t file_count = 0;        // regular files (inodes; hard links count once)
 };
 
 enum class SeekWhence { kData, kHole };

@@ -51,21 +51,61 @@ std::string_view from_val(const MDB_val& v) {
     return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
 }
 
-// SuperState is stored as its raw bytes: the store's format version guards
-// the layout (it only runs on little-endian 64-bit hosts).
-static_assert(std::is_trivially_copyable_v<SuperState>);
+// The super record: little-endian 64-bit numbers, the counters in the
+// order below, then next_ino, next_chunk, next_dirty, frontier_segment and
+// frontier_offset. Fields are only ever appended: a shorter record is an
+// older store's. (Until format 3 this was SuperState's memory image; the
+// same bytes, so those stores read unchanged.)
+constexpr std::uint64_t SpaceCounters::*kCounterFields[] = {
+    &SpaceCounters::logical_bytes, &SpaceCounters::stored_bytes,    &SpaceCounters::chunk_count,
+    &SpaceCounters::dead_bytes,    &SpaceCounters::inode_count,     &SpaceCounters::dedup_hits,
+    &SpaceCounters::cloned_bytes,  &SpaceCounters::backlog_records, &SpaceCounters::backlog_bytes,
+    &SpaceCounters::raw_bytes,     &SpaceCounters::disk_bytes,      &SpaceCounters::file_count,
+};
+constexpr std::size_t kCounterCount = std::size(kCounterFields);
+constexpr std::size_t kSuperFields = kCounterCount + 5;
+// Older layouts: before the segment frontier was recorded, and before that
+// before file_count (the last counter) existed.
+constexpr std::size_t kNoFrontierFields = kCounterCount + 3;
+constexpr std::size_t kLegacyFields = kCounterCount - 1 + 3;
 
-// The super record before SpaceCounters::file_count (the last counter) was
-// added: 11 counters, then next_ino, next_chunk, next_dirty.
-constexpr std::size_t kLegacyCounters = 11;
-constexpr std::size_t kLegacySuperBytes = (kLegacyCounters + 3) * 8;
-static_assert(sizeof(SpaceCounters) == (kLegacyCounters + 1) * 8 &&
-              offsetof(SpaceCounters, file_count) == kLegacyCounters * 8);
-// ... and before the segment frontier was recorded: the same fields as now
-// without the last two.
-constexpr std::size_t kNoFrontierSuperBytes = kLegacySuperBytes + 8;
-static_assert(sizeof(SuperState) == kNoFrontierSuperBytes + 16 &&
-              offsetof(SuperState, frontier_segment) == kNoFrontierSuperBytes);
+std::string encode_super(const SuperState& s) {
+    std::string out;
+    out.reserve(kSuperFields * 8);
+    auto put = [&out](std::uint64_t v) {
+        for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+    };
+    for (auto field : kCounterFields) put(s.counters.*field);
+    for (std::uint64_t v : {s.next_ino, s.next_chunk, s.next_dirty, s.frontier_segment, s.frontier_offset}) put(v);
+    return out;
+}
+
+// False for a size no layout has. *has_file_count is false for a record
+// made before file_count: the caller counts the files.
+bool decode_super(std::string_view v, SuperState* out, bool* has_file_count) {
+    if (v.size() % 8 != 0) return false;
+    const std::size_t n = v.size() / 8;
+    if (n != kSuperFields && n != kNoFrontierFields && n != kLegacyFields) return false;
+    std::size_t at = 0;
+    auto get = [&v, &at] {
+        std::uint64_t x = 0;
+        for (int i = 0; i < 8; ++i) x |= std::uint64_t{static_cast<std::uint8_t>(v[at + i])} << (8 * i);
+        at += 8;
+        return x;
+    };
+    SuperState s;
+    *has_file_count = n != kLegacyFields;
+    for (std::size_t i = 0; i < kCounterCount - (*has_file_count ? 0 : 1); ++i) s.counters.*kCounterFields[i] = get();
+    s.next_ino = get();
+    s.next_chunk = get();
+    s.next_dirty = get();
+    if (n == kSuperFields) {
+        s.frontier_segment = get();
+        s.frontier_offset = get();
+    }  // else: frontier unknown (0)
+    *out = s;
+    return true;
+}
 
 // Regular files among the inodes (mode is an InodeRecord's first field).
 Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
@@ -310,31 +350,22 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     MDB_val k = to_val(kSuperKey), v{};
     rc = mdb_get(txn, m->dbi_[0], &k, &v);
     m->had_super_ = rc == 0;
-    if (rc == 0 && v.mv_size == kNoFrontierSuperBytes) {
-        std::memcpy(static_cast<void*>(&m->super_), v.mv_data, kNoFrontierSuperBytes);  // frontier unknown (0)
-    } else if (rc == 0 && v.mv_size == kLegacySuperBytes) {
-        // Made before file_count existed: the counters were one field
-        // shorter. Take the record over and count the regular files once;
-        // the next group commit writes the record in the current layout.
-        std::uint64_t f[kLegacySuperBytes / 8];
-        std::memcpy(f, v.mv_data, sizeof(f));
-        auto* c = reinterpret_cast<std::uint64_t*>(&m->super_.counters);
-        std::copy(f, f + kLegacyCounters, c);
-        m->super_.next_ino = f[kLegacyCounters];
-        m->super_.next_chunk = f[kLegacyCounters + 1];
-        m->super_.next_dirty = f[kLegacyCounters + 2];
-        Status st = count_files(txn, m->dbi_[static_cast<int>(Db::kInodes)],
-                                &m->super_.counters.file_count);
-        if (!st) {
-            mdb_txn_abort(txn);
-            return st;
-        }
-    } else if (rc == 0) {
-        if (v.mv_size != sizeof(SuperState)) {
+    if (rc == 0) {
+        bool has_file_count = true;
+        if (!decode_super(from_val(v), &m->super_, &has_file_count)) {
             mdb_txn_abort(txn);
             return Status::error(EUCLEAN, "metadata super record has the wrong size");
         }
-        std::memcpy(&m->super_, v.mv_data, sizeof(SuperState));
+        if (!has_file_count) {
+            // Made before file_count existed: count the regular files once;
+            // the next group commit writes the record in the current layout.
+            Status st = count_files(txn, m->dbi_[static_cast<int>(Db::kInodes)],
+                                    &m->super_.counters.file_count);
+            if (!st) {
+                mdb_txn_abort(txn);
+                return st;
+            }
+        }
     } else if (rc != MDB_NOTFOUND) {
         mdb_txn_abort(txn);
         return lmdb_error(rc, "metadata super record");
@@ -660,7 +691,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
         HIODSFS_TRY(ensure_group());
     }
     super_ = next;
-    std::string_view state(reinterpret_cast<const char*>(&super_), sizeof(super_));
+    const std::string state = encode_super(super_);
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, "metadata super record");

@@ -25,7 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hiodsfs/engine.h"
+#include "hiodsfs/space_counters.h"
+#include "hiodsfs/types.h"
 #include "hiodsfs/status.h"
 #include "meta/keys.h"
 
