@@ -86,10 +86,10 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     }
     HIODSFS_TRY(close_stream(ino, *s, true));
     // From here until the lock goes, every byte of the file is in its extents.
-    s->sweeping.store(true, std::memory_order_release);
+    s->sweep_seq.fetch_add(1, std::memory_order_release);
     struct Swept {
         Stream& s;
-        ~Swept() { s.sweeping.store(false, std::memory_order_release); }
+        ~Swept() { s.sweep_seq.fetch_add(1, std::memory_order_release); }
     } swept{*s};
     // The inline path over the current bytes of the range: start at the cut
     // point before it, and realign with the chunks after it. Unlike a write

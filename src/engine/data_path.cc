@@ -208,10 +208,12 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
 Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
     if (!s.active) return Status::ok();
     if (s.size() > 0) {
-        if (deferred_.load() && !force_inline)
-            HIODSFS_TRY(emit_raw(ino, s.off, s.data(), s.size()));
-        else
-            HIODSFS_TRY(emit(ino, s.off, s.data(), s.size()));
+        Status st = deferred_.load() && !force_inline ? emit_raw(ino, s.off, s.data(), s.size())
+                                                      : emit(ino, s.off, s.data(), s.size());
+        // The file was deleted and freed (no handle held it) with bytes
+        // still in its stream: they belong to no file any more.
+        if (st.err() == ENOENT) st = Status::ok();
+        HIODSFS_TRY(st);
     }
     s.clear();
     return Status::ok();
@@ -557,13 +559,17 @@ Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void
     // finds the lock taken looks again, a bounded while, before it queues
     // for it, so as not to queue behind a whole sweep.
     for (int polls = 0; !l.try_lock();) {
-        if (s->sweeping.load(std::memory_order_acquire)) {
+        const std::uint64_t seq = s->sweep_seq.load(std::memory_order_acquire);
+        if (seq % 2 == 1) {
             // Beside the pass's sweep: each of its metadata operations maps
             // the same bytes anew, so any snapshot of the extents reads
             // right. A chunk it freed may be gone by the time it is read
-            // (compaction): then the read is made again under the lock,
-            // which has the last word.
-            if (read_locked(ino, nullptr, offset, len, static_cast<std::uint8_t*>(out), got, true)) {
+            // (compaction), or the sweep may have ended and a writer come,
+            // whose stream holds bytes its extents do not show yet: then
+            // the read is made again under the lock, which has the last word.
+            const bool ok = read_locked(ino, nullptr, offset, len, static_cast<std::uint8_t*>(out), got, true).is_ok();
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (ok && s->sweep_seq.load(std::memory_order_relaxed) == seq) {
                 reads_beside_sweep_.fetch_add(1, std::memory_order_relaxed);
                 return Status::ok();
             }

@@ -139,8 +139,10 @@ struct Stream {
     std::unique_ptr<Chunker> chunker;
     // The background pass holds the lock for a sweep (rechunk_locked), which
     // may take seconds: every acknowledged byte of the file is then in its
-    // extents, so reads need not wait for it (EngineImpl::read).
-    std::atomic<bool> sweeping{false};
+    // extents, so reads need not wait for it (EngineImpl::read). Odd while a
+    // sweep runs; a sweep's start and end each add one, so a read beside it
+    // can tell that it ended (and a writer may have come) meanwhile.
+    std::atomic<std::uint64_t> sweep_seq{0};
 
     std::size_t size() const { return buf.size() - head; }
     std::uint64_t end() const { return off + size(); }
