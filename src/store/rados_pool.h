@@ -1,0 +1,86 @@
+// RadosPool: the objects of one Ceph RADOS pool, through librados, for the
+// RADOS backend of the chunk store (issue 15): whole-object writes, whole and
+// ranged reads, stat, remove, listing by name prefix, and the exclusive
+// advisory lock with a lease that makes one daemon the store's only writer.
+// Every call returns a Status whose errno is librados's and whose message
+// names the object and the pool. librados's types stay in rados_pool.cc.
+// Built only when meson found librados (HIODSFS_HAVE_RADOS).
+// Thread-safety: all methods may be called from several threads at once
+// (librados's I/O context is thread-safe).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+struct RadosOptions {
+    std::string conf_path;           // a ceph.conf; names the mons
+    std::string client_id = "admin"; // the client.ID whose key is used
+    std::string keyring;             // empty: the one the conf names
+    std::string pool;
+    // Bounds connecting and every later operation: an unreachable cluster
+    // is an ETIMEDOUT error after about this long, never a hang.
+    std::chrono::seconds timeout{10};
+};
+
+// An exclusive lock on one object, held by one (client, cookie) pair.
+struct RadosLock {
+    std::string object;
+    std::string name;        // the lock's name on the object
+    std::string cookie;      // this holder's identity: shown to whoever is refused
+    std::string description;
+};
+
+class RadosPool {
+public:
+    ~RadosPool();
+    RadosPool(const RadosPool&) = delete;
+    RadosPool& operator=(const RadosPool&) = delete;
+
+    // Connects to the cluster and opens the pool (ENOENT when it does not
+    // exist).
+    static Status connect(const RadosOptions& options, std::unique_ptr<RadosPool>* out);
+
+    // Replaces the object's contents with len bytes (creates it if needed).
+    Status write_full(const std::string& object, const void* data, std::size_t len);
+    // The whole object.
+    Status read(const std::string& object, std::vector<std::uint8_t>* out);
+    // Up to len bytes at offset; fewer (or none) past the object's end.
+    Status read(const std::string& object, std::uint64_t offset, std::size_t len,
+                std::vector<std::uint8_t>* out);
+    Status stat(const std::string& object, std::uint64_t* size);
+    Status remove(const std::string& object);
+    // The names of the pool's objects that start with prefix, sorted. Reads
+    // the names of the whole pool: for occasional use (fsck, recovery).
+    Status list(const std::string& prefix, std::vector<std::string>* names);
+
+    // Takes the lock for lease; EBUSY, naming the holder, if another holds it.
+    Status lock_exclusive(const RadosLock& lock, std::chrono::seconds lease);
+    // Extends a lease this client holds; fails (ENOENT) if it lapsed and
+    // was lost, instead of taking the lock anew behind another's back.
+    Status renew_lock(const RadosLock& lock, std::chrono::seconds lease);
+    Status unlock(const RadosLock& lock);
+    // "cookie (client.N at ADDR)" of each holder; empty when none.
+    Status lock_holders(const std::string& object, const std::string& name,
+                        std::vector<std::string>* holders);
+
+    const std::string& pool() const { return pool_; }
+
+private:
+    struct Handles;
+    RadosPool(std::unique_ptr<Handles> handles, std::string pool);
+    Status error(int rc, const char* what, const std::string& object) const;
+    Status take_lock(const RadosLock& lock, std::chrono::seconds lease, bool renew);
+
+    std::unique_ptr<Handles> handles_;
+    std::string pool_;
+};
+
+}  // namespace hiodsfs
