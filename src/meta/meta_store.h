@@ -98,7 +98,8 @@ struct MetaStoreOptions {
 
 class MetaStore;
 
-// A read/write cursor over one database of a Txn.
+// A read/write cursor over one database of a Txn; destroy it before the Txn
+// ends (LMDB closes a write transaction's cursors when it commits).
 class Cursor {
 public:
     Cursor(Cursor&& other) noexcept : c_(other.c_) { other.c_ = nullptr; }

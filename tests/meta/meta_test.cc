@@ -137,10 +137,13 @@ TEST_CASE("a read-only operation sees the open group, or the committed state, an
     REQUIRE(m->begin_read(&t).is_ok());
     REQUIRE(t->get(Db::kChunks, key_u64(1), &v, &found).is_ok());
     CHECK((found && v == "pending"));
-    Cursor c = t->cursor(Db::kChunks);
-    int n = 0;
-    for (bool ok = c.first(); ok; ok = c.next()) ++n;
-    CHECK(n == 2);
+    {
+        // A cursor lives inside its operation: the group's commit closes it.
+        Cursor c = t->cursor(Db::kChunks);
+        int n = 0;
+        for (bool ok = c.first(); ok; ok = c.next()) ++n;
+        CHECK(n == 2);
+    }
     CHECK(t->put(Db::kChunks, key_u64(3), "x").err() == EINVAL);
     t.reset();
     CHECK(m->pending_ops() == 1);  // reads added nothing to the group
