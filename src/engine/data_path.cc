@@ -211,7 +211,8 @@ Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
         Status st = deferred_.load() && !force_inline ? emit_raw(ino, s.off, s.data(), s.size())
                                                       : emit(ino, s.off, s.data(), s.size());
         // The file was deleted and freed (no handle held it) with bytes
-        // still in its stream: they belong to no file any more.
+        // still in its stream, which release_inode could not drop because
+        // a reader held the stream then: they belong to no file any more.
         if (st.err() == ENOENT) st = Status::ok();
         HIODSFS_TRY(st);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
+#include <utility>
 
 namespace hiodsfs {
 
@@ -89,10 +90,10 @@ struct InodeTail {
 };
 
 // A tail for a record the caller has read and will write back itself.
-InodeTail held_tail(const std::string& block) {
+InodeTail held_tail(std::string block) {
     InodeTail tail;
     tail.regular = tail.held = true;
-    tail.block = block;
+    tail.block = std::move(block);
     return tail;
 }
 
@@ -371,10 +372,13 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
 
 Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
                       const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
-    InodeTail tail = held_tail(*held_block);
-    HIODSFS_TRY(splice_extents(t, ino, tail, off, end, add, cuts));
+    // The block moves in and back out: a request maps each of its chunks
+    // with a splice, so no copy per chunk. On failure the caller's Txn,
+    // and the block with it, is thrown away.
+    InodeTail tail = held_tail(std::move(*held_block));
+    Status st = splice_extents(t, ino, tail, off, end, add, cuts);
     *held_block = std::move(tail.block);
-    return Status::ok();
+    return st;
 }
 
 }  // namespace hiodsfs
