@@ -125,6 +125,9 @@ struct EngineOptions {
     std::function<std::vector<std::pair<std::string, std::uint64_t>>()> request_counts;
     // Tests: see MetaStoreOptions::commit_fault.
     std::function<int()> commit_fault;
+    // Tests: called as held-back writes of an inode are applied; a non-zero
+    // errno fails them as a failed metadata write would.
+    std::function<int(InodeId)> held_write_fault;
     // Tests: the background speed the pass and the reclaimer go by, in
     // place of the controller's.
     std::function<double()> background_speed;

@@ -125,6 +125,8 @@ public:
     // Sum of all segment file sizes (as list_segments counts them).
     std::uint64_t disk_bytes();
     SegmentId active_segment();
+    // Where the next append goes: everything appended so far lies before it.
+    SegmentPosition append_position();
 
 private:
     struct Impl;

@@ -110,55 +110,6 @@ Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data
     return emit_chunks(ino, {ChunkSpan{off, data, len}});
 }
 
-Status EngineImpl::emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data,
-                            std::size_t len, WriteUpdate* upd) {
-    // Raw records are bounded like chunks so reads of them stay cheap; all
-    // of one request's records and its one dirty record commit together.
-    const std::size_t piece = std::max<std::size_t>(chunking_.max_size, 64 * 1024);
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    Inode in;
-    HIODSFS_TRY(load_inode(*t, ino, &in));
-    // A deferred write's only metadata operation is this one: its check too.
-    HIODSFS_TRY(check_regular(in));
-    auto& sup = t->super();
-    for (std::size_t done = 0; done < len; done += piece) {
-        const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
-        ChunkId id = sup.next_chunk++;
-        ChunkLocation loc;
-        HIODSFS_TRY(segs_->append(id, data + done, n, &loc));
-        ChunkRecord rec;
-        rec.segment = loc.segment;
-        rec.offset = loc.offset;
-        rec.length = n;
-        rec.set_refs(1);
-        rec.flags = 0;  // not fingerprinted: never shared until the background pass replaces it
-        HIODSFS_TRY(t->put(Db::kChunks, key_u64(id), encode(rec)));
-        HIODSFS_TRY(add_segment_live(*t, loc.segment, n));
-        sup.counters.stored_bytes += n;
-        sup.counters.raw_bytes += n;
-        sup.counters.chunk_count += 1;
-        ExtentRecord e{id, 0, n};
-        HIODSFS_TRY(replace_range(*t, ino, in, off + done, n, &e));
-    }
-    HIODSFS_TRY(queue_dirty(*t, ino, off, len));
-    if (off + len > in.r.size) in.r.size = off + len;
-    WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
-    if (upd != nullptr) apply_update(in, &pending);
-    HIODSFS_TRY(store_inode(*t, ino, in));
-    HIODSFS_TRY(t->commit());
-    if (upd != nullptr) *upd = pending;
-    return Status::ok();
-}
-
-Status EngineImpl::write_deferred(InodeId ino, Stream& s, std::uint64_t off,
-                                  const std::uint8_t* data, std::size_t len, WriteUpdate* upd) {
-    HIODSFS_TRY(close_stream(ino, s));
-    HIODSFS_TRY(emit_raw(ino, off, data, len, upd));
-    if (pass_) pass_->wake();
-    return Status::ok();
-}
-
 // Appends bytes to the stream and emits every chunk they complete. On a
 // failure the stream is left holding only bytes that were acknowledged
 // before this call, with the chunker state rebuilt to match.
@@ -208,7 +159,8 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
 Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
     if (!s.active) return Status::ok();
     if (s.size() > 0) {
-        Status st = deferred_.load() && !force_inline ? emit_raw(ino, s.off, s.data(), s.size())
+        // The bytes' writes set the file's size and times when they came.
+        Status st = deferred_.load() && !force_inline ? hold_pieces(ino, s.off, s.data(), s.size(), nullptr)
                                                       : emit(ino, s.off, s.data(), s.size());
         // The file was deleted and freed (no handle held it) with bytes
         // still in its stream, which release_inode could not drop because
@@ -385,7 +337,11 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     s->streak = s->active && offset == s->end() ? s->streak + 1 : 0;
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     WriteUpdate upd{offset + len, now_ts()};
-    if (deferred_.load()) return write_deferred(ino, *s, offset, bytes, len, &upd);
+    if (deferred_.load()) {
+        HIODSFS_TRY(hold_write(ino, *s, offset, bytes, len, upd.now));
+        l.unlock();
+        return apply_if_full();
+    }
     Inode in;
     HIODSFS_TRY(regular_file(ino, &in));
     std::uint64_t old_size = in.r.size;
@@ -628,7 +584,7 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     return t->commit();
 }
 
-Status EngineImpl::flush(InodeId ino) {
+Status EngineImpl::close_stream(InodeId ino) {
     std::shared_ptr<Stream> s;
     {
         std::lock_guard<std::mutex> l(streams_mu_);
@@ -640,9 +596,18 @@ Status EngineImpl::flush(InodeId ino) {
     return close_stream(ino, *s);
 }
 
+Status EngineImpl::flush(InodeId ino) {
+    HIODSFS_TRY(close_stream(ino));
+    // Like a kernel's writeback error: told at close or fsync, once.
+    return take_held_error(ino);
+}
+
 Status EngineImpl::fsync(InodeId ino, bool /*datasync*/) {
-    HIODSFS_TRY(flush(ino));
-    return commit_now();
+    HIODSFS_TRY(close_stream(ino));
+    // The commit applies the file's last held writes: the error is then
+    // about all of them.
+    HIODSFS_TRY(commit_now());
+    return take_held_error(ino);
 }
 
 Status EngineImpl::sync_all() {

@@ -174,6 +174,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::error(EUCLEAN, "store " + dir + " cannot be opened read-write: " + opened.message() +
                                           fsck_hint + " (mount with -o ro to copy out the rest)");
     HIODSFS_TRY(opened);
+    // Always: a commit's frontier comes from apply() (commit_now).
+    meta_->set_held_back(this);
     if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
 
     if (fresh) {
@@ -341,8 +343,14 @@ Status EngineImpl::commit_now(bool* reached_limit) {
     Status st = meta_->commit_group([this](SuperState* state) {
         SegmentPosition synced;
         HIODSFS_TRY(segs_->sync(&synced));
-        state->frontier_segment = synced.segment;
-        state->frontier_offset = synced.offset;
+        // Writes held back after the group took the last ones appended
+        // past drained_at_: their bytes are not the group's, crash leftovers
+        // if it is the last commit.
+        const bool drained_first = drained_at_.segment < synced.segment ||
+                                   (drained_at_.segment == synced.segment && drained_at_.offset < synced.offset);
+        const SegmentPosition frontier = drained_first ? drained_at_ : synced;
+        state->frontier_segment = frontier.segment;
+        state->frontier_offset = frontier.offset;
         return Status::ok();
     }, reached_limit);
     if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
@@ -489,6 +497,9 @@ std::string EngineImpl::status_json() {
     j["sweeps_yielded"] = sweeps_yielded_.load();
     j["early_commits"] = early_commits_.load();
     j["resident_trims"] = resident_trims_.load();
+    j["held_writes_applied"] = held_applied_.load();
+    j["held_write_batches"] = held_batches_.load();
+    j["held_writes_lost"] = held_lost_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;
@@ -629,7 +640,9 @@ std::uint64_t EngineImpl::data_room() {
 }
 
 Status EngineImpl::counters(SpaceCounters* out) {
-    // The in-memory state: readable even after a failed commit stopped the store.
+    // The in-memory state: readable even after a failed commit stopped the
+    // store (when applying held writes fails too).
+    (void)meta_->apply_held_back();
     *out = meta_->super_snapshot().counters;
     out->disk_bytes = segs_->disk_bytes();
     return Status::ok();

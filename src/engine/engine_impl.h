@@ -8,8 +8,11 @@
 //                     truncate, fsync, clone and seek
 //   background.cc     the background pass's target (dirty queue,
 //                     re-chunking) and space reclaim (purge, compaction)
+//   write_behind.cc   deferred writes' metadata held in memory and applied
+//                     in batches (HeldBack)
 //
-// Lock order: Stream::mu, then the MetaStore lock (a Txn), then pins_mu_.
+// Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
+// then held_mu_ or pins_mu_.
 #pragma once
 
 #include "hiodsfs/engine.h"
@@ -143,6 +146,9 @@ struct Stream {
     // sweep runs; a sweep's start and end each add one, so a read beside it
     // can tell that it ended (and a writer may have come) meanwhile.
     std::atomic<std::uint64_t> sweep_seq{0};
+    // The file was found to be a regular file (a file's type never changes):
+    // a held-back write needs no metadata lookup of its own.
+    bool regular = false;
 
     std::size_t size() const { return buf.size() - head; }
     std::uint64_t end() const { return off + size(); }
@@ -155,7 +161,19 @@ struct Stream {
     }
 };
 
-class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget {
+// A deferred write's metadata while it is held back (write_behind.cc): one
+// raw piece of it, already appended to the segment store.
+struct HeldWrite {
+    InodeId ino;
+    std::uint64_t off;        // file offset of the piece
+    ChunkId chunk;
+    ChunkLocation loc;
+    std::uint64_t end;        // the request's end: the file is at least this long
+    bool touch;               // the write sets mtime and ctime to time
+    struct timespec time;
+};
+
+class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget, private HeldBack {
 public:
     ~EngineImpl() override {
         if (!closed_) (void)close();
@@ -226,6 +244,30 @@ private:
     Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
     // Queues [off, off + len) of ino for the background pass.
     Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
+
+    // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
+    bool holding() const override { return held_count_.load(std::memory_order_relaxed) != 0; }
+    void apply(MetaStore& store, bool for_commit) override;
+    // One transaction for n held writes, sorted by inode.
+    Status apply_held(MetaStore& store, const HeldWrite* w, std::size_t n);
+    // The deferred path: a write's bytes are stored as they are (no
+    // fingerprint, no lookup) and its metadata held back.
+    Status hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
+                      std::size_t len, const struct timespec& now);
+    // Appends [off, off + len) of ino as raw pieces and holds their
+    // metadata; touched (if given) is the time the write sets.
+    Status hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
+                       const struct timespec* touched);
+    Status next_raw_chunk_id(ChunkId* out);
+    // Applies what is held once a batch is full. Never under a Stream lock:
+    // a writer applying a batch must not keep its file's other writers out.
+    Status apply_if_full();
+    // The error that lost held writes of ino since it was last asked (ok if none).
+    Status take_held_error(InodeId ino);
+    // Raw records are bounded like chunks so reads of them stay cheap.
+    std::size_t raw_piece_bytes() const {
+        return std::max<std::size_t>(chunking_.max_size, 64 * 1024);
+    }
 
     // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
     Status reclaim_step(bool* did_work) override;
@@ -301,17 +343,13 @@ private:
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                        WriteUpdate* upd = nullptr);
     Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
-    // Deferred path: stores bytes as they are (no fingerprint, no lookup),
-    // maps them, and records the range for the background pass.
-    Status emit_raw(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
-                    WriteUpdate* upd = nullptr);
-    Status write_deferred(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
-                          std::size_t len, WriteUpdate* upd);
     Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
                 WriteUpdate* upd = nullptr);
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
+    // The same for ino's stream, if it has one (taking its lock).
+    Status close_stream(InodeId ino);
     // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
     // which must leave canonical cut points however far that takes it).
     static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
@@ -412,6 +450,21 @@ private:
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
+
+    // Write-behind (write_behind.cc). held_ is in append order.
+    std::mutex held_mu_;
+    std::vector<HeldWrite> held_, held_spare_;
+    std::atomic<std::size_t> held_count_{0};
+    std::atomic<bool> held_applying_{false};  // a writer is applying a full batch
+    // Where the segment store's appends stood when the group about to
+    // commit took the last held writes: all the group refers to lies before
+    // it (the commit's frontier; commit_now).
+    SegmentPosition drained_at_;
+    std::mutex held_errors_mu_;
+    std::unordered_map<InodeId, Status> held_errors_;
+    std::atomic<std::uint64_t> held_batches_{0}, held_applied_{0}, held_lost_{0};
+    std::mutex raw_ids_mu_;
+    ChunkId raw_ids_next_ = 0, raw_ids_end_ = 0;  // reserved (MetaStore::take_chunk_ids)
 
     ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
     std::mutex reclaim_mu_;  // one reclaim step at a time

@@ -501,7 +501,7 @@ Status MetaStore::ensure_group() {
         // bytes and no value; a chunk record of about 50 bytes and its key.
         fingerprint_pages_.reset(fp, 24);
         chunk_pages_.reset(ch, 64);
-        chunk_ids_at_start_ = super_.next_chunk;
+        chunk_ids_at_start_ = std::min(super_.next_chunk, chunk_ids_taken_from_);
         chunks_appended_ = 0;
     }
     return Status::ok();
@@ -635,10 +635,28 @@ Status MetaStore::verify(std::uint64_t walk_bytes) {
     return result;
 }
 
-Status MetaStore::begin(std::unique_ptr<Txn>* out) {
-    std::unique_lock<std::mutex> lock(mu_);
+void MetaStore::apply_held_locked(bool for_commit) {
+    if (held_ == nullptr || read_only_ || (!for_commit && !held_->holding())) return;
+    applying_held_ = true;
+    held_->apply(*this, for_commit);
+    applying_held_ = false;
+}
+
+Status MetaStore::apply_held_back() {
+    std::lock_guard<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
+    apply_held_locked(false);
+    return Status::ok();
+}
+
+Status MetaStore::begin_held(std::unique_ptr<Txn>* out) {
+    if (!applying_held_) return Status::error(EINVAL, "begin_held outside HeldBack::apply");
     HIODSFS_TRY(ensure_group());
+    // The caller of apply holds the lock: this Txn borrows it.
+    return begin_nested(std::unique_lock<std::mutex>(), out);
+}
+
+Status MetaStore::begin_nested(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out) {
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     if (read_only_) {
         t->txn_ = group_;
@@ -654,10 +672,29 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     return Status::ok();
 }
 
+Status MetaStore::take_chunk_ids(std::uint64_t n, ChunkId* first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (read_only_) return Status::error(EROFS, "store is open read-only");
+    *first = super_.next_chunk;
+    super_.next_chunk += n;
+    chunk_ids_taken_from_ = *first;
+    return Status::ok();
+}
+
+Status MetaStore::begin(std::unique_ptr<Txn>* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    apply_held_locked(false);
+    HIODSFS_TRY(ensure_group());
+    return begin_nested(std::move(lock), out);
+}
+
 Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
     std::unique_lock<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
     if (read_only_) HIODSFS_TRY(ensure_group());
+    apply_held_locked(false);
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     t->reading_ = true;
     if (group_ != nullptr) {
@@ -677,9 +714,11 @@ Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
 
 Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before, bool* reached_limit) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reached_limit != nullptr) *reached_limit = group_ != nullptr && group_full_told_;
+    if (reached_limit != nullptr) *reached_limit = false;
     HIODSFS_TRY(check_running());
     if (read_only_) return Status::ok();
+    apply_held_locked(true);
+    if (reached_limit != nullptr) *reached_limit = group_ != nullptr && group_full_told_;
     SuperState next = super_;
     if (before) HIODSFS_TRY(before(&next));
     if (group_ == nullptr) {

@@ -98,6 +98,23 @@ struct MetaStoreOptions {
 
 class MetaStore;
 
+// Metadata changes held back in memory by the store's user (the engine's
+// write-behind of deferred writes) instead of being applied one operation
+// at a time. The store applies them, under its lock, before any other
+// operation begins and before a group commits, so every reader sees them
+// and a commit includes everything acknowledged before it.
+class HeldBack {
+public:
+    virtual ~HeldBack() = default;
+    // Whether anything is held; read without the store's lock, often.
+    virtual bool holding() const = 0;
+    // Applies what is held, in transactions begun with
+    // MetaStore::begin_held(). for_commit: a group commit follows at once.
+    // Failures are the holder's to report (the operations were already
+    // acknowledged); the store goes on either way.
+    virtual void apply(MetaStore& store, bool for_commit) = 0;
+};
+
 // A read/write cursor over one database of a Txn; destroy it before the Txn
 // ends (LMDB closes a write transaction's cursors when it commits).
 class Cursor {
@@ -177,6 +194,19 @@ public:
     // with EINVAL; commit() only ends it.
     Status begin_read(std::unique_ptr<Txn>* out);
 
+    // What begin(), begin_read() and commit_group() apply first (see
+    // HeldBack); set before the store is shared between threads.
+    void set_held_back(HeldBack* held) { held_ = held; }
+    // Applies what the HeldBack holds now.
+    Status apply_held_back();
+    // Within HeldBack::apply only (the store's lock is held): a nested
+    // transaction of the open group, opening one if needed.
+    Status begin_held(std::unique_ptr<Txn>* out);
+    // Reserves n consecutive chunk ids for appends made outside any
+    // operation (write-behind), without a transaction; returns the first.
+    // Ids reserved and never used are gaps, which nothing minds.
+    Status take_chunk_ids(std::uint64_t n, ChunkId* first);
+
     // Commits the open group. `before` runs first, under the lock, so the
     // caller can make the data the group refers to durable (and record how
     // far it is in the state being committed).
@@ -225,6 +255,9 @@ private:
     Status ensure_group();  // caller holds mu_
     bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
+    void apply_held_locked(bool for_commit);  // caller holds mu_
+    // A nested transaction of the open group (the group itself when read-only).
+    Status begin_nested(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out);  // caller holds mu_
     void note_write(Db db, std::string_view key);  // caller holds mu_
     std::uint64_t dirty_pages_locked() const;
     void maybe_group_full();  // caller holds mu_
@@ -251,6 +284,11 @@ private:
     bool group_full_told_ = false;  // on_group_full called for the open group
     RandomPages fingerprint_pages_, chunk_pages_;
     std::uint64_t chunk_ids_at_start_ = 0;  // next_chunk when the group began
+    // The first id of the last take_chunk_ids(): ids from there on may be
+    // used in the next group, and count as appended there.
+    std::uint64_t chunk_ids_taken_from_ = ~std::uint64_t{0};
+    HeldBack* held_ = nullptr;
+    bool applying_held_ = false;
     std::uint64_t chunks_appended_ = 0;
     std::uint64_t resident_limit_ = 0;
     void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)

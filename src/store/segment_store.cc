@@ -916,6 +916,11 @@ std::uint64_t SegmentStore::disk_bytes() {
     return impl_->sealed_bytes + impl_->end();
 }
 
+SegmentPosition SegmentStore::append_position() {
+    std::lock_guard lock(impl_->mu);
+    return SegmentPosition{impl_->active, impl_->end()};
+}
+
 SegmentId SegmentStore::active_segment() { return impl_->active_id.load(); }
 
 }  // namespace hiodsfs

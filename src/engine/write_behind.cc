@@ -1,0 +1,205 @@
+// Write-behind of deferred writes (docs/architecture.md, "Write-behind").
+//
+// A deferred write appends its bytes to the segment store and holds its
+// metadata (the raw chunk records, the extents, the range for the pass, the
+// inode's size and times) in memory: the request needs neither the
+// metadata lock nor a transaction. MetaStore applies what is held (apply()
+// below), many writes in one nested transaction, before any other
+// operation begins and before each group commit, so every reader sees the
+// writes and a commit, fsync's included, carries each acknowledged one.
+#include "engine/engine_impl.h"
+
+namespace hiodsfs {
+
+namespace {
+
+// A writer that finds this many writes held applies them (the others go
+// on appending meanwhile); at kHeldMost every writer waits for the
+// metadata lock, so what is held stays bounded when applying falls behind.
+constexpr std::size_t kHeldBatch = 256;
+constexpr std::size_t kHeldMost = 16 * kHeldBatch;
+// Chunk ids reserved per MetaStore::take_chunk_ids (one lock per this many).
+constexpr std::uint64_t kRawIdBlock = 1024;
+
+}  // namespace
+
+Status EngineImpl::next_raw_chunk_id(ChunkId* out) {
+    std::lock_guard<std::mutex> g(raw_ids_mu_);
+    if (raw_ids_next_ == raw_ids_end_) {
+        ChunkId first = 0;
+        HIODSFS_TRY(meta_->take_chunk_ids(kRawIdBlock, &first));
+        raw_ids_next_ = first;
+        raw_ids_end_ = first + kRawIdBlock;
+    }
+    *out = raw_ids_next_++;
+    return Status::ok();
+}
+
+Status EngineImpl::hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
+                              std::size_t len, const struct timespec& now) {
+    HIODSFS_TRY(close_stream(ino, s));
+    if (!s.regular) {
+        Inode in;
+        HIODSFS_TRY(regular_file(ino, &in));
+        s.regular = true;
+    }
+    return hold_pieces(ino, off, data, len, &now);
+}
+
+Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data,
+                               std::size_t len, const struct timespec* touched) {
+    const std::size_t piece = raw_piece_bytes();
+    const std::size_t pieces = (len + piece - 1) / piece;
+    // Ids first: reserving them may take the metadata lock, which an
+    // apply holds while it waits for held_mu_.
+    ChunkId one_id = 0;
+    std::vector<ChunkId> more_ids;
+    ChunkId* ids = &one_id;
+    if (pieces > 1) {
+        more_ids.resize(pieces);
+        ids = more_ids.data();
+    }
+    for (std::size_t i = 0; i < pieces; ++i) HIODSFS_TRY(next_raw_chunk_id(&ids[i]));
+    const struct timespec time = touched != nullptr ? *touched : timespec{};
+    {
+        // Appends and holds under one lock, so an apply that empties held_
+        // has every write appended before it, and a commit's frontier
+        // (drained_at_) lies after every byte the group refers to.
+        std::lock_guard<std::mutex> g(held_mu_);
+        const std::size_t before = held_.size();
+        for (std::size_t i = 0, done = 0; i < pieces; ++i, done += piece) {
+            const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
+            ChunkLocation loc;
+            Status st = segs_->append(ids[i], data + done, n, &loc);
+            if (!st) {
+                // Nothing of the request is held; bytes it appended are
+                // garbage, as a failed operation's are.
+                held_.resize(before);
+                return st;
+            }
+            held_.push_back(HeldWrite{ino, off + done, ids[i], loc, off + len, touched != nullptr, time});
+        }
+        held_count_.store(held_.size(), std::memory_order_relaxed);
+    }
+    if (pass_) pass_->wake();
+    return Status::ok();
+}
+
+Status EngineImpl::apply_if_full() {
+    const std::size_t held = held_count_.load(std::memory_order_relaxed);
+    if (held >= kHeldMost) return meta_->apply_held_back();
+    if (held >= kHeldBatch && !held_applying_.exchange(true)) {
+        Status st = meta_->apply_held_back();
+        held_applying_.store(false);
+        return st;
+    }
+    return Status::ok();
+}
+
+void EngineImpl::apply(MetaStore& store, bool for_commit) {
+    std::vector<HeldWrite> batch;
+    {
+        std::lock_guard<std::mutex> g(held_mu_);
+        batch.swap(held_spare_);
+        batch.swap(held_);
+        held_count_.store(0, std::memory_order_relaxed);
+        // The caller holds the metadata lock, so every other append the
+        // group refers to was made before this point too.
+        if (for_commit) drained_at_ = segs_->append_position();
+    }
+    if (!batch.empty()) {
+        // One file's writes stay in their order; files need none between them.
+        std::stable_sort(batch.begin(), batch.end(),
+                         [](const HeldWrite& a, const HeldWrite& b) { return a.ino < b.ino; });
+        held_batches_.fetch_add(1, std::memory_order_relaxed);
+        if (!apply_held(store, batch.data(), batch.size())) {
+            // One file's failure must not take the others' writes with it.
+            for (std::size_t i = 0, j = 0; i < batch.size(); i = j) {
+                while (j < batch.size() && batch[j].ino == batch[i].ino) ++j;
+                Status st = apply_held(store, &batch[i], j - i);
+                if (st) continue;
+                held_lost_.fetch_add(j - i, std::memory_order_relaxed);
+                if (opts_.log)
+                    opts_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
+                              std::to_string(batch[i].ino) + " are lost: " + st.message());
+                std::lock_guard<std::mutex> g(held_errors_mu_);
+                held_errors_.emplace(batch[i].ino, st);
+            }
+        }
+        held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);
+    }
+    batch.clear();
+    std::lock_guard<std::mutex> g(held_mu_);
+    if (held_spare_.capacity() < batch.capacity()) held_spare_.swap(batch);
+}
+
+Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t n) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(store.begin_held(&t));
+    auto& sup = t->super();
+    // Every chunk and its segment's live bytes first: a later write of the
+    // batch may overwrite an earlier one, freeing its chunk, and a
+    // segment's count never goes below zero.
+    SegmentGains gains;
+    for (std::size_t k = 0; k < n; ++k) {
+        const HeldWrite& h = w[k];
+        ChunkRecord rec;
+        rec.segment = h.loc.segment;
+        rec.offset = h.loc.offset;
+        rec.length = h.loc.length;
+        rec.set_refs(1);
+        rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
+        HIODSFS_TRY(t->put(Db::kChunks, key_u64(h.chunk), encode(rec)));
+        if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
+        gains.back().second += h.loc.length;
+        sup.counters.stored_bytes += h.loc.length;
+        sup.counters.raw_bytes += h.loc.length;
+        sup.counters.chunk_count += 1;
+    }
+    for (const auto& [seg, bytes] : gains)
+        HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
+    for (std::size_t i = 0, j = 0; i < n; i = j) {
+        const InodeId ino = w[i].ino;
+        while (j < n && w[j].ino == ino) ++j;
+        if (opts_.held_write_fault)
+            if (int e = opts_.held_write_fault(ino); e != 0)
+                return Status::error(e, "metadata write (injected)");
+        Inode in;
+        Status found = load_inode(*t, ino, &in);
+        // A file freed with bytes still in its stream (close_stream): they
+        // belong to no file any more.
+        if (found.err() == ENOENT) continue;
+        HIODSFS_TRY(found);
+        // The pass gets one range per run of writes that follow each other.
+        std::uint64_t run_off = w[i].off, run_end = w[i].off;
+        for (std::size_t k = i; k < j; ++k) {
+            const HeldWrite& h = w[k];
+            ExtentRecord e{h.chunk, 0, h.loc.length};
+            HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.loc.length, &e));
+            if (h.off != run_end) {
+                if (run_end > run_off) HIODSFS_TRY(queue_dirty(*t, ino, run_off, run_end - run_off));
+                run_off = h.off;
+            }
+            run_end = h.off + h.loc.length;
+            if (h.end > in.r.size) in.r.size = h.end;
+            if (h.touch) {
+                set_time(&in.r.mtime_s, &in.r.mtime_ns, h.time);
+                set_time(&in.r.ctime_s, &in.r.ctime_ns, h.time);
+            }
+        }
+        HIODSFS_TRY(queue_dirty(*t, ino, run_off, run_end - run_off));
+        HIODSFS_TRY(store_inode(*t, ino, in));
+    }
+    return t->commit();
+}
+
+Status EngineImpl::take_held_error(InodeId ino) {
+    std::lock_guard<std::mutex> g(held_errors_mu_);
+    auto it = held_errors_.find(ino);
+    if (it == held_errors_.end()) return Status::ok();
+    Status st = Status::error(EIO, "writes acknowledged earlier were lost: " + it->second.message());
+    held_errors_.erase(it);
+    return st;
+}
+
+}  // namespace hiodsfs

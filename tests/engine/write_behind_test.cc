@@ -1,0 +1,151 @@
+// Write-behind: a deferred write's metadata is held in memory and applied
+// many writes to a transaction; every reader sees it at once, fsync makes
+// it durable, and a write whose metadata cannot be applied is reported at
+// the file's next fsync or close, once, without costing other files theirs.
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <set>
+
+#include "engine_test_util.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+
+EngineOptions held_options(const std::string& store) {
+    EngineOptions o = options_for(store, ChunkingParams::cdc(2048, 8192, 32768));
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    o.background_commit = false;
+    return o;
+}
+
+std::uint64_t status_count(Engine& e, const char* name) {
+    return nlohmann::json::parse(e.status_json()).at(name).get<std::uint64_t>();
+}
+
+// Random 4 KiB writes into [0, span), applied to the model as well; the
+// offsets written go to *offsets if given.
+void random_writes(Engine& e, InodeId ino, std::vector<std::uint8_t>* model, std::uint64_t span,
+                   int n, std::mt19937_64& rng, std::set<std::uint64_t>* offsets = nullptr) {
+    for (int i = 0; i < n; ++i) {
+        const std::uint64_t off = (rng() % (span / 4096)) * 4096;
+        if (offsets != nullptr) offsets->insert(off);
+        auto b = random_bytes(rng, 4096);
+        if (model->size() < off + b.size()) model->resize(off + b.size());
+        std::copy(b.begin(), b.end(), model->begin() + static_cast<std::ptrdiff_t>(off));
+        REQUIRE(e.write(ino, off, b.data(), b.size()).is_ok());
+    }
+}
+
+// Closes the engine and checks the store as hiodsfs-fsck would.
+void close_and_check(std::unique_ptr<Engine> e, const std::string& store) {
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    auto problems = check_invariants(store);
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
+}
+
+}  // namespace
+
+TEST_CASE("held writes are applied many to a transaction and every reader sees them at once",
+          "[engine][write-behind]") {
+    TempDir dir;
+    std::mt19937_64 rng(17);
+    std::vector<std::uint8_t> model;
+    InodeId ino = 0;
+    {
+        auto e = open_engine(held_options(dir.store()));
+        ino = make_file(*e, "f").ino;
+        std::set<std::uint64_t> offsets;
+        random_writes(*e, ino, &model, 4u << 20, 1000, rng, &offsets);
+        // No commit and no other operation came between the writes: the
+        // first reader applies what is held.
+        Attr a;
+        REQUIRE(e->getattr(ino, &a).is_ok());
+        CHECK(a.size == model.size());
+        CHECK(read_all(*e, ino) == model);
+        CHECK(status_count(*e, "held_writes_applied") == 1000);
+        const std::uint64_t batches = status_count(*e, "held_write_batches");
+        INFO(batches << " batches");
+        CHECK(batches >= 1);
+        CHECK(batches <= 1000 / 256 + 1);
+        SpaceCounters c;
+        REQUIRE(e->counters(&c).is_ok());
+        CHECK(c.backlog_records > 0);
+        CHECK(c.raw_bytes == offsets.size() * 4096);  // an overwritten piece is freed
+        REQUIRE(e->fsync(ino, false).is_ok());
+        REQUIRE(e->close().is_ok());
+    }
+    auto e = open_engine(held_options(dir.store()));
+    CHECK(read_all(*e, ino) == model);
+    REQUIRE(e->run_background().is_ok());
+    CHECK(read_all(*e, ino) == model);
+    close_and_check(std::move(e), dir.store());
+}
+
+TEST_CASE("held writes survive a crash once fsynced, and only the unsynced ones are lost",
+          "[engine][write-behind]") {
+    TempDir dir;
+    std::mt19937_64 rng(5);
+    std::vector<std::uint8_t> synced_model, model;
+    InodeId ino = 0;
+    {
+        auto e = open_engine(held_options(dir.store()));
+        ino = make_file(*e, "f").ino;
+        random_writes(*e, ino, &model, 1u << 20, 300, rng);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        synced_model = model;
+        // Held, never applied or committed: gone with the crash.
+        random_writes(*e, ino, &model, 2u << 20, 100, rng);
+        e->abandon();
+    }
+    auto e = open_engine(held_options(dir.store()));
+    CHECK(read_all(*e, ino) == synced_model);
+    close_and_check(std::move(e), dir.store());
+}
+
+TEST_CASE("a held write that cannot be applied is reported at fsync, once, and costs no other file",
+          "[engine][write-behind]") {
+    TempDir dir;
+    std::atomic<InodeId> failing{0};
+    EngineOptions o = held_options(dir.store());
+    o.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? ENOSPC : 0; };
+    std::vector<std::string> logged;
+    o.log = [&](const std::string& m) { logged.push_back(m); };
+    std::mt19937_64 rng(9);
+    std::vector<std::uint8_t> a_model, b_model;
+    InodeId a = 0, b = 0;
+    {
+        auto e = open_engine(o);
+        a = make_file(*e, "a").ino;
+        b = make_file(*e, "b").ino;
+        random_writes(*e, a, &a_model, 1u << 20, 50, rng);
+        REQUIRE(e->fsync(a, false).is_ok());
+        const std::vector<std::uint8_t> a_synced = a_model;
+        failing = a;
+        // Interleaved, so both files' writes are in the same batches.
+        for (int i = 0; i < 40; ++i) {
+            random_writes(*e, a, &a_model, 1u << 20, 10, rng);
+            random_writes(*e, b, &b_model, 1u << 20, 10, rng);
+        }
+        Status st = e->fsync(a, false);
+        CHECK(st.err() == EIO);
+        CHECK(st.message().find("lost") != std::string::npos);
+        CHECK(e->fsync(a, false).is_ok());  // told once, as a kernel tells a writeback error
+        REQUIRE(e->fsync(b, false).is_ok());
+        CHECK(read_all(*e, b) == b_model);
+        CHECK(read_all(*e, a) == a_synced);
+        CHECK(status_count(*e, "held_writes_lost") == 400);
+        REQUIRE(logged.size() >= 1);
+        CHECK(logged.front().find("inode " + std::to_string(a)) != std::string::npos);
+        failing = 0;
+        REQUIRE(e->close().is_ok());
+    }
+    auto e = open_engine(held_options(dir.store()));
+    CHECK(read_all(*e, b) == b_model);
+    close_and_check(std::move(e), dir.store());
+}
