@@ -12,7 +12,7 @@
 //                     in batches (HeldBack)
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
-// then held_mu_ or pins_mu_.
+// then held_mu_, pins_mu_ or held_errors_mu_.
 #pragma once
 
 #include "hiodsfs/engine.h"
