@@ -106,10 +106,6 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     return Status::ok();
 }
 
-Status EngineImpl::emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len) {
-    return emit_chunks(ino, {ChunkSpan{off, data, len}});
-}
-
 // Appends bytes to the stream and emits every chunk they complete. On a
 // failure the stream is left holding only bytes that were acknowledged
 // before this call, with the chunker state rebuilt to match.
@@ -156,12 +152,14 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     return st;
 }
 
-Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline) {
+Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline, WriteUpdate* upd) {
     if (!s.active) return Status::ok();
     if (s.size() > 0) {
         // The bytes' writes set the file's size and times when they came.
-        Status st = deferred_.load() && !force_inline ? hold_pieces(ino, s.off, s.data(), s.size(), nullptr)
-                                                      : emit(ino, s.off, s.data(), s.size());
+        Status st = deferred_.load() && !force_inline
+                        ? hold_pieces(ino, s.off, s.data(), s.size(), nullptr)
+                        : emit_chunks(ino, {ChunkSpan{s.off, s.data(), s.size()}},
+                                      upd != nullptr && !upd->applied ? upd : nullptr);
         // The file was deleted and freed (no handle held it) with bytes
         // still in its stream, which release_inode could not drop because
         // a reader held the stream then: they belong to no file any more.
@@ -243,7 +241,8 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
 
 // After an overwrite inside old data: keep chunking the old bytes that follow
 // until a cut falls on an old extent boundary, so the chunks after it stay.
-Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach) {
+Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
+                           WriteUpdate* upd) {
     const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
     std::vector<std::uint8_t> piece;
     for (;;) {
@@ -284,11 +283,11 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
         if (hole_at_pos) return Status::ok();
         if ((at_boundary && next_starts_chunk && s.size() == 0) ||
             (at_boundary && next_starts_chunk && pos >= give_up))
-            return close_stream(ino, s, true);  // inline even when the pass runs this
+            return close_stream(ino, s, true, upd);  // inline even when the pass runs this
         piece.resize(piece_end - pos);
         std::size_t got = 0;
         HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
-        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size()));
+        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size(), upd != nullptr && !upd->applied ? upd : nullptr));
     }
 }
 
@@ -351,23 +350,25 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     }
     Status st = feed(ino, *s, bytes, len, &upd);
     // A failed feed accepted nothing of this write.
-    std::uint64_t accepted_end = st ? offset + len : 0;
+    const std::uint64_t accepted_end = st ? offset + len : 0;
+    // An overwrite inside the file: the first chunks the realignment emits
+    // carry the write's times (its size does not change), which saves the
+    // metadata operation below for most random overwrites.
+    if (st && offset + len < old_size)
+        st = realign(ino, *s, offset + len, std::uint64_t{chunking_.max_size} * 4,
+                     upd.applied ? nullptr : &upd);
     if (!upd.applied) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
         Inode cur;
         HIODSFS_TRY(load_inode(*t, ino, &cur));
         if (accepted_end > cur.r.size) cur.r.size = accepted_end;
-        auto now = now_ts();
-        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, now);
-        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, now);
+        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, upd.now);
+        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, upd.now);
         HIODSFS_TRY(store_inode(*t, ino, cur));
         HIODSFS_TRY(t->commit());
     }
-    HIODSFS_TRY(st);
-    if (offset + len < old_size)
-        HIODSFS_TRY(realign(ino, *s, offset + len, std::uint64_t{chunking_.max_size} * 4));
-    return Status::ok();
+    return st;
 }
 
 Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,

@@ -342,19 +342,22 @@ private:
     static void apply_update(Inode& in, WriteUpdate* u);
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                        WriteUpdate* upd = nullptr);
-    Status emit(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len);
     Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
                 WriteUpdate* upd = nullptr);
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
-    Status close_stream(InodeId ino, Stream& s, bool force_inline = false);
+    // upd: a write whose times the emitted chunks' operation sets, if not yet set.
+    Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr);
     // The same for ino's stream, if it has one (taking its lock).
     Status close_stream(InodeId ino);
     // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
     // which must leave canonical cut points however far that takes it).
     static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach);
-    Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach);
+    // upd (if given): the write before it, whose times the first chunks
+    // realign emits set.
+    Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
+                   WriteUpdate* upd = nullptr);
     // Whether m begins a chunk cut by the chunker (raw data and the tail of
     // a chunk whose head was overwritten do not).
     Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);

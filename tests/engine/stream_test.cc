@@ -192,3 +192,43 @@ TEST_CASE("sequential writes into a preallocated file cut the chunks an append w
     // The holes ahead of each write are no reason to cut at its end.
     CHECK(stored(true) == stored(false));
 }
+
+// Each write sets mtime and ctime, whichever metadata operation carries them:
+// the one that maps its chunks, the realignment's after an overwrite inside
+// the file, a held-back write's batch, or one of their own.
+TEST_CASE("every write moves mtime and ctime, appended, inside the file or held back",
+          "[engine][stream]") {
+    for (auto mode : {DedupMode::kInline, DedupMode::kDeferred}) {
+        DYNAMIC_SECTION((mode == DedupMode::kInline ? "inline" : "deferred")) {
+            TempDir dir;
+            EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(2048, 8192, 32768));
+            o.mode = mode;
+            o.background_threads = 0;
+            auto e = open_engine(o);
+            Attr a = make_file(*e, "f");
+            std::mt19937_64 rng(4);
+            write_all(*e, a.ino, 0, random_bytes(rng, 1 << 20), 64 * 1024);
+            REQUIRE(e->flush(a.ino).is_ok());
+            auto later = [](const struct timespec& x, const struct timespec& y) {
+                return x.tv_sec > y.tv_sec || (x.tv_sec == y.tv_sec && x.tv_nsec > y.tv_nsec);
+            };
+            // Small writes at the end, inside chunks, across cut points, and
+            // one that fills in no chunk of its own.
+            for (std::uint64_t off : {std::uint64_t{1 << 20}, std::uint64_t{4096}, std::uint64_t{300000},
+                                      std::uint64_t{(1 << 20) - 100}, std::uint64_t{777}}) {
+                Attr before;
+                REQUIRE(e->getattr(a.ino, &before).is_ok());
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                auto b = random_bytes(rng, 100);
+                REQUIRE(e->write(a.ino, off, b.data(), b.size()).is_ok());
+                Attr after;
+                REQUIRE(e->getattr(a.ino, &after).is_ok());
+                INFO("write of 100 bytes at " << off);
+                CHECK(later(after.mtime, before.mtime));
+                CHECK(later(after.ctime, before.ctime));
+                CHECK(after.size == std::max<std::uint64_t>(before.size, off + b.size()));
+            }
+            REQUIRE(e->close().is_ok());
+        }
+    }
+}
