@@ -165,6 +165,11 @@ public:
 
     Status close() override;
     void abandon() override;
+    void stop(const std::string& why) override;
+    // The tier's name for FORMAT ("" without one), and whether the store's
+    // FORMAT lets this open use it.
+    std::string tier_name() const;
+    Status check_tier(const StoreFormat& format) const;
     const ChunkingParams& chunking() const override { return chunking_; }
 
     Status lookup(InodeId parent, std::string_view name, Attr* out) override;
