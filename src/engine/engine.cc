@@ -117,6 +117,7 @@ Status EngineImpl::init(const EngineOptions& options) {
                                              options.chunking.describe());
         chunking_ = format.chunking;
         HIODSFS_TRY(check_tier(format));
+        backend_ = format.tier;
     } else {
         std::vector<std::string> names;
         HIODSFS_TRY(env_->list_dir(dir, &names));
@@ -129,6 +130,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         chunking_ = options.chunking;
     }
 
+    if (backend_.empty()) backend_ = options.segments.tier != nullptr ? tier_name() : "local";
     // The metadata first: it says which segment bytes are committed, and a
     // store whose metadata is gone or damaged is refused before anything
     // of it is touched (a fresh environment would disown every segment).
@@ -558,9 +560,11 @@ std::string EngineImpl::status_json() {
     }
     {
         // Where the segments live, and the local cache in front of a tier.
+        // (An unmounted store's backend is what FORMAT says; the tier's
+        // figures only while a daemon has it.)
+        j["backend"] = backend_;
         SegmentTierStats ts;
         if (segs_->tier_stats(&ts)) {
-            j["backend"] = ts.where;
             nlohmann::ordered_json t;
             t["segments"] = ts.tier_segments;
             t["bytes"] = ts.tier_bytes;
@@ -577,8 +581,6 @@ std::string EngineImpl::status_json() {
             t["upload_error"] = ts.upload_error.empty() ? nlohmann::ordered_json(nullptr)
                                                         : nlohmann::ordered_json(ts.upload_error);
             j["tier"] = std::move(t);
-        } else {
-            j["backend"] = "local";
         }
     }
     // Controller times (mode_since_ns, events) are on the monotonic clock of

@@ -170,6 +170,7 @@ public:
     // FORMAT lets this open use it.
     std::string tier_name() const;
     Status check_tier(const StoreFormat& format) const;
+    std::string backend_;  // "local", or where the sealed segments live
     const ChunkingParams& chunking() const override { return chunking_; }
 
     Status lookup(InodeId parent, std::string_view name, Attr* out) override;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../rados/ceph_cluster.h"
+#include "../stat/schema_check.h"
 #include "mount_fixture.h"
 
 namespace hiodsfs::mt {
@@ -98,7 +99,7 @@ TEST_CASE("rados: a tree copied in reads back byte for byte from a remount with 
     const std::string ref = fx.scratch("ref");
     make_dir(ref);
     write_random_tree(ref + "/one", 1);
-    write_random_tree(ref + "/two", 2);
+    write_random_tree(ref + "/two", 20);  // seeds apart: no file shares a prefix with another
     REQUIRE(run({"cp", "-a", HIODSFS_SOURCE_DIR "/src", ref + "/one/"}).ok());
     for (const char* tree : {"one", "two"}) {
         fx.mount();
@@ -126,7 +127,24 @@ TEST_CASE("rados: a tree copied in reads back byte for byte from a remount with 
     REQUIRE(status_field(fx.store(), "upload_failures") == 0);
     // Evicted down to the last segment read (and the empty active one).
     REQUIRE(wait_for(10s, [&] { return status_field(fx.store(), "cached_segments") == 1; }));
+    // hiodsfs-stat on the cache directory: the backend, the pool's bytes
+    // and the cache's hits and misses, in the documented schema.
+    CmdResult stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    INFO(stat.describe());
+    REQUIRE(stat.ok());
+    const nlohmann::json v = nlohmann::json::parse(stat.out);
+    CHECK(test::schema_violations(v, test::read_json_file(HIODSFS_SCHEMA)) == std::vector<std::string>{});
+    CHECK(v.at("backend") == "rados:" + cluster.pool + "/" + name);
+    REQUIRE(v.at("tier").is_object());
+    CHECK(v.at("tier").at("segments") == 2);
+    CHECK(v.at("tier").at("bytes").get<long long>() >= 10 * static_cast<long long>(kMiB));
+    CHECK(v.at("tier").at("cache_misses").get<long long>() >= 2);
+    CHECK(v.at("tier").at("cache_hits").get<long long>() > 0);
     fx.unmount();
+    // Unmounted, the backend still shows (from FORMAT).
+    stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    REQUIRE(stat.ok());
+    CHECK(nlohmann::json::parse(stat.out).at("backend") == "rados:" + cluster.pool + "/" + name);
     // hiodsfs-fsck cannot read RADOS yet: it says so, never that segments
     // are lost.
     CmdResult fsck = run({HIODSFS_FSCK_BIN, fx.store()});
