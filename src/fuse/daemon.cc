@@ -379,10 +379,6 @@ private:
 };
 
 #ifdef HIODSFS_HAVE_RADOS
-// Renewed every lease/4; another host may take the store over this long
-// after its daemon died.
-constexpr auto kRadosLease = std::chrono::seconds(60);
-
 std::string host_name() {
     char name[256] = {};
     if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
@@ -406,7 +402,7 @@ Status open_rados(const DaemonOptions& opt, std::function<void(const std::string
     const std::string holder = host + " pid " + std::to_string(::getpid());
     const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
     for (;;) {
-        Status st = tier->lock(holder, kRadosLease, on_lost);
+        Status st = tier->lock(holder, std::chrono::seconds(opt.rados_lease), on_lost);
         if (st) break;
         std::vector<std::string> holders;
         const bool this_host = st.err() == EBUSY && tier->lock_holders(&holders).is_ok() &&

@@ -322,6 +322,12 @@ const std::vector<OptionSpec>& option_table() {
                      uint_option(1, 3600, "expected seconds between 1 and 3600", [](DaemonOptions& o, std::uint64_t v) {
                          o.rados_timeout = static_cast<unsigned>(v);
                      })});
+        t.push_back({"rados_lease", "SECONDS",
+                     "rados:POOL/STORE: the store lock's lease, renewed every\n"
+                     "quarter of it: how long a dead daemon keeps the store\n(default 60)",
+                     uint_option(4, 3600, "expected seconds between 4 and 3600", [](DaemonOptions& o, std::uint64_t v) {
+                         o.rados_lease = static_cast<unsigned>(v);
+                     })});
         return t;
     }();
     return table;
@@ -447,8 +453,8 @@ bool apply_rados_source(DaemonOptions* out, std::string* error) {
     if (out->store.rfind(prefix, 0) != 0) {
         if (!out->cache_dir.empty() || out->cache_size != defaults.cache_size ||
             out->ceph_conf != defaults.ceph_conf || out->ceph_id != defaults.ceph_id ||
-            out->rados_timeout != defaults.rados_timeout) {
-            *error = "cache_dir, cache_size, ceph_conf, ceph_id and rados_timeout are for a store given "
+            out->rados_timeout != defaults.rados_timeout || out->rados_lease != defaults.rados_lease) {
+            *error = "cache_dir, cache_size, ceph_conf, ceph_id, rados_timeout and rados_lease are for a store given "
                      "as rados:POOL/STORE, not " + out->store;
             return false;
         }

@@ -60,6 +60,8 @@ struct DaemonOptions {
     std::string cache_dir;
     std::uint64_t cache_size = 1ull << 30;
     unsigned rados_timeout = 10;  // seconds; bounds connecting and each operation
+    // Seconds the store's lock outlives a daemon that stopped renewing it.
+    unsigned rados_lease = 60;
 
     // Accepted but probably not meant (one line each, no program name): the
     // daemon prints them at start-up.

@@ -8,6 +8,7 @@
 // saying why, where Ceph is not installed.
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +82,12 @@ CmdResult run_daemon(const std::vector<std::string>& args, std::chrono::seconds 
     std::vector<std::string> argv = {daemon_binary()};
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv, {}, timeout);
+}
+
+std::string host_name_for_test() {
+    char name[256] = {};
+    REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+    return name;
 }
 
 std::size_t lines_of(const std::string& s) {
@@ -187,6 +194,49 @@ TEST_CASE("rados: a second daemon is refused with one line naming the holder", "
     first.mount();
     REQUIRE(read_file(first.path("f")) == "held\n");
     first.unmount();
+}
+
+TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("lease");
+    MountFixture fx({}, false);
+    fx.set_source("rados:" + cluster.pool + "/" + name);
+    fx.set_options(rados_options(cluster, fx, "rados_lease=4"));  // renewed every second
+    fx.mount();
+    write_file(fx.path("before"), "kept\n");
+    REQUIRE(run({"sync", fx.path("before")}).ok());
+    // Another client breaks the lock, as an operator taking the store over would.
+    const std::vector<std::string> rados = {"rados", "-c", cluster.conf, "-p", cluster.pool};
+    auto rados_cmd = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv = rados;
+        argv.insert(argv.end(), args.begin(), args.end());
+        return run(argv);
+    };
+    CmdResult info = rados_cmd({"lock", "info", name + ".lock", "hiodsfs"});
+    INFO(info.describe());
+    REQUIRE(info.ok());
+    const nlohmann::json lockers = nlohmann::json::parse(info.out).at("lockers");
+    REQUIRE(lockers.size() == 1);
+    const std::string cookie = lockers[0].at("cookie");
+    CHECK(cookie == host_name_for_test() + " pid " + std::to_string(fx.daemon_pid()));
+    CmdResult broke = rados_cmd({"lock", "break", name + ".lock", "hiodsfs", lockers[0].at("name"),
+                                 "--lock-cookie", cookie});
+    INFO(broke.describe());
+    REQUIRE(broke.ok());
+    // The next renewal finds the lock gone and the daemon stops the store.
+    REQUIRE(wait_for(10s, [&] { return fx.daemon_log().find("could not be renewed") != std::string::npos; }));
+    CmdResult dd = sh("dd if=/dev/zero of=" + shq(fx.path("after")) + " bs=4k count=1 conv=fsync");
+    INFO(dd.describe());
+    CHECK(dd.status != 0);
+    CHECK(dd.err.find("Input/output error") != std::string::npos);
+    CHECK(fx.unmount_status() != 0);  // the close cannot commit either, and says why
+    // The lock is free; what was fsynced is all there.
+    fx.set_options(rados_options(cluster, fx));
+    fx.mount();
+    CHECK(read_file(fx.path("before")) == "kept\n");
+    CHECK_FALSE(exists(fx.path("after")));
+    fx.unmount();
 }
 
 TEST_CASE("rados: the command line's errors are one line and a non-zero exit", "[mount][rados]") {
