@@ -595,6 +595,18 @@ struct SegmentStore::Impl {
         return Status::ok();
     }
 
+    // Sealed segment files of the directory, at open, with their sizes.
+    Status add_sealed_files(const SegmentId* begin, const SegmentId* end) {
+        for (const SegmentId* id = begin; id != end; ++id) {
+            std::shared_ptr<File> f;
+            HIODSFS_TRY(file_for_read(*id, &f));
+            std::uint64_t size = 0;
+            HIODSFS_TRY(f->size(&size));
+            add_sealed_local(*id, size);
+        }
+        return Status::ok();
+    }
+
     // A sealed segment in the directory, at open.
     void add_sealed_local(SegmentId id, std::uint64_t size) {
         sealed[id] = size;
@@ -778,13 +790,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
 
     if (options.read_only) {
         // Every segment counts as sealed; there is no active one (id 0).
-        for (SegmentId id : ids) {
-            std::shared_ptr<File> f;
-            HIODSFS_TRY(impl->file_for_read(id, &f));
-            std::uint64_t size = 0;
-            HIODSFS_TRY(f->size(&size));
-            impl->add_sealed_local(id, size);
-        }
+        HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
         impl->add_sealed_remote();
         impl->hits = 0;  // the opens above were no reads
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
@@ -824,13 +830,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     const SegmentId newest_in_tier = remote.empty() ? 0 : remote.rbegin()->first;
     const bool newest_sealed = !ids.empty() && newest_in_tier >= ids.back();
     if (ids.empty() || newest_sealed) {
-        for (SegmentId id : ids) {
-            std::shared_ptr<File> f;
-            HIODSFS_TRY(impl->file_for_read(id, &f));
-            std::uint64_t size = 0;
-            HIODSFS_TRY(f->size(&size));
-            impl->add_sealed_local(id, size);
-        }
+        HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
         const SegmentId first = std::max<SegmentId>(ids.empty() ? 0 : ids.back(), newest_in_tier) + 1;
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
@@ -842,13 +842,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         return Status::ok();
     }
 
-    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-        std::shared_ptr<File> f;
-        HIODSFS_TRY(impl->file_for_read(ids[i], &f));
-        std::uint64_t size = 0;
-        HIODSFS_TRY(f->size(&size));
-        impl->add_sealed_local(ids[i], size);
-    }
+    HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size() - 1));
 
     // The newest segment may end in a record torn by a crash.
     const SegmentId newest = ids.back();

@@ -43,6 +43,14 @@ std::vector<std::string> rados_options(const test::CephCluster& c, const MountFi
     return o;
 }
 
+// Makes fx (not yet mounted) mount the store `name` of the cluster's pool,
+// with fx's store directory as its cache_dir.
+void use_rados(MountFixture& fx, const test::CephCluster& c, const std::string& name,
+               const std::string& extra = "") {
+    fx.set_source("rados:" + c.pool + "/" + name);
+    fx.set_options(rados_options(c, fx, extra));
+}
+
 // The pool's objects whose names start with prefix, by the rados tool.
 std::vector<std::string> objects(const test::CephCluster& c, const std::string& prefix) {
     CmdResult r = run({"rados", "-c", c.conf, "-p", c.pool, "ls"});
@@ -100,8 +108,7 @@ TEST_CASE("rados: a tree copied in reads back byte for byte from a remount with 
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("tree");
     MountFixture fx({}, false);
-    fx.set_source("rados:" + cluster.pool + "/" + name);
-    fx.set_options(rados_options(cluster, fx));
+    use_rados(fx, cluster, name);
     // Two mounts, two trees: each unmount seals its segment and uploads it.
     const std::string ref = fx.scratch("ref");
     make_dir(ref);
@@ -201,8 +208,7 @@ TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail w
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("lease");
     MountFixture fx({}, false);
-    fx.set_source("rados:" + cluster.pool + "/" + name);
-    fx.set_options(rados_options(cluster, fx, "rados_lease=4"));  // renewed every second
+    use_rados(fx, cluster, name, "rados_lease=4");  // renewed every second
     fx.mount();
     write_file(fx.path("before"), "kept\n");
     REQUIRE(run({"sync", fx.path("before")}).ok());
@@ -282,8 +288,7 @@ TEST_CASE("rados: compaction deletes the objects of the segments it removes", "[
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("reclaim");
     MountFixture fx({}, false);
-    fx.set_source("rados:" + cluster.pool + "/" + name);
-    fx.set_options(rados_options(cluster, fx));
+    use_rados(fx, cluster, name);
     fx.mount();
     write_file(fx.path("gone.bin"), random_bytes(4 * kMiB, 7));
     fx.unmount();  // sealed and uploaded: segment 1
