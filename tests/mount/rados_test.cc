@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../rados/ceph_cluster.h"
+#include "../skip.h"
 #include "../stat/schema_check.h"
 #include "mount_fixture.h"
 
@@ -282,6 +283,36 @@ TEST_CASE("rados: the command line's errors are one line and a non-zero exit", "
     }
     // Nothing was mounted and no store made.
     CHECK_FALSE(exists(t.path() + "/cache/FORMAT"));
+}
+
+TEST_CASE("rados: mount.fuse3, which mount -t fuse.hiodsfs and fstab run, mounts rados:POOL/STORE",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    if (which("mount.fuse3").empty()) SKIP_TEST("no mount.fuse3 (the fuse3 package) here");
+    if (!is_root()) SKIP_TEST("mount.fuse3 mounts as root here");
+    TempDir t;
+    const std::string mnt = t.path() + "/mnt", cache = t.path() + "/cache";
+    make_dir(mnt);
+    make_dir(cache);
+    const std::string source = "rados:" + cluster.pool + "/" + fresh_store_name("helper");
+    // mount(8) runs the helper with the options of an fstab line as they are,
+    // _netdev among them; the daemon is found on PATH, here the build's.
+    const std::string bin_dir = daemon_binary().substr(0, daemon_binary().rfind('/'));
+    CmdResult r = sh("PATH=" + shq(bin_dir) + ":\"$PATH\" mount.fuse3 " + shq(source) + " " + shq(mnt) +
+                     " -t hiodsfs -o " + shq("_netdev,ceph_conf=" + cluster.conf + ",cache_dir=" + cache));
+    struct Unmount {
+        std::string mnt;
+        ~Unmount() { run({"fusermount3", "-uz", mnt}); }
+    } unmount_at_end{mnt};
+    INFO(r.describe());
+    REQUIRE(r.ok());
+    CmdResult mounts = run({"findmnt", "-n", "-o", "SOURCE,FSTYPE", mnt});
+    INFO(mounts.describe());
+    CHECK(mounts.out.find(source + " fuse.hiodsfs") != std::string::npos);
+    write_file(mnt + "/f", "through the helper\n");
+    REQUIRE(run({"umount", mnt}).ok());
+    // umount does not wait for the daemon: the upload at its exit is awaited.
+    REQUIRE(wait_for(30s, [&] { return objects(cluster, source.substr(source.find('/') + 1) + ".segment.").size() == 1; }));
 }
 
 TEST_CASE("rados: compaction deletes the objects of the segments it removes", "[mount][rados]") {
