@@ -385,10 +385,21 @@ std::string host_name() {
     return name;
 }
 
+// The pid of a lock cookie "HOST pid PID" of this host, or 0.
+pid_t pid_of_local_holder(const std::string& cookie, const std::string& host) {
+    const std::string prefix = host + " pid ";
+    if (cookie.rfind(prefix, 0) != 0) return 0;
+    const std::string digits = cookie.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+    return static_cast<pid_t>(std::stol(digits));
+}
+
 // Connects to the pool and takes the store's lock. A daemon of this host
 // that was just unmounted holds it while it uploads what is left, so that
-// holder is waited for, as open_store waits for the store directory; any
-// other holder is named at once.
+// holder is waited for, as open_store waits for the store directory; the
+// lock of one of this host that is gone (killed, crashed) is broken rather
+// than left to its lease, since no process of it can write any more; any
+// other holder is named at once. Host names are taken to name one machine.
 Status open_rados(const DaemonOptions& opt, std::function<void(const std::string&)> on_lost,
                   std::unique_ptr<RadosTier>* out) {
     RadosOptions ro;
@@ -404,10 +415,19 @@ Status open_rados(const DaemonOptions& opt, std::function<void(const std::string
     for (;;) {
         Status st = tier->lock(holder, std::chrono::seconds(opt.rados_lease), on_lost);
         if (st) break;
-        std::vector<std::string> holders;
-        const bool this_host = st.err() == EBUSY && tier->lock_holders(&holders).is_ok() &&
-                               !holders.empty() && holders.front().rfind("'" + host + " pid ", 0) == 0;
-        if (!this_host || store_is_mounted(opt.rados_source) || std::chrono::steady_clock::now() > deadline) {
+        std::vector<RadosLocker> holders;
+        const pid_t local = st.err() == EBUSY && tier->lockers(&holders).is_ok() && !holders.empty()
+                                ? pid_of_local_holder(holders.front().cookie, host)
+                                : 0;
+        const bool gone = local > 0 && ::kill(local, 0) != 0 && errno == ESRCH;
+        if (gone && std::chrono::steady_clock::now() <= deadline) {
+            print_error("breaking the lock of '" + holders.front().cookie + "' on " + opt.rados_source +
+                        ": that daemon of this host is gone");
+            Status broke = tier->break_lock(holders.front());
+            if (!broke && broke.err() != ENOENT) return broke;
+            continue;
+        }
+        if (local == 0 || store_is_mounted(opt.rados_source) || std::chrono::steady_clock::now() > deadline) {
             if (st.err() == EBUSY) return Status::error(EBUSY, "store " + opt.rados_source + " is in use: " + st.message());
             return st;
         }

@@ -140,8 +140,12 @@ Status RadosTier::unlock() {
     return pool_->unlock(lock_);
 }
 
-Status RadosTier::lock_holders(std::vector<std::string>* holders) {
-    return pool_->lock_holders(store_ + ".lock", kLockName, holders);
+Status RadosTier::lockers(std::vector<RadosLocker>* out) {
+    return pool_->lockers(store_ + ".lock", kLockName, out);
+}
+
+Status RadosTier::break_lock(const RadosLocker& holder) {
+    return pool_->break_lock(store_ + ".lock", kLockName, holder);
 }
 
 }  // namespace hiodsfs

@@ -47,8 +47,10 @@ public:
                 std::function<void(const std::string&)> on_lost);
     // Stops renewing and releases the lock (if held).
     Status unlock();
-    // The holders of the store's lock, as RadosPool::lock_holders says them.
-    Status lock_holders(std::vector<std::string>* holders);
+    // The holders of the store's lock.
+    Status lockers(std::vector<RadosLocker>* out);
+    // Takes the store's lock from a holder known to be dead.
+    Status break_lock(const RadosLocker& holder);
 
     // For tests: bytes of the segment objects (a listing and a stat each).
     RadosPool& pool() { return *pool_; }

@@ -204,6 +204,27 @@ TEST_CASE("rados: a second daemon is refused with one line naming the holder", "
     first.unmount();
 }
 
+TEST_CASE("rados: after kill -9 of the daemon the next mount on this host takes the lock over at once",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("crash");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);  // a lease of 60 s, which the next mount does not wait out
+    fx.mount();
+    const std::string data = random_bytes(1 * kMiB + 77, 11);
+    write_file(fx.path("synced"), data);
+    REQUIRE(run({"sync", fx.path("synced")}).ok());
+    const pid_t dead = fx.daemon_pid();
+    fx.crash();
+    const auto began = Clock::now();
+    fx.mount();
+    CHECK(Clock::now() - began < 20s);
+    CHECK(fx.daemon_log().find("breaking the lock of '" + host_name_for_test() + " pid " + std::to_string(dead) +
+                               "'") != std::string::npos);
+    REQUIRE(read_file(fx.path("synced")) == data);
+    fx.unmount();
+}
+
 TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
           "[mount][rados]") {
     REQUIRE_CEPH_CLUSTER(cluster);
