@@ -280,6 +280,10 @@ public:
     // statvfs; UINT64_MAX when that fails).
     virtual std::uint64_t data_room() = 0;
     virtual Status counters(SpaceCounters* out) = 0;
+    // Stops the store for a reason found outside it (the daemon lost its
+    // lock on the store): from now on every change and fsync fails with
+    // EIO, as after a failed commit, and what was not committed is not.
+    virtual void stop(const std::string& why) = 0;
 };
 
 }  // namespace hiodsfs

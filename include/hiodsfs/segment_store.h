@@ -6,6 +6,11 @@
 // so a torn tail left by a crash is detected on open and ignored (appends
 // resume after the last intact record). A segment is never modified once
 // sealed; whole segments are removed by compaction.
+// With a SegmentTier (segment_tier.h), a sealed segment is uploaded by a
+// background thread, and the directory becomes a bounded cache in front of
+// the tier: uploaded segments are deleted locally, least recently used
+// first, while the directory holds more than cache_bytes, and a read of one
+// that is not there fetches it back whole.
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "hiodsfs/env.h"
+#include "hiodsfs/segment_tier.h"
 #include "hiodsfs/status.h"
 #include "hiodsfs/types.h"
 
@@ -43,6 +49,30 @@ struct SegmentStoreOptions {
     // fails with EUCLEAN when the files no longer hold them, and damage
     // inside them is kept and appending goes on in a new segment.
     SegmentPosition committed;
+    // Where sealed segments go (not owned; outlives the store), or null:
+    // every segment stays in the directory.
+    SegmentTier* tier = nullptr;
+    // With a tier: the size the directory is brought back under by
+    // deleting uploaded segments (the active segment, segments not yet
+    // uploaded and the one read last always stay).
+    std::uint64_t cache_bytes = 1ull << 30;
+    // With a tier: told of a failed upload (retried until it works), once
+    // per run of failures; may be empty.
+    std::function<void(const std::string&)> log;
+};
+
+// What the tier and the local cache in front of it hold and did.
+struct SegmentTierStats {
+    std::string where;                   // SegmentTier::describe()
+    std::uint64_t tier_segments = 0, tier_bytes = 0;
+    std::uint64_t cached_segments = 0, cached_bytes = 0;  // sealed ones in the directory
+    std::uint64_t cache_limit = 0;
+    std::uint64_t pending_uploads = 0;
+    std::uint64_t uploads = 0, upload_failures = 0, evictions = 0;
+    std::uint64_t cache_hits = 0;    // reads of a segment served by the directory
+    std::uint64_t cache_misses = 0;  // reads that fetched their segment from the tier
+    std::uint64_t fetched_bytes = 0;
+    std::string upload_error;        // the last failure, while uploads fail
 };
 
 struct SegmentRecord {
@@ -111,19 +141,29 @@ public:
     Status flush();
 
     // Every segment with its file size in bytes (for the active segment,
-    // appended bytes still in the write buffer are counted too).
+    // appended bytes still in the write buffer are counted too; with a
+    // tier, segments held only there are listed with their size there).
     Status list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out);
     // Calls fn for each intact record of a segment in order; stops at a torn
     // or corrupt header. verify_payload also checks each payload's crc32c.
     Status scan(SegmentId segment, bool verify_payload,
                 const std::function<bool(const SegmentRecord&)>& fn);
-    // Deletes a sealed segment (never the one being appended to).
+    // Deletes a sealed segment (never the one being appended to), in the
+    // tier first if it holds it, then the local file.
     Status remove(SegmentId segment);
     // Seals the active segment, if it holds any record, and starts a new
     // one: compaction can then take the old one.
     Status seal();
-    // Sum of all segment file sizes (as list_segments counts them).
+    // Sum of the segment files in the directory (as `du` counts them; with
+    // a tier, segments held only there are not counted).
     std::uint64_t disk_bytes();
+    // With a tier: uploads every sealed segment still waiting, one attempt
+    // each, after the background uploader has stopped; the first failure
+    // (those segments stay local and are uploaded at the next open).
+    // Without one: ok.
+    Status finish_uploads();
+    // False without a tier.
+    bool tier_stats(SegmentTierStats* out);
     SegmentId active_segment();
     // Where the next append goes: everything appended so far lies before it.
     SegmentPosition append_position();

@@ -116,6 +116,8 @@ Status EngineImpl::init(const EngineOptions& options) {
                                              " and cannot be opened with " +
                                              options.chunking.describe());
         chunking_ = format.chunking;
+        HIODSFS_TRY(check_tier(format));
+        backend_ = format.tier;
     } else {
         std::vector<std::string> names;
         HIODSFS_TRY(env_->list_dir(dir, &names));
@@ -128,6 +130,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         chunking_ = options.chunking;
     }
 
+    if (backend_.empty()) backend_ = options.segments.tier != nullptr ? tier_name() : "local";
     // The metadata first: it says which segment bytes are committed, and a
     // store whose metadata is gone or damaged is refused before anything
     // of it is touched (a fresh environment would disown every segment).
@@ -198,7 +201,12 @@ Status EngineImpl::init(const EngineOptions& options) {
         t.reset();
         HIODSFS_TRY(commit_now());
         // FORMAT last: a store without it is unfinished and may be made again.
-        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_}));
+        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
+    } else if (format.tier.empty() && options.segments.tier != nullptr && !options.read_only) {
+        // A store that kept every segment here now has a tier: its sealed
+        // segments are on their way there, and it must not be opened
+        // without the tier again.
+        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
     }
     // Opened and accepted: files left more open than 0600/0700 are tightened.
     if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
@@ -277,6 +285,26 @@ void EngineImpl::stop_committer() {
     if (control_.joinable()) control_.join();
 }
 
+std::string EngineImpl::tier_name() const {
+    return opts_.segments.tier != nullptr ? opts_.segments.tier->describe() : "";
+}
+
+Status EngineImpl::check_tier(const StoreFormat& format) const {
+    const std::string& dir = opts_.store_dir;
+    if (format.tier.empty() || format.tier == tier_name()) return Status::ok();
+    // Read-only tools (hiodsfs-stat, counters) see what the directory holds.
+    if (opts_.segments.tier == nullptr && opts_.read_only) return Status::ok();
+    if (opts_.segments.tier == nullptr)
+        return Status::error(EINVAL, "store " + dir + " keeps its segments in " + format.tier +
+                                         ": mount it as " + format.tier + " -o cache_dir=" + dir);
+    return Status::error(EINVAL, "store " + dir + " keeps its segments in " + format.tier +
+                                     ", not in " + tier_name());
+}
+
+void EngineImpl::stop(const std::string& why) {
+    if (meta_) meta_->stop(why);
+}
+
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
     if (reclaimer_) reclaimer_->stop();  // queued deletes stay queued; a half-copied segment stays
@@ -294,9 +322,23 @@ Status EngineImpl::close() {
             Status st = close_stream(ino, *s);
             if (!st && result) result = st;
         }
+        // With a tier, the active segment is sealed so that everything
+        // written is uploaded before the daemon exits; the next open
+        // appends to a new segment.
+        const bool tiered = opts_.segments.tier != nullptr && meta_->failure().is_ok();
+        if (tiered && result) {
+            Status sealed = segs_->seal();
+            if (!sealed && result) result = sealed;
+        }
         Status st = commit_now();
         if (!st && result) result = st;
         if (result) compact_metadata();
+        if (tiered) {
+            // Not an error of the close: what is not uploaded stays here and
+            // goes at the next open.
+            Status uploaded = segs_->finish_uploads();
+            if (!uploaded && opts_.log) opts_.log("hiodsfs: " + uploaded.message());
+        }
     }
     closed_ = true;
     compactor_.reset();
@@ -526,6 +568,31 @@ std::string EngineImpl::status_json() {
         std::vector<std::pair<SegmentId, std::uint64_t>> segs;
         (void)segs_->list_segments(&segs);
         j["segment_count"] = segs.size();
+    }
+    {
+        // Where the segments live, and the local cache in front of a tier.
+        // (An unmounted store's backend is what FORMAT says; the tier's
+        // figures only while a daemon has it.)
+        j["backend"] = backend_;
+        SegmentTierStats ts;
+        if (segs_->tier_stats(&ts)) {
+            nlohmann::ordered_json t;
+            t["segments"] = ts.tier_segments;
+            t["bytes"] = ts.tier_bytes;
+            t["cached_segments"] = ts.cached_segments;
+            t["cached_bytes"] = ts.cached_bytes;
+            t["cache_limit"] = ts.cache_limit;
+            t["cache_hits"] = ts.cache_hits;
+            t["cache_misses"] = ts.cache_misses;
+            t["fetched_bytes"] = ts.fetched_bytes;
+            t["evictions"] = ts.evictions;
+            t["uploads"] = ts.uploads;
+            t["pending_uploads"] = ts.pending_uploads;
+            t["upload_failures"] = ts.upload_failures;
+            t["upload_error"] = ts.upload_error.empty() ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(ts.upload_error);
+            j["tier"] = std::move(t);
+        }
     }
     // Controller times (mode_since_ns, events) are on the monotonic clock of
     // now_ns; unix_time_ns is the wall clock at the same moment.

@@ -183,6 +183,12 @@ public:
 
     Status close() override;
     void abandon() override;
+    void stop(const std::string& why) override;
+    // The tier's name for FORMAT ("" without one), and whether the store's
+    // FORMAT lets this open use it.
+    std::string tier_name() const;
+    Status check_tier(const StoreFormat& format) const;
+    std::string backend_;  // "local", or where the sealed segments live
     const ChunkingParams& chunking() const override { return chunking_; }
 
     Status lookup(InodeId parent, std::string_view name, Attr* out) override;

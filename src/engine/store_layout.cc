@@ -115,6 +115,8 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
             Status st = ChunkingParams::parse(line.substr(9), &out->chunking);
             if (!st) return Status::error(EUCLEAN, path + ": bad chunking line: " + st.message());
             have_chunking = true;
+        } else if (line.rfind("tier ", 0) == 0) {
+            out->tier = line.substr(5);
         }
     }
     if (!magic || !have_version || !have_chunking)
@@ -136,7 +138,8 @@ Status check_format_version(const std::string& store, const StoreFormat& format)
 
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
     std::string text = std::string(kMagicLine) + "\nformat " + std::to_string(format.version) +
-                       "\nchunking " + format.chunking.describe() + "\n";
+                       "\nchunking " + format.chunking.describe() + "\n" +
+                       (format.tier.empty() ? "" : "tier " + format.tier + "\n");
     std::string tmp = store + "/FORMAT.tmp";
     {
         std::unique_ptr<File> f;

@@ -15,6 +15,9 @@ namespace hiodsfs {
 struct StoreFormat {
     std::uint32_t version = 0;
     ChunkingParams chunking;
+    // Where sealed segments live besides segments/ (SegmentTier::describe(),
+    // "rados:pool/store"), or "" for a store whose directory holds them all.
+    std::string tier;
 };
 
 // Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.

@@ -1186,6 +1186,10 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
     HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
     if (!exists) return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
     HIODSFS_TRY(check_format_version(dir, format));
+    // Without the tier every segment it holds alone would look lost.
+    if (!format.tier.empty())
+        return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + format.tier +
+                                             ", which this hiodsfs-fsck cannot read yet: nothing was checked");
     // The daemon holds the lock exclusively while mounted. The metadata is
     // opened without LMDB's reader table, so even reading beside it is unsafe.
     Status locked = StoreLock::acquire(dir, write, 0, &out->lock);

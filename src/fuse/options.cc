@@ -294,6 +294,40 @@ const std::vector<OptionSpec>& option_table() {
                          in.out->nonempty = true;
                          return true;
                      }});
+        // rados:POOL/STORE only (checked once the store is known).
+        t.push_back({"cache_dir", "DIR",
+                     "rados:POOL/STORE: the local directory of its metadata,\n"
+                     "active segment and cached segments (required)",
+                     [](const OptionInput& in) {
+                         in.out->cache_dir = in.value;
+                         return true;
+                     }});
+        t.push_back({"cache_size", "SIZE",
+                     "rados:POOL/STORE: segments kept in cache_dir beyond\n"
+                     "what is not yet uploaded (default 1G; at least 1M)",
+                     size_option(1u << 20, 1ull << 50, "expected a size of at least 1M, such as 512M or 20G",
+                                 [](DaemonOptions& o, std::uint64_t v) { o.cache_size = v; })});
+        t.push_back({"ceph_conf", "FILE", "rados:POOL/STORE: the cluster's ceph.conf\n(default /etc/ceph/ceph.conf)",
+                     [](const OptionInput& in) {
+                         in.out->ceph_conf = in.value;
+                         return true;
+                     }});
+        t.push_back({"ceph_id", "ID", "rados:POOL/STORE: connect as client.ID (default admin)",
+                     [](const OptionInput& in) {
+                         in.out->ceph_id = in.value;
+                         return true;
+                     }});
+        t.push_back({"rados_timeout", "SECONDS",
+                     "rados:POOL/STORE: bound on connecting and on each\nRADOS operation (default 10)",
+                     uint_option(1, 3600, "expected seconds between 1 and 3600", [](DaemonOptions& o, std::uint64_t v) {
+                         o.rados_timeout = static_cast<unsigned>(v);
+                     })});
+        t.push_back({"rados_lease", "SECONDS",
+                     "rados:POOL/STORE: the store lock's lease, renewed every\n"
+                     "quarter of it: how long a dead daemon keeps the store\n(default 60)",
+                     uint_option(4, 3600, "expected seconds between 4 and 3600", [](DaemonOptions& o, std::uint64_t v) {
+                         o.rados_lease = static_cast<unsigned>(v);
+                     })});
         return t;
     }();
     return table;
@@ -409,6 +443,48 @@ private:
     DaemonOptions* out_;
     ChunkingInput chunking_;
 };
+
+// rados:POOL/STORE: checks it and its options, and makes cache_dir the
+// store directory. Options of a RADOS store given for a local one are
+// refused rather than ignored.
+bool apply_rados_source(DaemonOptions* out, std::string* error) {
+    const DaemonOptions defaults;
+    const std::string prefix = "rados:";
+    if (out->store.rfind(prefix, 0) != 0) {
+        if (!out->cache_dir.empty() || out->cache_size != defaults.cache_size ||
+            out->ceph_conf != defaults.ceph_conf || out->ceph_id != defaults.ceph_id ||
+            out->rados_timeout != defaults.rados_timeout || out->rados_lease != defaults.rados_lease) {
+            *error = "cache_dir, cache_size, ceph_conf, ceph_id, rados_timeout and rados_lease are for a store given "
+                     "as rados:POOL/STORE, not " + out->store;
+            return false;
+        }
+        return true;
+    }
+    const std::string rest = out->store.substr(prefix.size());
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string::npos || slash == 0) {
+        *error = "'" + out->store + "' is not rados:POOL/STORE";
+        return false;
+    }
+    const std::string name = rest.substr(slash + 1);
+    bool valid = !name.empty() && name.size() <= 64 && name[0] != '.';
+    for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    if (!valid) {
+        *error = "store name '" + name + "' in " + out->store +
+                 ": expected 1 to 64 letters, digits, '_', '-' or '.', not starting with '.'";
+        return false;
+    }
+    if (out->cache_dir.empty()) {
+        *error = out->store + " needs -o cache_dir=DIR: the local directory of its metadata and cache";
+        return false;
+    }
+    out->rados = true;
+    out->rados_source = out->store;
+    out->rados_pool = rest.substr(0, slash);
+    out->rados_store = name;
+    out->store = out->cache_dir;
+    return true;
+}
 
 }  // namespace
 
@@ -530,6 +606,7 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
         *error = "STORE and MOUNTPOINT must not be empty";
         return false;
     }
+    if (!apply_rados_source(out, error)) return false;
     if (out->debug) out->foreground = true;
     return true;
 }
@@ -550,7 +627,7 @@ std::string fuse_option_string(const DaemonOptions& options) {
     };
     // The engine checks no permissions; the kernel must.
     if (!default_permissions) add("default_permissions");
-    if (!fsname) add("fsname=" + escape(options.store));
+    if (!fsname) add("fsname=" + escape(options.rados ? options.rados_source : options.store));
     if (!subtype) add("subtype=hiodsfs");
     return joined;
 }
@@ -564,9 +641,12 @@ std::vector<std::string> option_keys() {
 std::string usage_text() {
     std::ostringstream o;
     o << "usage: hiodsfs STORE MOUNTPOINT [-o opt,...] [-f] [-d] [-s]\n"
+         "       hiodsfs rados:POOL/STORE MOUNTPOINT -o cache_dir=DIR[,cache_size=SIZE,ceph_conf=FILE]\n"
          "       mount -t fuse.hiodsfs STORE MOUNTPOINT [-o opt,...]\n"
          "\n"
          "Mounts the deduplicating store STORE (created on first use) at MOUNTPOINT.\n"
+         "A store rados:POOL/STORE keeps its sealed segments as objects of that Ceph\n"
+         "pool and its metadata and a cache of segments in cache_dir.\n"
          "\n"
          "  -h, --help              this text\n"
          "  -V, --version           version of hiodsfs and libfuse\n"

@@ -49,6 +49,20 @@ struct DaemonOptions {
     // Mount over a directory that has entries (hidden while mounted).
     bool nonempty = false;
 
+    // A store given as rados:POOL/STORE keeps its sealed segments as objects
+    // of that pool; the store directory (metadata, the active segment, the
+    // segments cached) is cache_dir, which `store` then names.
+    bool rados = false;
+    std::string rados_source;  // "rados:POOL/STORE" as given (the mount's source)
+    std::string rados_pool, rados_store;
+    std::string ceph_conf = "/etc/ceph/ceph.conf";
+    std::string ceph_id = "admin";
+    std::string cache_dir;
+    std::uint64_t cache_size = 1ull << 30;
+    unsigned rados_timeout = 10;  // seconds; bounds connecting and each operation
+    // Seconds the store's lock outlives a daemon that stopped renewing it.
+    unsigned rados_lease = 60;
+
     // Accepted but probably not meant (one line each, no program name): the
     // daemon prints them at start-up.
     std::vector<std::string> warnings;
@@ -59,7 +73,8 @@ struct DaemonOptions {
 };
 
 // Parses argv. Returns false with a one-line *error (no program name, no
-// newline) on any invalid option or value.
+// newline) on any invalid option or value. A STORE of rados:POOL/STORE
+// needs cache_dir, and sets `store` to it.
 bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, std::string* error);
 
 // The --help text.

@@ -579,6 +579,11 @@ Status MetaStore::failure() {
     return failed_;
 }
 
+void MetaStore::stop(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_.is_ok()) failed_ = Status::error(EIO, why);
+}
+
 SuperState MetaStore::super_snapshot() {
     std::lock_guard<std::mutex> lock(mu_);
     return super_;

@@ -225,6 +225,10 @@ public:
     bool read_only() const { return read_only_; }
     // The failure that stopped the store (ok while it runs).
     Status failure();
+    // Stops the store as a failed commit does (EIO from then on, the open
+    // group never committed), for a reason found outside it; a store
+    // already stopped keeps its first reason.
+    void stop(const std::string& why);
     // Unmaps the metadata pages if more than resident_bytes of file pages
     // are mapped (see MetaStoreOptions); a later read faults them back from
     // the page cache. True if it did.

@@ -256,6 +256,25 @@ Status report_from(const json& status, Report* r) {
     r->backlog_records = st.u("backlog_records");
     r->backlog_bytes = st.u("backlog_bytes");
     r->store_error = st.s("store_error");  // null when the store is well
+    if (st.has("backend")) r->backend = st.s("backend");  // older daemons: local
+    if (st.get("tier").is_object()) {
+        const Members t(st.get("tier"));
+        Report::Tier x;
+        x.segments = t.u("segments");
+        x.bytes = t.u("bytes");
+        x.cached_segments = t.u("cached_segments");
+        x.cached_bytes = t.u("cached_bytes");
+        x.cache_limit = t.u("cache_limit");
+        x.cache_hits = t.u("cache_hits");
+        x.cache_misses = t.u("cache_misses");
+        x.fetched_bytes = t.u("fetched_bytes");
+        x.evictions = t.u("evictions");
+        x.uploads = t.u("uploads");
+        x.pending_uploads = t.u("pending_uploads");
+        x.upload_failures = t.u("upload_failures");
+        x.upload_error = t.s("upload_error");
+        r->tier = x;
+    }
     // The engine's read-corruption counter, under whichever name it has.
     r->read_errors = 0;
     for (const char* k : {"read_errors", "read_error_count", "corrupt_reads", "checksum_errors"})
@@ -310,6 +329,9 @@ Status load_report(const std::string& arg, Report* out) {
             }
         if (store.empty())
             return Status::error(EINVAL, arg + " is neither a hiodsfs store nor a hiodsfs mount point");
+        if (store.rfind("rados:", 0) == 0)
+            return Status::error(EINVAL, arg + " is mounted from " + store +
+                                             ": give hiodsfs-stat the mount's cache_dir instead");
         if (!is_store(store))
             return Status::error(EINVAL, arg + " is mounted from " + store +
                                              ", which is not a store directory (fsname= changed?)");
@@ -480,6 +502,24 @@ std::string format_text(const Report& r, const Style& style) {
     line(&o, "chunks", grouped(r.chunk_count),
          "mean " + human_bytes(r.mean_chunk_bytes()) + ", " + grouped(r.dedup_hits) + " duplicate chunks found");
     line(&o, "store dir", human_bytes(static_cast<double>(r.store_dir_bytes)), "allocated under the store (du)");
+    line(&o, "backend", r.backend,
+         r.backend == "local" ? "every segment in the store directory"
+                              : "sealed segments there, the store directory caches them");
+    if (r.tier) {
+        const Report::Tier& t = *r.tier;
+        line(&o, "in the tier", human_bytes(static_cast<double>(t.bytes)),
+             grouped(t.segments) + " segments; " + grouped(t.uploads) + " uploaded this mount, " +
+                 grouped(t.pending_uploads) + " waiting");
+        const std::uint64_t reads = t.cache_hits + t.cache_misses;
+        char rate_buf[32];
+        std::snprintf(rate_buf, sizeof rate_buf, "%.1f %%", reads > 0 ? 100.0 * static_cast<double>(t.cache_hits) / static_cast<double>(reads) : 100.0);
+        line(&o, "cache", human_bytes(static_cast<double>(t.cached_bytes)),
+             "of " + human_bytes(static_cast<double>(t.cache_limit)) + "; hits " + rate_buf + " (" +
+                 grouped(t.cache_hits) + " hits, " + grouped(t.cache_misses) + " fetches of " +
+                 human_bytes(static_cast<double>(t.fetched_bytes)) + ")");
+        if (!t.upload_error.empty())
+            line(&o, "UPLOADS FAIL", t.upload_error, "retried; the segments stay in the store directory", &paint, "31");
+    }
     o += "\n";
 
     o += paint("Activity", "1") + "\n";
@@ -650,6 +690,25 @@ std::string format_json(const Report& r, bool with_history) {
                      {"target_bytes_per_s", rate(r.target_bytes_per_s)}};
     j["read_errors"] = r.read_errors;
     j["store_error"] = str_or_null(r.store_error);
+    j["backend"] = r.backend;
+    if (r.tier) {
+        const Report::Tier& t = *r.tier;
+        j["tier"] = {{"segments", t.segments},
+                     {"bytes", t.bytes},
+                     {"cached_segments", t.cached_segments},
+                     {"cached_bytes", t.cached_bytes},
+                     {"cache_limit", t.cache_limit},
+                     {"cache_hits", t.cache_hits},
+                     {"cache_misses", t.cache_misses},
+                     {"fetched_bytes", t.fetched_bytes},
+                     {"evictions", t.evictions},
+                     {"uploads", t.uploads},
+                     {"pending_uploads", t.pending_uploads},
+                     {"upload_failures", t.upload_failures},
+                     {"upload_error", str_or_null(t.upload_error)}};
+    } else {
+        j["tier"] = nullptr;
+    }
     j["events_as_of"] = opt_num(r.events_as_of > 0 ? std::optional<double>(r.events_as_of) : std::nullopt);
     ojson events = ojson::array();
     for (const Event& e : r.events)

@@ -46,6 +46,16 @@ struct Report {
                   backlog_bytes = 0, read_errors = 0, store_dir_bytes = 0;
     // Mounted: what stopped the store (a failed metadata commit), else "".
     std::string store_error;
+    // "local", or where the sealed segments live ("rados:POOL/STORE").
+    std::string backend = "local";
+    // Mounted with a tier: what it holds and how the cache in front of it does.
+    struct Tier {
+        std::uint64_t segments = 0, bytes = 0, cached_segments = 0, cached_bytes = 0, cache_limit = 0,
+                      cache_hits = 0, cache_misses = 0, fetched_bytes = 0, evictions = 0, uploads = 0,
+                      pending_uploads = 0, upload_failures = 0;
+        std::string upload_error;
+    };
+    std::optional<Tier> tier;
     double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0, background_speed = 0;
     double target_ops = 0, target_bytes_per_s = 0;
     std::vector<Event> events;  // mounted: this session's; unmounted: the last session's

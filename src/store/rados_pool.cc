@@ -197,6 +197,28 @@ Status RadosPool::unlock(const RadosLock& lock) {
 Status RadosPool::lock_holders(const std::string& object, const std::string& name,
                                std::vector<std::string>* holders) {
     holders->clear();
+    std::vector<RadosLocker> found;
+    HIODSFS_TRY(lockers(object, name, &found));
+    for (const RadosLocker& l : found) {
+        std::string h = quoted(l.cookie) + " (" + l.client;
+        if (!l.address.empty()) h += " at " + l.address;
+        holders->push_back(h + ")");
+    }
+    return Status::ok();
+}
+
+Status RadosPool::break_lock(const std::string& object, const std::string& name, const RadosLocker& holder) {
+    int rc = rados_break_lock(handles_->io, object.c_str(), name.c_str(), holder.client.c_str(),
+                              holder.cookie.c_str());
+    if (rc < 0) {
+        return Status::from_errno(-rc, "breaking " + quoted(name) + " on object " + quoted(object) +
+                                           " in pool " + quoted(pool_) + " held by " + quoted(holder.cookie));
+    }
+    return Status::ok();
+}
+
+Status RadosPool::lockers(const std::string& object, const std::string& name, std::vector<RadosLocker>* out) {
+    out->clear();
     std::size_t tag_len = 256, clients_len = 1024, cookies_len = 1024, addrs_len = 1024;
     for (int attempt = 0; attempt < 3; ++attempt) {
         std::vector<char> tag(tag_len), clients(clients_len), cookies(cookies_len), addrs(addrs_len);
@@ -210,11 +232,8 @@ Status RadosPool::lock_holders(const std::string& object, const std::string& nam
         auto c = split_nul(clients, clients_len);
         auto k = split_nul(cookies, cookies_len);
         auto a = split_nul(addrs, addrs_len);
-        for (std::size_t i = 0; i < static_cast<std::size_t>(n) && i < c.size(); ++i) {
-            std::string h = quoted(i < k.size() ? k[i] : "") + " (" + c[i];
-            if (i < a.size()) h += " at " + a[i];
-            holders->push_back(h + ")");
-        }
+        for (std::size_t i = 0; i < static_cast<std::size_t>(n) && i < c.size(); ++i)
+            out->push_back(RadosLocker{c[i], i < k.size() ? k[i] : "", i < a.size() ? a[i] : ""});
         return Status::ok();
     }
     return error(-ERANGE, "listing the lockers", object);

@@ -30,6 +30,13 @@ struct RadosOptions {
     std::chrono::seconds timeout{10};
 };
 
+// One holder of a lock, as the OSD lists it.
+struct RadosLocker {
+    std::string client;   // "client.4115"
+    std::string cookie;
+    std::string address;
+};
+
 // An exclusive lock on one object, held by one (client, cookie) pair.
 struct RadosLock {
     std::string object;
@@ -70,6 +77,11 @@ public:
     // "cookie (client.N at ADDR)" of each holder; empty when none.
     Status lock_holders(const std::string& object, const std::string& name,
                         std::vector<std::string>* holders);
+    // The same, field by field.
+    Status lockers(const std::string& object, const std::string& name, std::vector<RadosLocker>* out);
+    // Takes the lock away from a holder (one known to be dead); ENOENT when
+    // that holder no longer has it.
+    Status break_lock(const std::string& object, const std::string& name, const RadosLocker& holder);
 
     const std::string& pool() const { return pool_; }
 

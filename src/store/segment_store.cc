@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <list>
 #include <map>
 #include <thread>
@@ -22,6 +24,7 @@
 #include <utility>
 
 #include "chunk/fingerprint.h"
+#include "store/segment_cache.h"
 
 namespace hiodsfs {
 namespace {
@@ -314,7 +317,25 @@ struct SegmentStore::Impl {
     };
     std::unordered_map<SegmentId, Cached> files;
 
+    // ---- the tier (options.tier), also guarded by files_mu
+    SegmentCache cache;                         // sealed segments in the directory
+    std::map<SegmentId, std::uint64_t> remote;  // what the tier holds, with sizes
+    std::deque<SegmentId> uploads;              // sealed, in the directory only, oldest first
+    SegmentId uploading = 0;                    // being put, without the lock
+    bool uploader_stopping = false;
+    Status upload_error;  // the last failure, until an upload works again
+    std::chrono::steady_clock::time_point retry_at{};
+    std::chrono::seconds backoff{1};
+    std::condition_variable tier_cv;  // work for the uploader; an upload ended
+    std::thread uploader;
+    std::uint64_t uploads_done = 0, upload_failures = 0, evictions = 0;
+    std::uint64_t hits = 0, misses = 0, fetched_bytes = 0;
+    // One fetch or tier removal at a time: a removal never races a fetch
+    // that would bring the segment back into the directory.
+    std::mutex fetch_mu;
+
     std::string path(SegmentId id) const { return dir + "/" + hex8(id) + ".seg"; }
+    std::string fetch_path(SegmentId id) const { return dir + "/" + hex8(id) + ".fetch"; }
 
     Status read_only_error(const char* op) const {
         return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
@@ -348,18 +369,259 @@ struct SegmentStore::Impl {
     }
 
     Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
-        std::lock_guard lock(files_mu);
-        auto it = files.find(id);
-        if (it != files.end()) {
-            lru.splice(lru.begin(), lru, it->second.pos);
-            *out = it->second.file;
-            return Status::ok();
+        {
+            std::lock_guard lock(files_mu);
+            auto it = files.find(id);
+            if (it != files.end()) {
+                lru.splice(lru.begin(), lru, it->second.pos);
+                *out = it->second.file;
+                note_hit_locked(id);
+                return Status::ok();
+            }
         }
         std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
+        Status st = env->open(path(id), OpenMode::kRead, &f);
+        bool fetched = false;
+        // Twice: eviction may take a fetched segment before it is opened
+        // when another fetch made a newer one the most recently used.
+        for (int attempt = 0; attempt < 2 && st.err() == ENOENT && options.tier != nullptr; ++attempt) {
+            HIODSFS_TRY(fetch(id));
+            fetched = true;
+            st = env->open(path(id), OpenMode::kRead, &f);
+        }
+        HIODSFS_TRY(st);
         *out = std::shared_ptr<File>(std::move(f));
-        cache_put_locked(id, *out);
+        std::lock_guard lock(files_mu);
+        if (!fetched) note_hit_locked(id);
+        // An open handle keeps an evicted file's blocks: only segments the
+        // directory still holds keep theirs.
+        if (options.tier == nullptr || cache.contains(id) || id == active_id.load())
+            cache_put_locked(id, *out);
         return Status::ok();
+    }
+
+    void note_hit_locked(SegmentId id) {
+        if (options.tier == nullptr) return;
+        ++hits;
+        cache.touch(id);
+    }
+
+    // ---- the tier
+
+    // Brings a segment the tier holds back into the directory, whole: to a
+    // temporary file, synced, then renamed, so a crash never leaves a
+    // partial copy under the segment's name.
+    Status fetch(SegmentId id) {
+        std::lock_guard serial(fetch_mu);
+        std::uint64_t size = 0;
+        {
+            std::lock_guard lock(files_mu);
+            if (cache.contains(id)) return Status::ok();  // fetched meanwhile
+            auto it = remote.find(id);
+            if (it == remote.end()) {
+                return Status::error(ENOENT, path(id) + " is not in the cache directory and " +
+                                                 options.tier->describe() + " does not hold it");
+            }
+            size = it->second;
+        }
+        std::vector<char> bytes;
+        Status st = options.tier->get(id, &bytes);
+        if (!st) return Status::error(st.err(), "fetching segment " + std::to_string(id) + ": " + st.message());
+        if (bytes.size() != size) {
+            return Status::error(EIO, "segment " + std::to_string(id) + " in " + options.tier->describe() +
+                                          " has " + std::to_string(bytes.size()) + " bytes, " +
+                                          std::to_string(size) + " expected");
+        }
+        const std::string tmp = fetch_path(id);
+        (void)env->unlink(tmp);  // a copy a failed fetch left
+        std::unique_ptr<File> f;
+        st = env->open(tmp, OpenMode::kCreateNew, &f);
+        if (st) st = f->pwrite(bytes.data(), bytes.size(), 0);
+        if (st) st = f->sync();
+        f.reset();
+        if (st) st = env->rename(tmp, path(id));
+        if (!st) {
+            (void)env->unlink(tmp);
+            return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
+        }
+        {
+            std::lock_guard lock(files_mu);
+            cache.add(id, size, true);
+            ++misses;
+            fetched_bytes += size;
+        }
+        tier_cv.notify_all();  // the uploader evicts what no longer fits
+        return Status::ok();
+    }
+
+    // Reads a sealed segment's file whole and puts it in the tier; *size
+    // is its length. Synced first, so the directory's copy is never
+    // shorter than the tier's after a crash.
+    Status upload(SegmentId id, std::uint64_t* size) {
+        std::unique_ptr<File> f;
+        HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
+        HIODSFS_TRY(f->size(size));
+        HIODSFS_TRY(f->sync());
+        std::vector<char> bytes(*size);
+        std::size_t got = 0;
+        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), 0, &got));
+        if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
+        return options.tier->put(id, bytes.data(), bytes.size());
+    }
+
+    // Records how an upload of `id` ended; files_mu held.
+    void upload_ended_locked(SegmentId id, const Status& st, std::uint64_t size) {
+        uploading = 0;
+        tier_cv.notify_all();  // remove() may wait for this one
+        if (st) {
+            auto q = std::find(uploads.begin(), uploads.end(), id);
+            if (q != uploads.end()) uploads.erase(q);
+            remote[id] = size;
+            cache.mark_uploaded(id);
+            ++uploads_done;
+            upload_error = Status::ok();
+            backoff = std::chrono::seconds(1);
+            return;
+        }
+        ++upload_failures;
+        if (upload_error.is_ok() && options.log) {
+            options.log("hiodsfs: uploading segment " + std::to_string(id) + " to " +
+                        options.tier->describe() + " failed (the local copy stays; retrying): " +
+                        st.message());
+        }
+        upload_error = st;
+        retry_at = std::chrono::steady_clock::now() + backoff;
+        backoff = std::min<std::chrono::seconds>(backoff * 2, std::chrono::seconds(30));
+    }
+
+    // Deletes uploaded segments from the directory, least recently used
+    // first, until it fits cache_bytes; files_mu held.
+    void evict_locked() {
+        for (SegmentId id : cache.victims(active_written.load())) {
+            if (!env->unlink(path(id)).is_ok()) continue;  // stays; tried again later
+            cache.erase(id);
+            auto it = files.find(id);
+            if (it != files.end()) {  // readers holding it keep reading the unlinked file
+                lru.erase(it->second.pos);
+                files.erase(it);
+            }
+            ++evictions;
+        }
+    }
+
+    void uploader_loop() {
+        std::unique_lock lock(files_mu);
+        for (;;) {
+            evict_locked();
+            if (uploader_stopping) return;
+            if (uploads.empty()) {
+                tier_cv.wait(lock);
+                continue;
+            }
+            if (std::chrono::steady_clock::now() < retry_at) {
+                tier_cv.wait_until(lock, retry_at);
+                continue;
+            }
+            const SegmentId id = uploads.front();
+            uploading = id;
+            lock.unlock();
+            std::uint64_t size = 0;
+            const Status st = upload(id, &size);
+            lock.lock();
+            upload_ended_locked(id, st, size);
+        }
+    }
+
+    void stop_uploader() {
+        {
+            std::lock_guard lock(files_mu);
+            uploader_stopping = true;
+        }
+        tier_cv.notify_all();
+        if (uploader.joinable()) uploader.join();
+    }
+
+    // Takes a segment out of the tier before its local file goes: an
+    // upload of it in flight ends first, and a queued one is dropped.
+    Status remove_from_tier(SegmentId id) {
+        std::lock_guard serial(fetch_mu);
+        std::unique_lock lock(files_mu);
+        tier_cv.wait(lock, [&] { return uploading != id; });
+        auto q = std::find(uploads.begin(), uploads.end(), id);
+        if (q != uploads.end()) uploads.erase(q);
+        if (remote.count(id) == 0) return Status::ok();
+        lock.unlock();
+        Status st = options.tier->remove(id);
+        if (!st && st.err() != ENOENT) return st;
+        lock.lock();
+        remote.erase(id);
+        return Status::ok();
+    }
+
+    // At open: what the tier holds, a fetch a crash cut short removed,
+    // and local copies that differ in size from the tier's dropped (the
+    // tier's is the segment once it has it). ids keeps the rest.
+    Status reconcile_with_tier(const std::vector<std::string>& names, std::vector<SegmentId>* ids) {
+        std::vector<std::pair<SegmentId, std::uint64_t>> held;
+        HIODSFS_TRY(options.tier->list(&held));
+        remote.insert(held.begin(), held.end());
+        if (!options.read_only) {
+            for (const std::string& name : names)
+                if (name.size() == 14 && name.compare(8, 6, ".fetch") == 0) (void)env->unlink(dir + "/" + name);
+        }
+        if (ids->empty() && !remote.empty() && options.committed.segment == 0) {
+            return Status::error(EEXIST, options.tier->describe() + " already holds " +
+                                             std::to_string(remote.size()) +
+                                             " segments, but no metadata in " + dir +
+                                             "/.. refers to them (a store keeps its metadata in "
+                                             "its cache_dir: use the one it was made with)");
+        }
+        std::vector<SegmentId> kept;
+        for (SegmentId id : *ids) {
+            auto it = remote.find(id);
+            if (it != remote.end()) {
+                std::uint64_t size = 0;
+                std::unique_ptr<File> f;
+                HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
+                HIODSFS_TRY(f->size(&size));
+                if (size != it->second) {
+                    if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
+                    continue;
+                }
+            }
+            kept.push_back(id);
+        }
+        *ids = std::move(kept);
+        return Status::ok();
+    }
+
+    // Sealed segment files of the directory, at open, with their sizes.
+    Status add_sealed_files(const SegmentId* begin, const SegmentId* end) {
+        for (const SegmentId* id = begin; id != end; ++id) {
+            std::shared_ptr<File> f;
+            HIODSFS_TRY(file_for_read(*id, &f));
+            std::uint64_t size = 0;
+            HIODSFS_TRY(f->size(&size));
+            add_sealed_local(*id, size);
+        }
+        return Status::ok();
+    }
+
+    // A sealed segment in the directory, at open.
+    void add_sealed_local(SegmentId id, std::uint64_t size) {
+        sealed[id] = size;
+        sealed_bytes += size;
+        if (options.tier == nullptr) return;
+        std::lock_guard lock(files_mu);
+        const bool uploaded = remote.count(id) != 0;
+        cache.add(id, size, uploaded);
+        if (!uploaded && !options.read_only) uploads.push_back(id);
+    }
+
+    // Segments only the tier holds are sealed segments too, at open.
+    void add_sealed_remote() {
+        for (const auto& [id, size] : remote)
+            if (sealed.count(id) == 0 && id != active) sealed[id] = size;
     }
 
     void set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_t size) {
@@ -374,9 +636,11 @@ struct SegmentStore::Impl {
 
     // ---- the following require mu
 
-    void start_flusher() {
+    void start_threads() {
         flushing.reserve(options.write_buffer_bytes);
         flusher = std::thread([this] { flusher_loop(); });
+        hits = 0;  // the opens at open() were no reads
+        if (options.tier != nullptr) uploader = std::thread([this] { uploader_loop(); });
     }
 
     void wrote_locked(std::size_t n) {
@@ -466,6 +730,14 @@ struct SegmentStore::Impl {
         sealed[active] = written;
         sealed_bytes += written;
         ++dir_gen;
+        if (options.tier != nullptr) {
+            {
+                std::lock_guard files_lock(files_mu);
+                cache.add(active, written, false);
+                uploads.push_back(active);
+            }
+            tier_cv.notify_all();
+        }
         set_active(next, std::shared_ptr<File>(std::move(f)), 0);
         return Status::ok();
     }
@@ -485,6 +757,8 @@ SegmentStore::~SegmentStore() {
         lock.lock();
     }
     if (impl_->failed.is_ok()) (void)impl_->flush_locked(lock);
+    lock.unlock();
+    impl_->stop_uploader();
 }
 
 Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
@@ -497,6 +771,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     impl->env = env;
     impl->dir = dir;
     impl->options = options;
+    impl->cache.set_limit(options.cache_bytes);
     if (!options.read_only) {
         impl->buffer.reserve(options.write_buffer_bytes);
         HIODSFS_TRY(env->mkdir(dir));
@@ -510,17 +785,14 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (parse_segment_name(name, &id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
+    if (options.tier != nullptr) HIODSFS_TRY(impl->reconcile_with_tier(names, &ids));
+    const std::map<SegmentId, std::uint64_t>& remote = impl->remote;
 
     if (options.read_only) {
         // Every segment counts as sealed; there is no active one (id 0).
-        for (SegmentId id : ids) {
-            std::shared_ptr<File> f;
-            HIODSFS_TRY(impl->file_for_read(id, &f));
-            std::uint64_t size = 0;
-            HIODSFS_TRY(f->size(&size));
-            impl->sealed[id] = size;
-            impl->sealed_bytes += size;
-        }
+        HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
+        impl->add_sealed_remote();
+        impl->hits = 0;  // the opens above were no reads
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
         return Status::ok();
     }
@@ -530,15 +802,21 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         // Committed metadata refers to bytes up to here: a missing or short
         // file means data is gone, and a new segment or append there would
         // put other bytes under chunk records that still point at them.
-        if (!std::binary_search(ids.begin(), ids.end(), committed.segment)) {
+        const auto in_tier = remote.find(committed.segment);
+        const bool local = std::binary_search(ids.begin(), ids.end(), committed.segment);
+        if (!local && in_tier == remote.end()) {
             return Status::error(EUCLEAN, "segment " + impl->path(committed.segment) +
                                               " is missing, but committed metadata refers to " +
                                               std::to_string(committed.offset) + " bytes of it");
         }
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(impl->path(committed.segment), OpenMode::kRead, &f));
         std::uint64_t size = 0;
-        HIODSFS_TRY(f->size(&size));
+        if (local) {
+            std::unique_ptr<File> f;
+            HIODSFS_TRY(env->open(impl->path(committed.segment), OpenMode::kRead, &f));
+            HIODSFS_TRY(f->size(&size));
+        } else {
+            size = in_tier->second;
+        }
         if (size < committed.offset) {
             return Status::error(EUCLEAN, "segment " + impl->path(committed.segment) + " has " +
                                               std::to_string(size) +
@@ -547,24 +825,24 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         }
     }
 
-    if (ids.empty()) {
+    // A segment the tier holds never changes: when the newest segment is
+    // there (or there only), appending goes on in a new one after it.
+    const SegmentId newest_in_tier = remote.empty() ? 0 : remote.rbegin()->first;
+    const bool newest_sealed = !ids.empty() && newest_in_tier >= ids.back();
+    if (ids.empty() || newest_sealed) {
+        HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
+        const SegmentId first = std::max<SegmentId>(ids.empty() ? 0 : ids.back(), newest_in_tier) + 1;
         std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(impl->path(1), OpenMode::kCreateNew, &f));
+        HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
         impl->dir_gen = 1;  // the first sync() makes the new file's entry durable
-        impl->set_active(1, std::shared_ptr<File>(std::move(f)), 0);
-        impl->start_flusher();
+        impl->set_active(first, std::shared_ptr<File>(std::move(f)), 0);
+        impl->add_sealed_remote();
+        impl->start_threads();
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
         return Status::ok();
     }
 
-    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-        std::shared_ptr<File> f;
-        HIODSFS_TRY(impl->file_for_read(ids[i], &f));
-        std::uint64_t size = 0;
-        HIODSFS_TRY(f->size(&size));
-        impl->sealed[ids[i]] = size;
-        impl->sealed_bytes += size;
-    }
+    HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size() - 1));
 
     // The newest segment may end in a record torn by a crash.
     const SegmentId newest = ids.back();
@@ -600,7 +878,8 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         }
         impl->set_active(newest, file, tail.last_good);
     }
-    impl->start_flusher();
+    impl->add_sealed_remote();
+    impl->start_threads();
     *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
     return Status::ok();
 }
@@ -884,21 +1163,40 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
 Status SegmentStore::remove(SegmentId segment) {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("remove");
+    auto check = [&]() {
+        if (segment == m.active) {
+            return Status::error(EBUSY, "segment store: " + m.path(segment) +
+                                            " is the active segment and cannot be removed");
+        }
+        if (m.sealed.count(segment) == 0) {
+            return Status::error(ENOENT, "segment store: no segment " + m.path(segment));
+        }
+        return Status::ok();
+    };
+    if (m.options.tier != nullptr) {
+        // Not under mu: the tier may take up to its timeout, and appends
+        // must not wait for it.
+        {
+            std::lock_guard lock(m.mu);
+            HIODSFS_TRY(check());
+        }
+        HIODSFS_TRY(m.remove_from_tier(segment));
+    }
     std::lock_guard lock(m.mu);
-    if (segment == m.active) {
-        return Status::error(EBUSY, "segment store: " + m.path(segment) +
-                                        " is the active segment and cannot be removed");
-    }
+    HIODSFS_TRY(check());
+    Status unlinked = m.env->unlink(m.path(segment));
+    // With a tier, an evicted segment has no file left to remove.
+    if (!unlinked && !(m.options.tier != nullptr && unlinked.err() == ENOENT)) return unlinked;
     auto it = m.sealed.find(segment);
-    if (it == m.sealed.end()) {
-        return Status::error(ENOENT, "segment store: no segment " + m.path(segment));
-    }
-    HIODSFS_TRY(m.env->unlink(m.path(segment)));
-    m.sealed_bytes -= it->second;
+    if (unlinked) m.sealed_bytes -= it->second;
     m.sealed.erase(it);
     m.dirty.erase(segment);
     ++m.dir_gen;  // the next sync() makes the removal durable
     m.cache_drop(segment);
+    if (m.options.tier != nullptr) {
+        std::lock_guard files_lock(m.files_mu);
+        m.cache.erase(segment);
+    }
     return Status::ok();
 }
 
@@ -913,7 +1211,63 @@ Status SegmentStore::seal() {
 
 std::uint64_t SegmentStore::disk_bytes() {
     std::lock_guard lock(impl_->mu);
-    return impl_->sealed_bytes + impl_->end();
+    if (impl_->options.tier == nullptr) return impl_->sealed_bytes + impl_->end();
+    std::lock_guard files_lock(impl_->files_mu);
+    return impl_->cache.bytes() + impl_->end();
+}
+
+Status SegmentStore::finish_uploads() {
+    Impl& m = *impl_;
+    if (m.options.tier == nullptr || m.options.read_only) return Status::ok();
+    m.stop_uploader();
+    std::deque<SegmentId> left;
+    {
+        std::lock_guard lock(m.files_mu);
+        left = m.uploads;
+    }
+    Status first;
+    for (SegmentId id : left) {
+        {
+            std::lock_guard lock(m.files_mu);
+            if (std::find(m.uploads.begin(), m.uploads.end(), id) == m.uploads.end()) continue;
+            m.uploading = id;
+        }
+        std::uint64_t size = 0;
+        const Status st = m.upload(id, &size);
+        std::lock_guard lock(m.files_mu);
+        m.upload_ended_locked(id, st, size);
+        if (!st && first.is_ok()) first = st;
+    }
+    if (!first.is_ok()) {
+        std::lock_guard lock(m.files_mu);
+        return Status::error(first.err(), std::to_string(m.uploads.size()) +
+                                              " sealed segments stay in " + m.dir +
+                                              " only, to be uploaded at the next mount: " +
+                                              first.message());
+    }
+    return Status::ok();
+}
+
+bool SegmentStore::tier_stats(SegmentTierStats* out) {
+    Impl& m = *impl_;
+    if (m.options.tier == nullptr) return false;
+    std::lock_guard lock(m.files_mu);
+    *out = SegmentTierStats{};
+    out->where = m.options.tier->describe();
+    out->tier_segments = m.remote.size();
+    for (const auto& [id, size] : m.remote) out->tier_bytes += size;
+    out->cached_segments = m.cache.count();
+    out->cached_bytes = m.cache.bytes();
+    out->cache_limit = m.cache.limit();
+    out->pending_uploads = m.uploads.size();
+    out->uploads = m.uploads_done;
+    out->upload_failures = m.upload_failures;
+    out->evictions = m.evictions;
+    out->cache_hits = m.hits;
+    out->cache_misses = m.misses;
+    out->fetched_bytes = m.fetched_bytes;
+    out->upload_error = m.upload_error.is_ok() ? "" : m.upload_error.message();
+    return true;
 }
 
 SegmentPosition SegmentStore::append_position() {

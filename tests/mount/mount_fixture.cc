@@ -293,7 +293,7 @@ void MountFixture::mount() {
     }
     ++mount_count_;
     log_path_ = dir_ + "/daemon." + std::to_string(mount_count_) + ".log";
-    std::vector<std::string> argv = {bin, store_, mnt_, "-f"};
+    std::vector<std::string> argv = {bin, source_.empty() ? store_ : source_, mnt_, "-f"};
     std::string opts;
     for (const auto& o : options_) opts += (opts.empty() ? "" : ",") + o;
     if (!opts.empty()) {

@@ -91,6 +91,9 @@ public:
     // dir/rel: a path on the backing file system, beside the store.
     std::string scratch(std::string_view rel) const;
     const std::vector<std::string>& options() const { return options_; }
+    // What the daemon mounts: store() unless set (a rados:POOL/STORE
+    // source, whose cache_dir the options name).
+    void set_source(std::string source) { source_ = std::move(source); }
     void set_options(std::vector<std::string> options) { options_ = std::move(options); }
 
     // Starts the daemon in the foreground (-f) and waits until the mount is
@@ -124,6 +127,7 @@ private:
     TempDir tmp_;
     std::string dir_, store_, mnt_;
     std::vector<std::string> options_;
+    std::string source_;
     pid_t pid_ = -1;
     int mount_count_ = 0;
     std::string log_path_;

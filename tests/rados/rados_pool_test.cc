@@ -22,6 +22,7 @@
 namespace {
 
 using hiodsfs::RadosLock;
+using hiodsfs::RadosLocker;
 using hiodsfs::RadosOptions;
 using hiodsfs::RadosPool;
 using hiodsfs::Status;
@@ -159,6 +160,19 @@ void locking(const CephCluster& c) {
         REQUIRE_OK(second->lock_holders(object, "writer", &holders));
         CHECK(holders.empty());
         CHECK(second->unlock(theirs).err() == ENOENT);
+    }
+    SECTION("a holder's lock broken by another client is the other's to take, and lost to the holder") {
+        REQUIRE_OK(first->lock_exclusive(mine, 60s));
+        std::vector<RadosLocker> holders;
+        REQUIRE_OK(second->lockers(object, "writer", &holders));
+        REQUIRE(holders.size() == 1);
+        CHECK(holders[0].cookie == "host-a pid 1");
+        CHECK(holders[0].client.rfind("client.", 0) == 0);
+        REQUIRE_OK(second->break_lock(object, "writer", holders[0]));
+        CHECK(second->break_lock(object, "writer", holders[0]).err() == ENOENT);
+        REQUIRE_OK(second->lock_exclusive(theirs, 60s));
+        CHECK(first->renew_lock(mine, 60s).err() == ENOENT);
+        REQUIRE_OK(second->unlock(theirs));
     }
     SECTION("renewing keeps the lock past its first lease") {
         REQUIRE_OK(first->lock_exclusive(mine, 2s));

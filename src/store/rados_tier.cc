@@ -1,0 +1,151 @@
+#include "store/rados_tier.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace hiodsfs {
+namespace {
+
+constexpr const char* kLockName = "hiodsfs";
+
+bool valid_store_name(const std::string& name) {
+    if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+    for (char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                        c == '_' || c == '-' || c == '.';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+RadosTier::RadosTier(std::unique_ptr<RadosPool> pool, std::string store, std::chrono::seconds timeout)
+    : pool_(std::move(pool)), store_(std::move(store)), timeout_(timeout) {}
+
+RadosTier::~RadosTier() { (void)unlock(); }
+
+Status RadosTier::open(const RadosOptions& options, const std::string& store,
+                       std::unique_ptr<RadosTier>* out) {
+    if (!valid_store_name(store)) return Status::error(EINVAL, "bad store name '" + store + "'");
+    std::unique_ptr<RadosPool> pool;
+    HIODSFS_TRY(RadosPool::connect(options, &pool));
+    out->reset(new RadosTier(std::move(pool), store, options.timeout));
+    return Status::ok();
+}
+
+std::string RadosTier::object_name(SegmentId segment) const {
+    char id[16];
+    std::snprintf(id, sizeof id, "%08" PRIx32, segment);
+    return store_ + ".segment." + id;
+}
+
+Status RadosTier::fenced_error(const char* what, SegmentId segment) const {
+    return Status::error(EIO, std::string("refusing to ") + what + " segment " + std::to_string(segment) +
+                                  " in " + describe() + ": " + fence_reason_);
+}
+
+Status RadosTier::put(SegmentId segment, const void* data, std::size_t len) {
+    if (fenced_.load()) return fenced_error("write", segment);
+    return pool_->write_full(object_name(segment), data, len);
+}
+
+Status RadosTier::get(SegmentId segment, std::vector<char>* out) {
+    std::vector<std::uint8_t> bytes;
+    HIODSFS_TRY(pool_->read(object_name(segment), &bytes));
+    out->assign(bytes.begin(), bytes.end());
+    return Status::ok();
+}
+
+Status RadosTier::remove(SegmentId segment) {
+    if (fenced_.load()) return fenced_error("remove", segment);
+    return pool_->remove(object_name(segment));
+}
+
+Status RadosTier::list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
+    out->clear();
+    const std::string prefix = store_ + ".segment.";
+    std::vector<std::string> names;
+    HIODSFS_TRY(pool_->list(prefix, &names));
+    for (const std::string& name : names) {
+        const std::string hex = name.substr(prefix.size());
+        char* end = nullptr;
+        const unsigned long id = std::strtoul(hex.c_str(), &end, 16);
+        if (hex.size() != 8 || *end != '\0' || id == 0) continue;  // not one of ours
+        std::uint64_t size = 0;
+        HIODSFS_TRY(pool_->stat(name, &size));
+        out->emplace_back(static_cast<SegmentId>(id), size);
+    }
+    return Status::ok();
+}
+
+Status RadosTier::lock(const std::string& holder, std::chrono::seconds lease,
+                       std::function<void(const std::string&)> on_lost) {
+    RadosLock lock{store_ + ".lock", kLockName, holder, "hiodsfs daemon"};
+    HIODSFS_TRY(pool_->lock_exclusive(lock, lease));
+    std::lock_guard guard(renew_mu_);
+    lock_ = std::move(lock);
+    lease_ = lease;
+    on_lost_ = std::move(on_lost);
+    locked_ = true;
+    stopping_ = false;
+    renewer_ = std::thread([this] { renew_loop(); });
+    return Status::ok();
+}
+
+void RadosTier::renew_loop() {
+    using Clock = std::chrono::steady_clock;
+    // The lease runs from when the request was sent, at the latest.
+    Clock::time_point held_until = Clock::now() + lease_ - std::chrono::seconds(1);
+    std::unique_lock guard(renew_mu_);
+    while (!stopping_) {
+        renew_cv_.wait_for(guard, lease_ / 4, [&] { return stopping_; });
+        if (stopping_) return;
+        guard.unlock();
+        const Clock::time_point sent = Clock::now();
+        const Status st = pool_->renew_lock(lock_, lease_);
+        guard.lock();
+        if (st) {
+            held_until = sent + lease_;
+            continue;
+        }
+        // Another try may fail too and take up to the timeout: give up
+        // while the lease still holds, so nothing is written after it.
+        if (st.err() != ENOENT && Clock::now() + timeout_ < held_until) continue;
+        fence_reason_ = "the lock on " + describe() + " could not be renewed (" + st.message() +
+                        "); the store takes no more writes until it is mounted again";
+        fenced_.store(true);
+        const auto on_lost = on_lost_;
+        guard.unlock();
+        if (on_lost) on_lost(fence_reason_);
+        return;
+    }
+}
+
+Status RadosTier::unlock() {
+    std::thread renewer;
+    bool was_locked = false;
+    {
+        std::lock_guard guard(renew_mu_);
+        stopping_ = true;
+        renewer.swap(renewer_);
+        was_locked = locked_;
+        locked_ = false;
+    }
+    renew_cv_.notify_all();
+    if (renewer.joinable()) renewer.join();
+    if (!was_locked || fenced_.load()) return Status::ok();
+    return pool_->unlock(lock_);
+}
+
+Status RadosTier::lockers(std::vector<RadosLocker>* out) {
+    return pool_->lockers(store_ + ".lock", kLockName, out);
+}
+
+Status RadosTier::break_lock(const RadosLocker& holder) {
+    return pool_->break_lock(store_ + ".lock", kLockName, holder);
+}
+
+}  // namespace hiodsfs

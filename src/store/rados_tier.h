@@ -1,0 +1,79 @@
+// RadosTier: the segments of one store as objects of a RADOS pool, and the
+// lock that makes one daemon the store's only writer.
+//   STORE.segment.XXXXXXXX   a sealed segment (its id, 8 hex digits), whole
+//   STORE.lock               carries the exclusive lock "hiodsfs"
+// The lock is taken with a lease and renewed by a thread of its own; when
+// it cannot be renewed before the lease runs out, the tier refuses every
+// put and remove from then on (reads go on) and tells its owner once, so
+// that the daemon stops taking writes before another may take the lock.
+// Built only with librados (HIODSFS_HAVE_RADOS); librados's types stay in
+// rados_pool.cc.
+// Thread-safety: all methods may be called from several threads at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "hiodsfs/segment_tier.h"
+#include "store/rados_pool.h"
+
+namespace hiodsfs {
+
+class RadosTier : public SegmentTier {
+public:
+    // Connects (options.pool is the pool) and names the store's objects
+    // (a store name is 1 to 64 of [A-Za-z0-9_.-], not starting with '.').
+    static Status open(const RadosOptions& options, const std::string& store,
+                       std::unique_ptr<RadosTier>* out);
+    ~RadosTier() override;
+
+    std::string describe() const override { return "rados:" + pool_->pool() + "/" + store_; }
+    Status put(SegmentId segment, const void* data, std::size_t len) override;
+    Status get(SegmentId segment, std::vector<char>* out) override;
+    Status remove(SegmentId segment) override;
+    Status list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) override;
+
+    // Takes the store's lock for `lease` as `holder` (shown to whoever is
+    // refused: "HOST pid N") and renews it every lease/4. EBUSY naming the
+    // holder when another has it. on_lost is called once, from the
+    // renewing thread, when the lease could not be renewed in time.
+    Status lock(const std::string& holder, std::chrono::seconds lease,
+                std::function<void(const std::string&)> on_lost);
+    // Stops renewing and releases the lock (if held).
+    Status unlock();
+    // The holders of the store's lock.
+    Status lockers(std::vector<RadosLocker>* out);
+    // Takes the store's lock from a holder known to be dead.
+    Status break_lock(const RadosLocker& holder);
+
+    // For tests: bytes of the segment objects (a listing and a stat each).
+    RadosPool& pool() { return *pool_; }
+    std::string object_name(SegmentId segment) const;
+
+private:
+    RadosTier(std::unique_ptr<RadosPool> pool, std::string store, std::chrono::seconds timeout);
+    Status fenced_error(const char* what, SegmentId segment) const;
+    void renew_loop();
+
+    std::unique_ptr<RadosPool> pool_;
+    std::string store_;
+    std::chrono::seconds timeout_;
+
+    RadosLock lock_;
+    std::chrono::seconds lease_{0};
+    std::function<void(const std::string&)> on_lost_;
+    std::atomic<bool> fenced_{false};
+    std::string fence_reason_;  // set before fenced_
+    std::mutex renew_mu_;
+    std::condition_variable renew_cv_;
+    bool locked_ = false, stopping_ = false;
+    std::thread renewer_;
+};
+
+}  // namespace hiodsfs

@@ -1,0 +1,400 @@
+// A store whose segments live in Ceph RADOS (rados:POOL/STORE), through
+// real mounts of the daemon against the throwaway cluster of
+// tests/rados/ceph_cluster.cc (started once per run, on first use): a tree
+// copied in reads back byte for byte from a remount whose cache must fetch
+// every segment, the store's lock refuses a second daemon, compaction
+// removes objects, the command line's errors are one line each, and
+// segments that cannot be uploaded stay in the cache directory. Skipped,
+// saying why, where Ceph is not installed.
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../rados/ceph_cluster.h"
+#include "../skip.h"
+#include "../stat/schema_check.h"
+#include "mount_fixture.h"
+
+namespace hiodsfs::mt {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A store name of its own for each test, so tests share the pool safely.
+std::string fresh_store_name(const std::string& what) {
+    static std::atomic<int> counter{0};
+    return what + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+std::vector<std::string> rados_options(const test::CephCluster& c, const MountFixture& fx,
+                                       const std::string& extra = "") {
+    std::vector<std::string> o = {"ceph_conf=" + c.conf, "cache_dir=" + fx.store(), "rados_timeout=10"};
+    if (!extra.empty()) o.push_back(extra);
+    return o;
+}
+
+// Makes fx (not yet mounted) mount the store `name` of the cluster's pool,
+// with fx's store directory as its cache_dir.
+void use_rados(MountFixture& fx, const test::CephCluster& c, const std::string& name,
+               const std::string& extra = "") {
+    fx.set_source("rados:" + c.pool + "/" + name);
+    fx.set_options(rados_options(c, fx, extra));
+}
+
+// The pool's objects whose names start with prefix, by the rados tool.
+std::vector<std::string> objects(const test::CephCluster& c, const std::string& prefix) {
+    CmdResult r = run({"rados", "-c", c.conf, "-p", c.pool, "ls"});
+    INFO(r.describe());
+    REQUIRE(r.ok());
+    std::vector<std::string> out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(prefix, 0) == 0) out.push_back(line);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+template <typename Pred>
+bool wait_for(std::chrono::seconds limit, Pred pred) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(100ms);
+    }
+    return pred();
+}
+
+// Files that do not deduplicate, so the segments are as large as the data.
+void write_random_tree(const std::string& root, std::uint64_t seed) {
+    make_dir(root);
+    make_dir(root + "/sub");
+    write_file(root + "/a.bin", random_bytes(3 * kMiB, seed));
+    write_file(root + "/sub/b.bin", random_bytes(2 * kMiB + 12345, seed + 1));
+    write_file(root + "/sub/small.txt", "a small file\n");
+    REQUIRE(::symlink("sub/b.bin", (root + "/link").c_str()) == 0);
+}
+
+// The daemon run by hand, as a user would (it forks into the background
+// unless -f): its exit status and one-line error.
+CmdResult run_daemon(const std::vector<std::string>& args, std::chrono::seconds timeout = 60s) {
+    std::vector<std::string> argv = {daemon_binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, {}, timeout);
+}
+
+std::string host_name_for_test() {
+    char name[256] = {};
+    REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+    return name;
+}
+
+std::size_t lines_of(const std::string& s) {
+    std::size_t n = std::count(s.begin(), s.end(), '\n');
+    return n + (!s.empty() && s.back() != '\n' ? 1 : 0);
+}
+
+TEST_CASE("rados: a tree copied in reads back byte for byte from a remount with a tiny cache",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("tree");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    // Two mounts, two trees: each unmount seals its segment and uploads it.
+    const std::string ref = fx.scratch("ref");
+    make_dir(ref);
+    write_random_tree(ref + "/one", 1);
+    write_random_tree(ref + "/two", 20);  // seeds apart: no file shares a prefix with another
+    REQUIRE(run({"cp", "-a", HIODSFS_SOURCE_DIR "/src", ref + "/one/"}).ok());
+    for (const char* tree : {"one", "two"}) {
+        fx.mount();
+        CmdResult cp = run({"rsync", "-a", ref + "/" + tree, fx.path("")});
+        if (cp.status == -1 || cp.status == 127) cp = run({"cp", "-a", ref + "/" + tree, fx.path("")});
+        INFO(cp.describe());
+        REQUIRE(cp.ok());
+        fx.unmount();
+    }
+    const std::vector<std::string> segs = objects(cluster, name + ".segment.");
+    INFO("objects: " << segs.size());
+    REQUIRE(segs.size() == 2);
+
+    // 1M holds no segment but the one read last: every tree's segment comes
+    // back from RADOS.
+    fx.set_options(rados_options(cluster, fx, "cache_size=1M"));
+    fx.mount();
+    for (const char* tree : {"one", "two"}) {
+        CmdResult diff = run({"diff", "-r", "--no-dereference", ref + "/" + tree, fx.path(tree)});
+        INFO(diff.describe());
+        REQUIRE(diff.ok());
+    }
+    REQUIRE(wait_for(10s, [&] { return status_field(fx.store(), "cache_misses") >= 2; }));
+    REQUIRE(status_field(fx.store(), "fetched_bytes") >= 5 * static_cast<long long>(kMiB));
+    REQUIRE(status_field(fx.store(), "upload_failures") == 0);
+    // Evicted down to the last segment read (and the empty active one).
+    REQUIRE(wait_for(10s, [&] { return status_field(fx.store(), "cached_segments") == 1; }));
+    // hiodsfs-stat on the cache directory: the backend, the pool's bytes
+    // and the cache's hits and misses, in the documented schema.
+    CmdResult stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    INFO(stat.describe());
+    REQUIRE(stat.ok());
+    const nlohmann::json v = nlohmann::json::parse(stat.out);
+    CHECK(test::schema_violations(v, test::read_json_file(HIODSFS_SCHEMA)) == std::vector<std::string>{});
+    CHECK(v.at("backend") == "rados:" + cluster.pool + "/" + name);
+    REQUIRE(v.at("tier").is_object());
+    CHECK(v.at("tier").at("segments") == 2);
+    CHECK(v.at("tier").at("bytes").get<long long>() >= 10 * static_cast<long long>(kMiB));
+    CHECK(v.at("tier").at("cache_misses").get<long long>() >= 2);
+    CHECK(v.at("tier").at("cache_hits").get<long long>() > 0);
+    fx.unmount();
+    // Unmounted, the backend still shows (from FORMAT).
+    stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    REQUIRE(stat.ok());
+    CHECK(nlohmann::json::parse(stat.out).at("backend") == "rados:" + cluster.pool + "/" + name);
+    // hiodsfs-fsck cannot read RADOS yet: it says so, never that segments
+    // are lost.
+    CmdResult fsck = run({HIODSFS_FSCK_BIN, fx.store()});
+    INFO(fsck.describe());
+    CHECK(fsck.status == 8);
+    CHECK(fsck.err.find("cannot read yet: nothing was checked") != std::string::npos);
+}
+
+TEST_CASE("rados: a second daemon is refused with one line naming the holder", "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string source = "rados:" + cluster.pool + "/" + fresh_store_name("lock");
+    MountFixture first({}, false);
+    first.set_source(source);
+    first.set_options(rados_options(cluster, first));
+    first.mount();
+    write_file(first.path("f"), "held\n");
+
+    // Another cache directory and mount point, as a second host would have.
+    TempDir other;
+    make_dir(other.path() + "/cache");
+    make_dir(other.path() + "/mnt");
+    const auto began = Clock::now();
+    CmdResult r = run_daemon({source, other.path() + "/mnt", "-o",
+                              "ceph_conf=" + cluster.conf + ",cache_dir=" + other.path() + "/cache"});
+    INFO(r.describe());
+    REQUIRE(r.status != 0);
+    REQUIRE(lines_of(r.err) == 1);
+    CHECK(r.err.find("is in use") != std::string::npos);
+    CHECK(r.err.find("pid " + std::to_string(first.daemon_pid())) != std::string::npos);
+    CHECK(Clock::now() - began < 20s);  // another holder is named at once, not waited for
+    // And on the same cache directory, the same.
+    r = run_daemon({source, other.path() + "/mnt", "-o",
+                    "ceph_conf=" + cluster.conf + ",cache_dir=" + first.store()});
+    INFO(r.describe());
+    REQUIRE(r.status != 0);
+    CHECK(r.err.find("pid " + std::to_string(first.daemon_pid())) != std::string::npos);
+    REQUIRE(read_file(first.path("f")) == "held\n");
+    first.unmount();
+    // Released at unmount: mounts again at once.
+    first.mount();
+    REQUIRE(read_file(first.path("f")) == "held\n");
+    first.unmount();
+}
+
+TEST_CASE("rados: after kill -9 of the daemon the next mount on this host takes the lock over at once",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("crash");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);  // a lease of 60 s, which the next mount does not wait out
+    fx.mount();
+    const std::string data = random_bytes(1 * kMiB + 77, 11);
+    write_file(fx.path("synced"), data);
+    REQUIRE(run({"sync", fx.path("synced")}).ok());
+    const pid_t dead = fx.daemon_pid();
+    fx.crash();
+    const auto began = Clock::now();
+    fx.mount();
+    CHECK(Clock::now() - began < 20s);
+    CHECK(fx.daemon_log().find("breaking the lock of '" + host_name_for_test() + " pid " + std::to_string(dead) +
+                               "'") != std::string::npos);
+    REQUIRE(read_file(fx.path("synced")) == data);
+    fx.unmount();
+}
+
+TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("lease");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name, "rados_lease=4");  // renewed every second
+    fx.mount();
+    write_file(fx.path("before"), "kept\n");
+    REQUIRE(run({"sync", fx.path("before")}).ok());
+    // Another client breaks the lock, as an operator taking the store over would.
+    const std::vector<std::string> rados = {"rados", "-c", cluster.conf, "-p", cluster.pool};
+    auto rados_cmd = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv = rados;
+        argv.insert(argv.end(), args.begin(), args.end());
+        return run(argv);
+    };
+    CmdResult info = rados_cmd({"lock", "info", name + ".lock", "hiodsfs"});
+    INFO(info.describe());
+    REQUIRE(info.ok());
+    const nlohmann::json lockers = nlohmann::json::parse(info.out).at("lockers");
+    REQUIRE(lockers.size() == 1);
+    const std::string cookie = lockers[0].at("cookie");
+    CHECK(cookie == host_name_for_test() + " pid " + std::to_string(fx.daemon_pid()));
+    CmdResult broke = rados_cmd({"lock", "break", name + ".lock", "hiodsfs", lockers[0].at("name"),
+                                 "--lock-cookie", cookie});
+    INFO(broke.describe());
+    REQUIRE(broke.ok());
+    // The next renewal finds the lock gone and the daemon stops the store.
+    REQUIRE(wait_for(10s, [&] { return fx.daemon_log().find("could not be renewed") != std::string::npos; }));
+    CmdResult dd = sh("dd if=/dev/zero of=" + shq(fx.path("after")) + " bs=4k count=1 conv=fsync");
+    INFO(dd.describe());
+    CHECK(dd.status != 0);
+    CHECK(dd.err.find("Input/output error") != std::string::npos);
+    CHECK(fx.unmount_status() != 0);  // the close cannot commit either, and says why
+    // The lock is free; what was fsynced is all there.
+    fx.set_options(rados_options(cluster, fx));
+    fx.mount();
+    CHECK(read_file(fx.path("before")) == "kept\n");
+    CHECK_FALSE(exists(fx.path("after")));
+    fx.unmount();
+}
+
+TEST_CASE("rados: the command line's errors are one line and a non-zero exit", "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    TempDir t;
+    make_dir(t.path() + "/cache");
+    make_dir(t.path() + "/mnt");
+    const std::string mnt = t.path() + "/mnt", cache = "cache_dir=" + t.path() + "/cache";
+    const std::string conf = "ceph_conf=" + cluster.conf;
+    const std::string source = "rados:" + cluster.pool + "/" + fresh_store_name("cli");
+    struct Case {
+        std::vector<std::string> args;
+        std::string says;
+    };
+    // A cluster nobody listens for: a ceph.conf naming a port that is closed.
+    const std::string dead_conf = t.path() + "/dead.conf";
+    write_file(dead_conf, "[global]\nmon_host = 127.0.0.1:9\nkeyring = " + cluster.keyring + "\n");
+    const std::vector<Case> cases = {
+        {{source, mnt, "-o", conf}, "needs -o cache_dir=DIR"},
+        {{source, mnt, "-o", conf + "," + cache + ",cache_size=12Q"}, "invalid value '12Q' for cache_size"},
+        {{source, mnt, "-o", conf + "," + cache + ",cache_size=1K"}, "at least 1M"},
+        {{"rados:" + cluster.pool, mnt, "-o", conf + "," + cache}, "is not rados:POOL/STORE"},
+        {{t.path() + "/cache", mnt, "-o", conf}, "are for a store given as rados:POOL/STORE"},
+        {{"rados:no-such-pool/x", mnt, "-o", conf + "," + cache}, "opening pool 'no-such-pool'"},
+        {{source, mnt, "-o", "ceph_conf=" + t.path() + "/missing.conf," + cache}, "missing.conf"},
+        {{source, mnt, "-o", "ceph_conf=" + dead_conf + "," + cache + ",rados_timeout=3"}, "connecting to"},
+    };
+    for (const Case& c : cases) {
+        const auto began = Clock::now();
+        CmdResult r = run_daemon(c.args, 60s);
+        const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+        INFO(c.args[0] << " " << c.args.back() << " -> " << r.describe() << " in " << seconds << " s");
+        CHECK(r.status != 0);
+        CHECK(lines_of(r.err) == 1);
+        CHECK(r.err.find(c.says) != std::string::npos);
+        CHECK(seconds < 30);  // the unreachable cluster within its timeout and start-up
+    }
+    // Nothing was mounted and no store made.
+    CHECK_FALSE(exists(t.path() + "/cache/FORMAT"));
+}
+
+TEST_CASE("rados: mount.fuse3, which mount -t fuse.hiodsfs and fstab run, mounts rados:POOL/STORE",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    if (which("mount.fuse3").empty()) SKIP_TEST("no mount.fuse3 (the fuse3 package) here");
+    if (!is_root()) SKIP_TEST("mount.fuse3 mounts as root here");
+    TempDir t;
+    const std::string mnt = t.path() + "/mnt", cache = t.path() + "/cache";
+    make_dir(mnt);
+    make_dir(cache);
+    const std::string source = "rados:" + cluster.pool + "/" + fresh_store_name("helper");
+    // mount(8) runs the helper with the options of an fstab line as they are,
+    // _netdev among them; the daemon is found on PATH, here the build's.
+    const std::string bin_dir = daemon_binary().substr(0, daemon_binary().rfind('/'));
+    CmdResult r = sh("PATH=" + shq(bin_dir) + ":\"$PATH\" mount.fuse3 " + shq(source) + " " + shq(mnt) +
+                     " -t hiodsfs -o " + shq("_netdev,ceph_conf=" + cluster.conf + ",cache_dir=" + cache));
+    struct Unmount {
+        std::string mnt;
+        ~Unmount() { run({"fusermount3", "-uz", mnt}); }
+    } unmount_at_end{mnt};
+    INFO(r.describe());
+    REQUIRE(r.ok());
+    CmdResult mounts = run({"findmnt", "-n", "-o", "SOURCE,FSTYPE", mnt});
+    INFO(mounts.describe());
+    CHECK(mounts.out.find(source + " fuse.hiodsfs") != std::string::npos);
+    write_file(mnt + "/f", "through the helper\n");
+    REQUIRE(run({"umount", mnt}).ok());
+    // umount does not wait for the daemon: the upload at its exit is awaited.
+    REQUIRE(wait_for(30s, [&] { return objects(cluster, source.substr(source.find('/') + 1) + ".segment.").size() == 1; }));
+}
+
+TEST_CASE("rados: compaction deletes the objects of the segments it removes", "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("reclaim");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    write_file(fx.path("gone.bin"), random_bytes(4 * kMiB, 7));
+    fx.unmount();  // sealed and uploaded: segment 1
+    fx.mount();
+    write_file(fx.path("kept.bin"), random_bytes(1 * kMiB, 8));
+    fx.unmount();  // segment 2
+    REQUIRE(objects(cluster, name + ".segment.").size() == 2);
+    fx.mount();
+    REQUIRE(::unlink(fx.path("gone.bin").c_str()) == 0);
+    // Segment 1 holds nothing live now: the reclaimer deletes it, object first.
+    REQUIRE(wait_for(60s, [&] { return objects(cluster, name + ".segment.").size() == 1; }));
+    CHECK(objects(cluster, name + ".segment.").front() == name + ".segment.00000002");
+    REQUIRE(read_file(fx.path("kept.bin")) == random_bytes(1 * kMiB, 8));
+    fx.unmount();
+}
+
+TEST_CASE("rados: segments that cannot be uploaded stay in the cache directory", "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(shared);
+    // A cluster of its own, stopped under the mounted store.
+    TempDir dir;
+    const std::string cluster_dir = dir.path() + "/ceph";
+    CmdResult started = run({HIODSFS_CEPH_DEV, "start", cluster_dir, "--while-pid", std::to_string(::getpid())},
+                            {"HIODSFS_CEPH_POOL=faults"}, 180s);
+    INFO(started.describe());
+    REQUIRE(started.ok());
+    struct StopCluster {
+        std::string dir;
+        ~StopCluster() { run({HIODSFS_CEPH_DEV, "stop", dir}); }
+    } stop_at_end{cluster_dir};
+    std::string conf = started.out;
+    while (!conf.empty() && conf.back() == '\n') conf.pop_back();
+    conf = conf.substr(conf.rfind('\n') + 1);
+
+    MountFixture fx({}, false);
+    fx.set_source("rados:faults/cut");
+    fx.set_options({"ceph_conf=" + conf, "cache_dir=" + fx.store(), "rados_timeout=3"});
+    fx.mount();
+    const std::string data = random_bytes(3 * kMiB, 9);
+    write_file(fx.path("f"), data);
+    REQUIRE(run({"sync", fx.path("f")}).ok());
+    REQUIRE(run({HIODSFS_CEPH_DEV, "stop", cluster_dir}).ok());
+    // The unmount seals the segment; its upload fails, and the daemon says so.
+    const int status = fx.unmount_status();
+    INFO(fx.daemon_log());
+    CHECK(fx.daemon_log().find("to be uploaded at the next mount") != std::string::npos);
+    (void)status;  // the lock cannot be released either; the exit says nothing more
+    // Every byte is still in the cache directory.
+    std::uint64_t segment_bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(fx.store() + "/segments"))
+        segment_bytes += e.file_size();
+    REQUIRE(segment_bytes >= data.size());
+    SpaceCounters c = fx.counters();
+    REQUIRE(c.logical_bytes == data.size());
+}
+
+}  // namespace
+}  // namespace hiodsfs::mt

@@ -1,0 +1,294 @@
+// SegmentStore with a SegmentTier: sealed segments uploaded in the
+// background, the directory as an LRU cache in front of the tier, fetches
+// on a miss, removal from both, what open does with both, and uploads that
+// fail. The tier is in memory here (memory_tier.h; tests/mount uses RADOS).
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <unistd.h>
+
+#include "hiodsfs/segment_store.h"
+#include "hiodsfs/segment_tier.h"
+#include "memory_tier.h"
+#include "store/segment_cache.h"
+#include "store_test_util.h"
+
+namespace hiodsfs {
+namespace {
+
+using test::MemoryTier;
+using test::TempDir;
+
+constexpr std::uint64_t kSegment = 64 << 10;
+constexpr std::size_t kRecord = 10 << 10;  // six records to a segment
+
+SegmentStoreOptions tiered(MemoryTier* tier, std::uint64_t cache_bytes) {
+    SegmentStoreOptions o;
+    o.max_segment_bytes = kSegment;
+    o.write_buffer_bytes = 16 << 10;
+    o.tier = tier;
+    o.cache_bytes = cache_bytes;
+    return o;
+}
+
+bool file_exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::string segment_path(const std::string& dir, SegmentId id) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%08x.seg", id);
+    return dir + "/" + name;
+}
+
+struct Written {
+    ChunkId id;
+    ChunkLocation loc;
+    std::vector<char> data;
+};
+
+std::vector<Written> write_records(SegmentStore& s, int n, std::uint64_t seed, ChunkId first = 1) {
+    std::mt19937_64 rng(seed);
+    std::vector<Written> out;
+    for (int i = 0; i < n; ++i) {
+        Written w{first + static_cast<ChunkId>(i), {}, test::random_bytes(rng, kRecord)};
+        REQUIRE_OK(s.append(w.id, w.data.data(), static_cast<std::uint32_t>(w.data.size()), &w.loc));
+        out.push_back(std::move(w));
+    }
+    REQUIRE_OK(s.sync());
+    return out;
+}
+
+void require_reads(SegmentStore& s, const std::vector<Written>& recs) {
+    for (const Written& w : recs) {
+        std::vector<char> got(w.loc.length);
+        INFO("chunk " << w.id << " in segment " << w.loc.segment);
+        REQUIRE_OK(s.read(w.loc, w.id, got.data()));
+        REQUIRE(got == w.data);
+    }
+}
+
+SegmentTierStats stats_of(SegmentStore& s) {
+    SegmentTierStats st;
+    REQUIRE(s.tier_stats(&st));
+    return st;
+}
+
+// Polls until the uploader has nothing queued and the directory fits (or
+// the deadline passes); the stats as they are then.
+SegmentTierStats settle(SegmentStore& s, std::uint64_t active_bytes_hint = 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    SegmentTierStats st = stats_of(s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        st = stats_of(s);
+        if (st.pending_uploads == 0 && st.cached_bytes + active_bytes_hint <= st.cache_limit + kSegment) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return st;
+}
+
+TEST_CASE("segment cache: least recently used uploaded segments go first, the newest use stays",
+          "[tier]") {
+    SegmentCache c(100);
+    c.add(1, 40, true);
+    c.add(2, 40, false);  // not uploaded: never a victim
+    c.add(3, 40, true);
+    c.add(4, 40, true);
+    REQUIRE(c.bytes() == 160);
+    // 160 > 100: 1 goes (oldest), 2 may not, 3 goes next -> 80.
+    REQUIRE(c.victims(0) == std::vector<SegmentId>{1, 3});
+    c.touch(1);  // now the most recent: 3 goes first, then 4
+    REQUIRE(c.victims(0) == std::vector<SegmentId>{3, 4});
+    // The active segment's bytes count toward the limit.
+    REQUIRE(c.victims(50) == std::vector<SegmentId>{3, 4});
+    c.erase(3);
+    c.erase(4);
+    REQUIRE(c.victims(0).empty());  // 80 fits
+    // A limit below one segment keeps the most recently used anyway.
+    SegmentCache tiny(1);
+    tiny.add(7, 40, true);
+    REQUIRE(tiny.victims(0).empty());
+    tiny.add(8, 40, true);
+    REQUIRE(tiny.victims(0) == std::vector<SegmentId>{7});
+    c.mark_uploaded(2);
+    c.add(5, 100, true);
+    REQUIRE(c.victims(0) == std::vector<SegmentId>{2, 1});
+}
+
+TEST_CASE("tier: sealed segments are uploaded, evicted past the cache size, and fetched back on a read",
+          "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 2 * kSegment), &s));
+    const std::vector<Written> recs = write_records(*s, 40, 1);  // about seven segments
+    REQUIRE(s->active_segment() >= 7);
+    SegmentTierStats st = settle(*s);
+    REQUIRE(st.pending_uploads == 0);
+    REQUIRE(st.upload_failures == 0);
+    REQUIRE(st.tier_segments == s->active_segment() - 1);
+    for (SegmentId id = 1; id < s->active_segment(); ++id) REQUIRE(tier.holds(id));
+    REQUIRE_FALSE(tier.holds(s->active_segment()));  // never the active segment
+    // Down to the limit, the active segment included (the one read or
+    // sealed last may stay beyond it).
+    REQUIRE(s->disk_bytes() <= 3 * kSegment);
+    REQUIRE(st.evictions >= 4);
+    REQUIRE_FALSE(file_exists(segment_path(dir.path(), 1)));
+
+    // Reads of evicted segments fetch them; every byte comes back.
+    require_reads(*s, recs);
+    st = stats_of(*s);
+    REQUIRE(st.cache_misses >= 4);
+    REQUIRE(st.fetched_bytes >= 4 * (kSegment - kRecord));
+    REQUIRE(st.cache_hits > 0);
+    // Segment 1 again: fetched once, then a hit, since the segment read
+    // last stays however small the cache.
+    require_reads(*s, {recs.front()});
+    const std::uint64_t misses = stats_of(*s).cache_misses;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the uploader's eviction pass
+    require_reads(*s, {recs.front(), recs[1]});
+    REQUIRE(stats_of(*s).cache_misses == misses);
+}
+
+TEST_CASE("tier: a failed upload keeps the local copy, is retried, and the store reopens with it",
+          "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    tier.set_failing(ETIMEDOUT);
+    std::vector<Written> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1), &s));
+        recs = write_records(*s, 20, 2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        SegmentTierStats st = stats_of(*s);
+        REQUIRE(st.upload_failures >= 1);
+        REQUIRE(st.upload_error.find("put refused") != std::string::npos);
+        REQUIRE(st.pending_uploads == s->active_segment() - 1);
+        REQUIRE(st.evictions == 0);  // nothing not uploaded is ever evicted
+        for (SegmentId id = 1; id < s->active_segment(); ++id)
+            REQUIRE(file_exists(segment_path(dir.path(), id)));
+        require_reads(*s, recs);
+        // Closing cannot upload them either: it says so, and they stay.
+        Status closing = s->finish_uploads();
+        REQUIRE(closing.err() == ETIMEDOUT);
+        REQUIRE(closing.message().find("to be uploaded at the next mount") != std::string::npos);
+    }
+    REQUIRE(tier.objects.empty());
+    // The tier is back: the next open uploads what was left.
+    tier.set_failing(0);
+    std::unique_ptr<SegmentStore> s;
+    SegmentStoreOptions o = tiered(&tier, 1);
+    o.committed = SegmentPosition{1, 1};  // committed metadata exists
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+    SegmentTierStats st = settle(*s);
+    REQUIRE(st.pending_uploads == 0);
+    REQUIRE(tier.objects.size() >= 3);
+    REQUIRE(st.evictions >= 2);
+    require_reads(*s, recs);
+
+    SECTION("and the uploader retries while mounted once the tier takes puts again") {
+        tier.set_failing(EIO);
+        const std::vector<Written> more = write_records(*s, 12, 3, 1000);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        REQUIRE(stats_of(*s).pending_uploads >= 1);
+        tier.set_failing(0);
+        st = settle(*s);  // the retry comes within its back-off (1 s, then 2 s)
+        REQUIRE(st.pending_uploads == 0);
+        REQUIRE(st.upload_error.empty());
+        require_reads(*s, more);
+    }
+}
+
+TEST_CASE("tier: removing a segment removes it from the tier and the directory", "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+    write_records(*s, 20, 4);
+    settle(*s);
+    REQUIRE(tier.holds(1));
+    REQUIRE(tier.holds(2));
+    REQUIRE_OK(s->remove(1));
+    REQUIRE_FALSE(tier.holds(1));
+    REQUIRE_FALSE(file_exists(segment_path(dir.path(), 1)));
+    REQUIRE(s->remove(s->active_segment()).err() == EBUSY);
+    REQUIRE(s->remove(1).err() == ENOENT);
+    // An evicted segment: only the tier has it, and it goes from there.
+    REQUIRE(::unlink(segment_path(dir.path(), 2).c_str()) == 0);
+    REQUIRE_OK(s->remove(2));
+    REQUIRE_FALSE(tier.holds(2));
+    std::vector<std::pair<SegmentId, std::uint64_t>> listed;
+    REQUIRE_OK(s->list_segments(&listed));
+    for (const auto& [id, size] : listed) REQUIRE(id > 2);
+}
+
+TEST_CASE("tier: open appends after the tier's newest segment, takes the tier's copy over a stale "
+          "one, and refuses a directory without metadata for the tier's segments",
+          "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::vector<Written> recs;
+    SegmentId active = 0;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+        recs = write_records(*s, 20, 5);
+        REQUIRE_OK(s->seal());
+        active = s->active_segment();
+        REQUIRE_OK(s->finish_uploads());
+    }
+    REQUIRE(tier.holds(active - 1));
+    // A cached copy cut short (a crash while it was being replaced, say).
+    REQUIRE(::truncate(segment_path(dir.path(), 1).c_str(), 100) == 0);
+    // And the empty active segment gone with the rest of the cache.
+    REQUIRE(::unlink(segment_path(dir.path(), active).c_str()) == 0);
+
+    SegmentStoreOptions o = tiered(&tier, 1 << 30);
+    o.committed = SegmentPosition{active - 1, 1};
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+    REQUIRE(s->active_segment() == active);  // after the tier's newest
+    require_reads(*s, recs);                 // segment 1 fetched again, whole
+    REQUIRE(stats_of(*s).cache_misses >= 1);
+    s.reset();
+
+    // Metadata that knows no segment, over a tier that holds some: refused.
+    TempDir other;
+    std::unique_ptr<SegmentStore> fresh;
+    Status st = SegmentStore::open(Env::posix(), other.path(), tiered(&tier, 1 << 30), &fresh);
+    REQUIRE(st.err() == EEXIST);
+    REQUIRE(st.message().find("memory tier already holds") != std::string::npos);
+}
+
+TEST_CASE("tier: a fetch that fails is an error of the read, not damage; a segment gone from the "
+          "tier is",
+          "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1), &s));
+    const std::vector<Written> recs = write_records(*s, 20, 6);
+    settle(*s);
+    REQUIRE_FALSE(file_exists(segment_path(dir.path(), 1)));
+    std::vector<char> got(kRecord);
+    bool damaged = true;
+    tier.set_failing(ETIMEDOUT);
+    Status st = s->read(recs.front().loc, recs.front().id, got.data(), &damaged);
+    REQUIRE(st.err() == EIO);
+    REQUIRE(st.message().find("get refused") != std::string::npos);
+    REQUIRE_FALSE(damaged);
+    tier.set_failing(0);
+    {
+        std::lock_guard lock(tier.mu);
+        tier.objects.erase(1);
+    }
+    st = s->read(recs.front().loc, recs.front().id, got.data(), &damaged);
+    REQUIRE(st.err() == EIO);
+    REQUIRE(damaged);
+}
+
+}  // namespace
+}  // namespace hiodsfs
