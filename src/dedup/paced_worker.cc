@@ -33,11 +33,13 @@ void PacedWorker::stop() {
 }
 
 void PacedWorker::wake() {
+    bool idle = false;
     {
         std::lock_guard<std::mutex> l(mu_);
         woken_ = true;
+        idle = idle_;
     }
-    cv_.notify_all();
+    if (idle) cv_.notify_all();
 }
 
 std::uint64_t PacedWorker::steps() const {
@@ -71,7 +73,9 @@ void PacedWorker::run() {
             continue;
         }
         if (!did_work) {
+            idle_ = true;
             cv_.wait_for(l, idle_poll_, [this] { return stop_ || woken_; });
+            idle_ = false;
             continue;
         }
         ++steps_;

@@ -47,6 +47,10 @@ private:
     std::condition_variable cv_;
     bool stop_ = false;
     bool woken_ = false;
+    // Waiting for work (not resting between steps): only then does wake()
+    // signal. Woken in its rest, the worker would only go back to sleep, and
+    // every write request wakes it: a context switch per request for nothing.
+    bool idle_ = false;
     std::uint64_t steps_ = 0;
     Status last_error_;
 };
