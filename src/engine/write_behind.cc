@@ -137,42 +137,55 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(store.begin_held(&t));
     auto& sup = t->super();
-    // Every chunk and its segment's live bytes first: a later write of the
-    // batch may overwrite an earlier one, freeing its chunk, and a
-    // segment's count never goes below zero.
-    SegmentGains gains;
-    for (std::size_t k = 0; k < n; ++k) {
-        const HeldWrite& h = w[k];
-        ChunkRecord rec;
-        rec.segment = h.loc.segment;
-        rec.offset = h.loc.offset;
-        rec.length = h.loc.length;
-        rec.set_refs(1);
-        rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
-        HIODSFS_TRY(t->put(Db::kChunks, key_u64(h.chunk), encode(rec)));
-        if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
-        gains.back().second += h.loc.length;
-        sup.counters.stored_bytes += h.loc.length;
-        sup.counters.raw_bytes += h.loc.length;
-        sup.counters.chunk_count += 1;
-    }
-    for (const auto& [seg, bytes] : gains)
-        HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
+    // Each file's writes w[first, end), with its inode, read once.
+    struct FileWrites {
+        std::size_t first, end;
+        Inode in;
+    };
+    std::vector<FileWrites> files;
     for (std::size_t i = 0, j = 0; i < n; i = j) {
         const InodeId ino = w[i].ino;
         while (j < n && w[j].ino == ino) ++j;
         if (opts_.held_write_fault)
             if (int e = opts_.held_write_fault(ino); e != 0)
                 return Status::error(e, "metadata write (injected)");
-        Inode in;
-        Status found = load_inode(*t, ino, &in);
+        FileWrites f{i, j, {}};
+        Status found = load_inode(*t, ino, &f.in);
         // A file freed with bytes still in its stream (close_stream): they
-        // belong to no file any more.
+        // belong to no file any more, and get no chunk records either.
         if (found.err() == ENOENT) continue;
         HIODSFS_TRY(found);
+        files.push_back(std::move(f));
+    }
+    // Every chunk and its segment's live bytes first: a later write of the
+    // batch may overwrite an earlier one, freeing its chunk, and a
+    // segment's count never goes below zero.
+    SegmentGains gains;
+    for (const FileWrites& f : files) {
+        for (std::size_t k = f.first; k < f.end; ++k) {
+            const HeldWrite& h = w[k];
+            ChunkRecord rec;
+            rec.segment = h.loc.segment;
+            rec.offset = h.loc.offset;
+            rec.length = h.loc.length;
+            rec.set_refs(1);
+            rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
+            HIODSFS_TRY(t->put(Db::kChunks, key_u64(h.chunk), encode(rec)));
+            if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
+            gains.back().second += h.loc.length;
+            sup.counters.stored_bytes += h.loc.length;
+            sup.counters.raw_bytes += h.loc.length;
+            sup.counters.chunk_count += 1;
+        }
+    }
+    for (const auto& [seg, bytes] : gains)
+        HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
+    for (FileWrites& f : files) {
+        const InodeId ino = w[f.first].ino;
+        Inode& in = f.in;
         // The pass gets one range per run of writes that follow each other.
-        std::uint64_t run_off = w[i].off, run_end = w[i].off;
-        for (std::size_t k = i; k < j; ++k) {
+        std::uint64_t run_off = w[f.first].off, run_end = w[f.first].off;
+        for (std::size_t k = f.first; k < f.end; ++k) {
             const HeldWrite& h = w[k];
             ExtentRecord e{h.chunk, 0, h.loc.length};
             HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.loc.length, &e));
