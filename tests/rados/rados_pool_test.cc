@@ -175,11 +175,14 @@ void locking(const CephCluster& c) {
         REQUIRE_OK(second->unlock(theirs));
     }
     SECTION("renewing keeps the lock past its first lease") {
-        REQUIRE_OK(first->lock_exclusive(mine, 2s));
-        for (int i = 0; i < 4; ++i) {
+        // Renewed every second, 3 s before the lease would lapse: a loaded
+        // machine (the suite under ASan) once delayed a renewal past a 2 s
+        // lease renewed each second.
+        REQUIRE_OK(first->lock_exclusive(mine, 4s));
+        for (int i = 0; i < 6; ++i) {
             std::this_thread::sleep_for(1s);
-            REQUIRE_OK(first->renew_lock(mine, 2s));
-            CHECK(second->lock_exclusive(theirs, 2s).err() == EBUSY);
+            REQUIRE_OK(first->renew_lock(mine, 4s));
+            CHECK(second->lock_exclusive(theirs, 4s).err() == EBUSY);
         }
         REQUIRE_OK(first->unlock(mine));
     }
