@@ -321,6 +321,8 @@ struct SegmentStore::Impl {
     SegmentCache cache;                         // sealed segments in the directory
     std::map<SegmentId, std::uint64_t> remote;  // what the tier holds, with sizes
     std::deque<SegmentId> uploads;              // sealed, in the directory only, oldest first
+    // Segments not yet put whole whose first bytes push_to_tier wrote.
+    std::map<SegmentId, std::uint64_t> pushed;
     SegmentId uploading = 0;                    // being put, without the lock
     bool uploader_stopping = false;
     Status upload_error;  // the last failure, until an upload works again
@@ -477,6 +479,7 @@ struct SegmentStore::Impl {
             auto q = std::find(uploads.begin(), uploads.end(), id);
             if (q != uploads.end()) uploads.erase(q);
             remote[id] = size;
+            pushed.erase(id);
             cache.mark_uploaded(id);
             ++uploads_done;
             upload_error = Status::ok();
@@ -549,12 +552,13 @@ struct SegmentStore::Impl {
         tier_cv.wait(lock, [&] { return uploading != id; });
         auto q = std::find(uploads.begin(), uploads.end(), id);
         if (q != uploads.end()) uploads.erase(q);
-        if (remote.count(id) == 0) return Status::ok();
+        if (remote.count(id) == 0 && pushed.count(id) == 0) return Status::ok();
         lock.unlock();
         Status st = options.tier->remove(id);
         if (!st && st.err() != ENOENT) return st;
         lock.lock();
         remote.erase(id);
+        pushed.erase(id);
         return Status::ok();
     }
 
@@ -798,7 +802,9 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     }
 
     const SegmentPosition committed = options.committed;
-    if (committed.segment != 0) {
+    // (A frontier at a segment's start refers to none of it: with a tier,
+    // a commit pushes nothing of a segment it refers to no byte of.)
+    if (committed.segment != 0 && (committed.offset != 0 || options.tier == nullptr)) {
         // Committed metadata refers to bytes up to here: a missing or short
         // file means data is gone, and a new segment or append there would
         // put other bytes under chunk records that still point at them.
@@ -1244,6 +1250,63 @@ Status SegmentStore::finish_uploads() {
                                               " sealed segments stay in " + m.dir +
                                               " only, to be uploaded at the next mount: " +
                                               first.message());
+    }
+    return Status::ok();
+}
+
+Status SegmentStore::push_to_tier(SegmentPosition upto) {
+    Impl& m = *impl_;
+    if (m.options.tier == nullptr || m.options.read_only || upto.segment == 0) return Status::ok();
+    // What is not in the tier whole: sealed segments waiting for their
+    // upload, and the active one. Segments after `upto` hold nothing the
+    // commit refers to.
+    struct Push {
+        SegmentId id;
+        std::uint64_t from, to;
+    };
+    std::vector<Push> todo;
+    {
+        std::lock_guard lock(m.mu);
+        std::lock_guard files_lock(m.files_mu);
+        std::vector<std::pair<SegmentId, std::uint64_t>> candidates;
+        for (SegmentId id : m.uploads) {
+            auto it = m.sealed.find(id);
+            if (it != m.sealed.end()) candidates.emplace_back(id, it->second);
+        }
+        if (m.sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
+        for (const auto& [id, size] : candidates) {
+            if (id > upto.segment || m.remote.count(id) != 0) continue;
+            const std::uint64_t to = id == upto.segment ? std::min(size, upto.offset) : size;
+            auto p = m.pushed.find(id);
+            const std::uint64_t from = p == m.pushed.end() ? 0 : p->second;
+            if (to > from) todo.push_back(Push{id, from, to});
+        }
+    }
+    constexpr std::uint64_t kPiece = 8u << 20;  // bounds the memory of a long push
+    std::vector<char> bytes;
+    for (const Push& p : todo) {
+        std::unique_ptr<File> f;
+        Status opened = m.env->open(m.path(p.id), OpenMode::kRead, &f);
+        if (opened.err() == ENOENT) {
+            std::lock_guard lock(m.mu);
+            if (m.sealed.count(p.id) == 0 && p.id != m.active) continue;  // compaction removed it
+        }
+        HIODSFS_TRY(opened);
+        for (std::uint64_t at = p.from; at < p.to;) {
+            const std::size_t n = static_cast<std::size_t>(std::min(kPiece, p.to - at));
+            bytes.resize(n);
+            std::size_t got = 0;
+            HIODSFS_TRY(f->pread(bytes.data(), n, at, &got));
+            if (got != n) return Status::error(EIO, m.path(p.id) + " is shorter than its synced bytes");
+            Status st = m.options.tier->put_range(p.id, at, bytes.data(), n);
+            if (!st) {
+                return Status::error(EIO, "writing segment " + std::to_string(p.id) + "'s synced bytes to " +
+                                                   m.options.tier->describe() + ": " + st.message());
+            }
+            at += n;
+            std::lock_guard files_lock(m.files_mu);
+            if (m.remote.count(p.id) == 0) m.pushed[p.id] = std::max(m.pushed[p.id], at);
+        }
     }
     return Status::ok();
 }
