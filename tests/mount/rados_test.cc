@@ -4,8 +4,10 @@
 // copied in reads back byte for byte from a remount whose cache must fetch
 // every segment, the store's lock refuses a second daemon, compaction
 // removes objects, the command line's errors are one line each, and
-// segments that cannot be uploaded stay in the cache directory. Skipped,
-// saying why, where Ceph is not installed.
+// segments that cannot be uploaded stay in the cache directory, and a new
+// empty cache_dir recovers the store from RADOS alone (after kill -9: the
+// journal; after a clean unmount: the snapshot). Skipped, saying why, where
+// Ceph is not installed.
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -225,6 +227,60 @@ TEST_CASE("rados: after kill -9 of the daemon the next mount on this host takes 
     fx.unmount();
 }
 
+// Deletes the cache directory and makes it again, empty: the machine's
+// disk is gone, and another host mounts the store.
+void replace_cache_dir(const MountFixture& fx) {
+    remove_tree(fx.store());
+    REQUIRE_FALSE(exists(fx.store()));
+    make_dir(fx.store(), 0700);
+}
+
+TEST_CASE("rados: after kill -9 and the loss of the cache_dir, an empty one recovers every fsynced file",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("lost");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    const std::string a = random_bytes(3 * kMiB + 5, 31), b = random_bytes(200 * 1024, 32);
+    write_file(fx.path("a.bin"), a);
+    REQUIRE(run({"sync", fx.path("a.bin")}).ok());
+    make_dir(fx.path("sub"));
+    write_file(fx.path("sub/b.bin"), b);
+    REQUIRE(run({"sync", fx.path("sub/b.bin")}).ok());
+    write_file(fx.path("unsynced"), "may be lost\n");
+    fx.crash();
+    replace_cache_dir(fx);
+
+    fx.mount();
+    INFO(fx.daemon_log());
+    CHECK(fx.daemon_log().find("recovered the metadata of rados:" + cluster.pool + "/" + name) != std::string::npos);
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("sub/b.bin")) == b);
+    CmdResult stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    INFO(stat.describe());
+    REQUIRE(stat.ok());
+    CHECK(nlohmann::json::parse(stat.out).at("backend") == "rados:" + cluster.pool + "/" + name);
+    // It goes on as a store: a write, a remount on the same cache_dir.
+    const std::string c = random_bytes(1 * kMiB, 33);
+    write_file(fx.path("c.bin"), c);
+    REQUIRE(run({"sync", fx.path("c.bin")}).ok());
+    fx.remount();
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("c.bin")) == c);
+    fx.unmount();
+
+    // A clean unmount left a snapshot: yet another empty cache_dir starts from it.
+    CHECK(objects(cluster, name + ".meta").size() >= 2);  // the manifest and its part
+    replace_cache_dir(fx);
+    fx.mount();
+    CHECK(fx.daemon_log().find("snapshot of record") != std::string::npos);
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("sub/b.bin")) == b);
+    CHECK(read_file(fx.path("c.bin")) == c);
+    fx.unmount();
+}
+
 TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
           "[mount][rados]") {
     REQUIRE_CEPH_CLUSTER(cluster);
@@ -382,6 +438,11 @@ TEST_CASE("rados: segments that cannot be uploaded stay in the cache directory",
     write_file(fx.path("f"), data);
     REQUIRE(run({"sync", fx.path("f")}).ok());
     REQUIRE(run({HIODSFS_CEPH_DEV, "stop", cluster_dir}).ok());
+    // An fsync must reach RADOS: it fails with EIO (within rados_timeout).
+    CmdResult dd = sh("dd if=/dev/urandom of=" + shq(fx.path("g")) + " bs=64k count=1 conv=fsync");
+    INFO(dd.describe());
+    CHECK(dd.status != 0);
+    CHECK(dd.err.find("Input/output error") != std::string::npos);
     // The unmount seals the segment; its upload fails, and the daemon says so.
     const int status = fx.unmount_status();
     INFO(fx.daemon_log());
