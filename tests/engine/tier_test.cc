@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "../store/memory_tier.h"
+#include "engine/meta_tier.h"
+#include "meta/journal.h"
 #include "engine_test_util.h"
 
 namespace hiodsfs {
@@ -304,6 +306,56 @@ TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") 
     std::unique_ptr<MetaStore> m;
     REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m).is_ok());
     CHECK(m->committed_journal_seq() == 0);
+}
+
+TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a gap is refused, late appends "
+          "of an earlier run are ignored",
+          "[engine][tier][journal]") {
+    MemoryTier tier;
+    auto rec = [](std::uint64_t seq) { return encode_journal_record(seq, "s" + std::to_string(seq), ""); };
+    auto append = [&](std::uint64_t first, const std::string& bytes) {
+        REQUIRE(tier.append_object(journal_object_name(first), bytes.data(), bytes.size()).is_ok());
+    };
+    // Run 1 wrote 1..3; record 4 landed late, after run 2 began an object at 4.
+    append(1, rec(1) + rec(2) + rec(3));
+    append(4, rec(4) + rec(5));
+    append(1, rec(4));
+    const std::string torn = rec(6);
+    append(4, torn.substr(0, torn.size() / 2));  // a commit that failed half-way
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    REQUIRE(read_journal(&tier, 0, &bytes, &recs, &last).is_ok());
+    REQUIRE(recs.size() == 5);
+    CHECK(last == 5);
+    for (std::size_t i = 0; i < recs.size(); ++i) CHECK(recs[i].super == "s" + std::to_string(i + 1));
+    // From a later point: only what follows.
+    recs.clear();
+    REQUIRE(read_journal(&tier, 3, &bytes, &recs, &last).is_ok());
+    REQUIRE(recs.size() == 2);
+    CHECK(recs.front().seq == 4);
+
+    // Damage in an object that is not the last: the records after it are
+    // acknowledged commits, so this is not a torn tail.
+    MemoryTier damaged;
+    std::string first = rec(1) + rec(2);
+    first[first.size() - 3] ^= 0x10;
+    REQUIRE(damaged.append_object(journal_object_name(1), first.data(), first.size()).is_ok());
+    const std::string second = rec(3);
+    REQUIRE(damaged.append_object(journal_object_name(3), second.data(), second.size()).is_ok());
+    recs.clear();
+    Status st = read_journal(&damaged, 0, &bytes, &recs, &last);
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("is damaged") != std::string::npos);
+
+    // A gap: refused.
+    MemoryTier gap;
+    const std::string g = rec(1) + rec(3);
+    REQUIRE(gap.append_object(journal_object_name(1), g.data(), g.size()).is_ok());
+    recs.clear();
+    st = read_journal(&gap, 0, &bytes, &recs, &last);
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("has no record 2") != std::string::npos);
 }
 
 }  // namespace
