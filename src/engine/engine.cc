@@ -98,6 +98,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::from_errno(errno, "store " + dir + " is not accessible");
 
     HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
+    // A metadata snapshot a crash left half-written (snapshot_to_tier).
+    if (!options.read_only) ::unlink((dir + "/snapshot.tmp").c_str());
     struct statvfs fsv {};
     const std::uint64_t fs_bytes =
         ::statvfs(dir.c_str(), &fsv) == 0 ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
