@@ -1,40 +1,24 @@
 #include "meta/journal.h"
 
 #include "chunk/fingerprint.h"
+#include "common/little_endian.h"
 
 namespace hiodsfs {
 namespace {
 
 constexpr std::uint8_t kPut = 1, kDel = 2;
 
-void put_u32(std::string* out, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void put_u64(std::string* out, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-std::uint32_t get_u32(const char* p) {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-std::uint64_t get_u64(const char* p) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-
 void put_op(std::string* ops, std::uint8_t kind, Db db, std::string_view key) {
     ops->push_back(static_cast<char>(kind));
     ops->push_back(static_cast<char>(db));
-    put_u32(ops, static_cast<std::uint32_t>(key.size()));
+    append_le32(ops, static_cast<std::uint32_t>(key.size()));
     ops->append(key);
 }
 
 // A length-prefixed field at *at of s; false past the end.
 bool take_field(std::string_view s, std::size_t* at, std::string_view* out) {
     if (s.size() - *at < 4) return false;
-    const std::uint32_t len = get_u32(s.data() + *at);
+    const std::uint32_t len = get_le32(s.data() + *at);
     *at += 4;
     if (s.size() - *at < len) return false;
     *out = s.substr(*at, len);
@@ -46,7 +30,7 @@ bool take_field(std::string_view s, std::size_t* at, std::string_view* out) {
 
 void journal_put(std::string* ops, Db db, std::string_view key, std::string_view value) {
     put_op(ops, kPut, db, key);
-    put_u32(ops, static_cast<std::uint32_t>(value.size()));
+    append_le32(ops, static_cast<std::uint32_t>(value.size()));
     ops->append(value);
 }
 
@@ -56,16 +40,16 @@ std::string encode_journal_record(std::uint64_t seq, std::string_view super, std
     std::string out;
     out.reserve(kJournalHeaderBytes + 4 + super.size() + ops.size());
     out.resize(kJournalHeaderBytes);
-    put_u32(&out, static_cast<std::uint32_t>(super.size()));
+    append_le32(&out, static_cast<std::uint32_t>(super.size()));
     out.append(super);
     out.append(ops);
     const std::string_view body(out.data() + kJournalHeaderBytes, out.size() - kJournalHeaderBytes);
     std::string header;
-    put_u32(&header, kJournalMagic);
-    put_u32(&header, static_cast<std::uint32_t>(body.size()));
-    put_u64(&header, seq);
-    put_u32(&header, crc32c(body.data(), body.size()));
-    put_u32(&header, crc32c(header.data(), 20));
+    append_le32(&header, kJournalMagic);
+    append_le32(&header, static_cast<std::uint32_t>(body.size()));
+    append_le64(&header, seq);
+    append_le32(&header, crc32c(body.data(), body.size()));
+    append_le32(&header, crc32c(header.data(), 20));
     out.replace(0, kJournalHeaderBytes, header);
     return out;
 }
@@ -74,13 +58,13 @@ void decode_journal(std::string_view data, std::vector<JournalRecord>* out, std:
     std::size_t at = 0;
     while (data.size() - at >= kJournalHeaderBytes) {
         const char* h = data.data() + at;
-        if (get_u32(h) != kJournalMagic || get_u32(h + 20) != crc32c(h, 20)) break;
-        const std::uint32_t len = get_u32(h + 4);
+        if (get_le32(h) != kJournalMagic || get_le32(h + 20) != crc32c(h, 20)) break;
+        const std::uint32_t len = get_le32(h + 4);
         if (data.size() - at - kJournalHeaderBytes < len) break;  // torn
         const std::string_view body = data.substr(at + kJournalHeaderBytes, len);
-        if (get_u32(h + 16) != crc32c(body.data(), body.size())) break;
+        if (get_le32(h + 16) != crc32c(body.data(), body.size())) break;
         JournalRecord r;
-        r.seq = get_u64(h + 8);
+        r.seq = get_le64(h + 8);
         std::size_t pos = 0;
         if (!take_field(body, &pos, &r.super)) break;
         r.ops = body.substr(pos);

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "chunk/fingerprint.h"
+#include "common/little_endian.h"
 #include "store/segment_cache.h"
 
 namespace hiodsfs {
@@ -33,23 +34,6 @@ constexpr std::size_t kScanBlock = 1u << 20;
 // Reads of records up to this size reuse a per-thread buffer.
 constexpr std::size_t kScratchLimit = 4u << 20;
 
-void put_u32(char* p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void put_u64(char* p, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-std::uint32_t get_u32(const char* p) {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-std::uint64_t get_u64(const char* p) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-
 struct Header {
     std::uint32_t magic = 0;
     std::uint32_t length = 0;
@@ -58,20 +42,20 @@ struct Header {
     std::uint32_t header_crc = 0;
 
     static Header decode(const char* p) {
-        return Header{get_u32(p), get_u32(p + 4), get_u64(p + 8), get_u32(p + 16), get_u32(p + 20)};
+        return Header{get_le32(p), get_le32(p + 4), get_le64(p + 8), get_le32(p + 16), get_le32(p + 20)};
     }
     // The magic and the header's own checksum are right, so its fields can be trusted.
     static bool intact(const char* p) {
-        return get_u32(p) == SegmentStore::kRecordMagic && get_u32(p + 20) == crc32c(p, 20);
+        return get_le32(p) == SegmentStore::kRecordMagic && get_le32(p + 20) == crc32c(p, 20);
     }
 };
 
 void encode_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc) {
-    put_u32(p, SegmentStore::kRecordMagic);
-    put_u32(p + 4, len);
-    put_u64(p + 8, chunk);
-    put_u32(p + 16, payload_crc);
-    put_u32(p + 20, crc32c(p, 20));
+    put_le32(p, SegmentStore::kRecordMagic);
+    put_le32(p + 4, len);
+    put_le64(p + 8, chunk);
+    put_le32(p + 16, payload_crc);
+    put_le32(p + 20, crc32c(p, 20));
 }
 
 std::string hex8(SegmentId id) {
@@ -234,7 +218,7 @@ Status scan_tail(SegmentReader& r, TailScan* out) {
     // break means damage in the middle, and the bytes after it must be kept.
     constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
     char magic[4];
-    put_u32(magic, SegmentStore::kRecordMagic);
+    put_le32(magic, SegmentStore::kRecordMagic);
     std::vector<char> block;
     for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
         const std::size_t len =

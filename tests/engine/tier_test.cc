@@ -145,6 +145,13 @@ std::vector<std::uint8_t> read_named(Engine& e, const std::string& name) {
     return read_all(e, a.ino);
 }
 
+Attr write_synced(Engine& e, const std::string& name, const std::vector<std::uint8_t>& data) {
+    const Attr f = make_file(e, name);
+    write_all(e, f.ino, 0, data);
+    REQUIRE(e.fsync(f.ino, false).is_ok());
+    return f;
+}
+
 std::size_t named_with_prefix(MemoryTier& tier, const std::string& prefix) {
     std::lock_guard lock(tier.mu);
     std::size_t n = 0;
@@ -161,12 +168,8 @@ TEST_CASE("engine with a tier: after a crash, an empty directory recovers every 
     const std::vector<std::uint8_t> small = random_bytes(rng, 6000);
     {
         auto e = open_engine(tiered_options(first.store(), &tier, 1ull << 30));
-        const Attr f = make_file(*e, "big");
-        write_all(*e, f.ino, 0, big);
-        REQUIRE(e->fsync(f.ino, false).is_ok());
-        const Attr g = make_file(*e, "small");
-        write_all(*e, g.ino, 0, small);
-        REQUIRE(e->fsync(g.ino, false).is_ok());
+        const Attr f = write_synced(*e, "big", big);
+        write_synced(*e, "small", small);
         // Overwritten and renamed after: the journal carries every change.
         write_all(*e, f.ino, 4096, small);
         REQUIRE(e->rename(kRootInode, "small", kRootInode, "renamed", 0).is_ok());
@@ -240,9 +243,7 @@ TEST_CASE("engine with a tier: the tier's records a directory missed are replaye
         saved_meta = dir.store() + "/../meta-copy";
         std::filesystem::remove_all(saved_meta);
         std::filesystem::copy(dir.store() + "/meta", saved_meta);
-        const Attr f = make_file(*e, "new");
-        write_all(*e, f.ino, 0, data);
-        REQUIRE(e->fsync(f.ino, false).is_ok());
+        write_synced(*e, "new", data);
         e->abandon();
     }
     std::filesystem::remove_all(dir.store() + "/meta");
@@ -267,9 +268,7 @@ TEST_CASE("engine with a tier: a journal write that fails fails fsync with EIO, 
     const std::vector<std::uint8_t> kept = random_bytes(rng, 50000), lost = random_bytes(rng, 30000);
     {
         auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
-        const Attr f = make_file(*e, "kept");
-        write_all(*e, f.ino, 0, kept);
-        REQUIRE(e->fsync(f.ino, false).is_ok());
+        write_synced(*e, "kept", kept);
         const Attr g = make_file(*e, "lost");
         write_all(*e, g.ino, 0, lost);
         tier.set_objects_failing(ETIMEDOUT);
