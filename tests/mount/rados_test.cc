@@ -281,6 +281,61 @@ TEST_CASE("rados: after kill -9 and the loss of the cache_dir, an empty one reco
     fx.unmount();
 }
 
+TEST_CASE("rados: kill -9 in the middle of fsynced writes, then an empty cache_dir: every fsync that "
+          "returned is there",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("midway");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    // The writer logs, outside the mount, each file whose fsync returned.
+    const std::string log = fx.scratch("acknowledged");
+    const std::string writer = R"(
+import hashlib, os, random, sys
+mnt, log = sys.argv[1], sys.argv[2]
+rng = random.Random(41)
+out = open(log, "a")
+for i in range(100000):
+    size = rng.choice([1, 4096, 65536, 700000, 3000000])
+    data = rng.randbytes(size)
+    path = "%s/d%d/f%d" % (mnt, i % 7, i)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    out.write("d%d/f%d %s\n" % (i % 7, i, hashlib.sha256(data).hexdigest()))
+    out.flush()
+)";
+    write_file(fx.scratch("writer.py"), writer);
+    std::thread bg([&] { run({"python3", fx.scratch("writer.py"), fx.path(""), log}, {}, 120s); });
+    // Let it write a while: about 90 MiB in 120 files or more, past a 64 MiB
+    // segment, so a sealed one is uploaded while commits push the next.
+    REQUIRE(wait_for(90s, [&] { return exists(log) && read_file(log).size() > 120 * 80; }));
+    fx.crash();
+    bg.join();
+    replace_cache_dir(fx);
+    fx.mount();
+    INFO(fx.daemon_log());
+    std::istringstream acked(read_file(log));
+    std::size_t files = 0;
+    for (std::string line; std::getline(acked, line);) {
+        const std::string rel = line.substr(0, line.find(' '));
+        const std::string sum = line.substr(line.find(' ') + 1);
+        CmdResult r = run({"sha256sum", fx.path(rel)});
+        INFO(rel << ": " << r.describe());
+        REQUIRE(r.ok());
+        CHECK(r.out.substr(0, 64) == sum);
+        ++files;
+    }
+    CHECK(files >= 120);
+    fx.unmount();
+}
+
 TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
           "[mount][rados]") {
     REQUIRE_CEPH_CLUSTER(cluster);
