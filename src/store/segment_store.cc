@@ -440,19 +440,31 @@ struct SegmentStore::Impl {
         return Status::ok();
     }
 
-    // Reads a sealed segment's file whole and puts it in the tier; *size
+    // Reads a sealed segment's file and puts it in the tier; *size
     // is its length. Synced first, so the directory's copy is never
-    // shorter than the tier's after a crash.
+    // shorter than the tier's after a crash. The bytes commits already
+    // pushed (push_to_tier) are not sent again: only the rest, at its
+    // offset. A crash half-way leaves an object shorter than the file,
+    // which open then takes as the segment: every byte committed metadata
+    // refers to was pushed before the commit.
     Status upload(SegmentId id, std::uint64_t* size) {
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
         HIODSFS_TRY(f->size(size));
         HIODSFS_TRY(f->sync());
-        std::vector<char> bytes(*size);
+        std::uint64_t from = 0;
+        {
+            std::lock_guard lock(files_mu);
+            auto p = pushed.find(id);
+            if (p != pushed.end()) from = std::min(p->second, *size);
+        }
+        std::vector<char> bytes(*size - from);
         std::size_t got = 0;
-        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), 0, &got));
+        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), from, &got));
         if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
-        return options.tier->put(id, bytes.data(), bytes.size());
+        if (from == 0) return options.tier->put(id, bytes.data(), bytes.size());
+        if (bytes.empty()) return Status::ok();
+        return options.tier->put_range(id, from, bytes.data(), bytes.size());
     }
 
     // Records how an upload of `id` ended; files_mu held.

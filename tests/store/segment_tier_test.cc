@@ -324,6 +324,20 @@ TEST_CASE("tier: push_to_tier writes a commit's synced bytes by range, and a dir
         CHECK(tier.objects[1] == local);
         // Not yet a sealed segment of the tier: the stats count none.
         CHECK(stats_of(*s).tier_segments == 0);
+        // Sealed and uploaded: only the bytes not pushed yet go, by range.
+        const std::vector<Written> last = write_records(*s, 1, 8, 20);
+        recs.insert(recs.end(), last.begin(), last.end());
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+        CHECK(tier.puts == 0);
+        CHECK(tier.ranges == 3);
+        std::uint64_t size = 0;
+        {
+            std::lock_guard lock(tier.mu);
+            size = tier.objects[1].size();
+        }
+        CHECK(size == pos.offset + SegmentStore::kHeaderBytes + kRecord);
+        CHECK(stats_of(*s).tier_segments == 1);
     }
     // Another directory (the first one lost), with the frontier of that push.
     SegmentStoreOptions o = tiered(&tier, 1 << 30);
