@@ -87,18 +87,31 @@ Status get_manifest(SegmentTier* tier, Manifest* m, bool* found) {
     return Status::ok();
 }
 
-Status write_file(const std::string& path, const std::vector<std::vector<char>>& parts) {
+// Writes all of data to fd.
+Status write_all(int fd, const std::vector<char>& data, const std::string& path) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Status::from_errno(errno, "write " + path);
+        done += static_cast<std::size_t>(n);
+    }
+    return Status::ok();
+}
+
+// The snapshot's parts, each checked, into the file `path` (one part in
+// memory at a time), synced.
+Status fetch_snapshot(SegmentTier* tier, const Manifest& m, const std::string& path) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return Status::from_errno(errno, "create " + path);
     Status st;
-    for (const std::vector<char>& p : parts) {
-        std::size_t done = 0;
-        while (st && done < p.size()) {
-            const ssize_t n = ::write(fd, p.data() + done, p.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) st = Status::from_errno(errno, "write " + path);
-            else done += static_cast<std::size_t>(n);
-        }
+    std::vector<char> part;
+    for (std::size_t i = 0; st && i < m.parts.size(); ++i) {
+        st = tier->get_object(part_name(m.seq, i), &part);
+        if (st && (part.size() != m.parts[i].first || crc32c(part.data(), part.size()) != m.parts[i].second))
+            st = Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " + tier->describe() +
+                                            " fails its check");
+        if (st) st = write_all(fd, part, path);
     }
     if (st && ::fsync(fd) != 0) st = Status::from_errno(errno, "sync " + path);
     ::close(fd);
@@ -212,16 +225,7 @@ Status recover_metadata(SegmentTier* tier, const std::string& meta_dir, std::uin
     HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
     if (::mkdir(meta_dir.c_str(), 0700) != 0 && errno != EEXIST)
         return Status::from_errno(errno, "create " + meta_dir);
-    if (have_snapshot) {
-        std::vector<std::vector<char>> parts(m.parts.size());
-        for (std::size_t i = 0; i < parts.size(); ++i) {
-            HIODSFS_TRY(tier->get_object(part_name(m.seq, i), &parts[i]));
-            if (parts[i].size() != m.parts[i].first || crc32c(parts[i].data(), parts[i].size()) != m.parts[i].second)
-                return Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " +
-                                                  tier->describe() + " fails its check");
-        }
-        HIODSFS_TRY(write_file(meta_dir + "/data.mdb", parts));
-    }
+    if (have_snapshot) HIODSFS_TRY(fetch_snapshot(tier, m, meta_dir + "/data.mdb"));
     std::unique_ptr<MetaStore> meta;
     MetaStoreOptions o;
     o.map_bytes = map_bytes;
@@ -288,7 +292,7 @@ Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string&
 }
 
 Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
-                    bool closing, std::uint64_t* seq) {
+                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes) {
     HIODSFS_TRY(meta.snapshot(tmp_path, seq));
     struct Remover {
         std::string path;
@@ -298,7 +302,7 @@ Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, co
     if (fd < 0) return Status::from_errno(errno, "open " + tmp_path);
     Manifest m;
     m.seq = *seq;
-    std::vector<char> part(kSnapshotPartBytes);
+    std::vector<char> part(static_cast<std::size_t>(part_bytes));
     Status st;
     for (std::size_t i = 0; st; ++i) {
         std::size_t got = 0;

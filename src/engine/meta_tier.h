@@ -88,7 +88,7 @@ Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string&
 // it covers wholly (with `closing`, the current one too: nothing more is
 // written to it). *seq: the snapshot's.
 Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
-                    bool closing, std::uint64_t* seq);
+                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes = kSnapshotPartBytes);
 
 // The FORMAT record in the tier.
 Status put_format(SegmentTier* tier, const std::string& text);

@@ -307,6 +307,60 @@ TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") 
     CHECK(m->committed_journal_seq() == 0);
 }
 
+TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, and what it deletes",
+          "[engine][tier][journal]") {
+    TempDir src, dst, dst2;
+    for (const TempDir* d : {&src, &dst, &dst2}) std::filesystem::create_directories(d->store());
+    MemoryTier tier;
+    TierJournal journal(&tier);
+    std::unique_ptr<MetaStore> m;
+    REQUIRE(MetaStore::open(src.store() + "/meta", 1ull << 32, false, &m).is_ok());
+    m->set_journal(&journal);
+    auto put_many = [&](int from, int to) {
+        for (int i = from; i < to; ++i) {
+            std::unique_ptr<Txn> t;
+            REQUIRE(m->begin(&t).is_ok());
+            REQUIRE(t->put(Db::kXattrs, key_u64_str(1, "k" + std::to_string(i)), std::string(300, 'a' + i % 26)).is_ok());
+            REQUIRE(t->commit().is_ok());
+            t.reset();
+            if (i % 50 == 0) REQUIRE(m->commit_group(nullptr).is_ok());
+        }
+        REQUIRE(m->commit_group(nullptr).is_ok());
+    };
+    put_many(0, 500);
+    std::uint64_t seq = 0;
+    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", false, &seq, 16384).is_ok());
+    CHECK(seq == m->committed_journal_seq());
+    const std::size_t parts = named_with_prefix(tier, "meta.");
+    CHECK(parts > 3);  // 150 KiB of records in 16 KiB parts
+    // The current journal object stays (a background snapshot; more may follow).
+    CHECK(named_with_prefix(tier, "journal.") == 1);
+    put_many(500, 600);
+    std::string summary;
+    REQUIRE(recover_metadata(&tier, dst.store() + "/meta", 1ull << 32, &summary).is_ok());
+    CHECK(summary.find("snapshot of record " + std::to_string(seq)) != std::string::npos);
+    {
+        std::unique_ptr<MetaStore> r;
+        REQUIRE(MetaStore::open(dst.store() + "/meta", 1ull << 32, true, &r).is_ok());
+        CHECK(r->committed_journal_seq() == m->committed_journal_seq());
+        std::unique_ptr<Txn> t;
+        REQUIRE(r->begin_read(&t).is_ok());
+        std::string_view v;
+        bool found = false;
+        REQUIRE(t->get(Db::kXattrs, key_u64_str(1, "k599"), &v, &found).is_ok());
+        CHECK(found);
+    }
+    // A second snapshot at close: the first one's parts and every journal
+    // object go.
+    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", true, &seq, 16384).is_ok());
+    CHECK(named_with_prefix(tier, "journal.") == 0);
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(seq));
+    CHECK(named_with_prefix(tier, std::string("meta.") + hex + ".") == named_with_prefix(tier, "meta."));
+    REQUIRE(recover_metadata(&tier, dst2.store() + "/meta", 1ull << 32, &summary).is_ok());
+    CHECK(summary.find(", 0 journal records replayed") != std::string::npos);
+}
+
 TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a gap is refused, late appends "
           "of an earlier run are ignored",
           "[engine][tier][journal]") {
