@@ -506,8 +506,15 @@ Status EngineImpl::commit_now(bool* reached_limit) {
         if (journal_) HIODSFS_TRY(segs_->push_to_tier(frontier));
         return Status::ok();
     }, reached_limit);
-    if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
+    // Logged once: the failure that stopped the store. With a journal, a
+    // commit whose bytes could not be pushed leaves the store running (the
+    // next commit tries again): logged once per run of such failures.
+    const bool stopped = !journal_ || !meta_->failure().is_ok();
+    if (!st && st.err() == EIO && stopped && !commit_failed_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: " + st.message());
+    if (!st && !stopped && !push_failing_.exchange(true) && opts_.log)
+        opts_.log("hiodsfs: a commit failed and is tried again with the next: " + st.message());
+    if (st) push_failing_.store(false);
     if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
     return st;
 }

@@ -464,6 +464,7 @@ private:
     Clock* clock_ = nullptr;   // the controller's
 
     std::atomic<bool> commit_failed_{false};  // logged once
+    std::atomic<bool> push_failing_{false};   // a tiered commit failed without stopping the store
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
