@@ -162,6 +162,11 @@ public:
     // (those segments stay local and are uploaded at the next open).
     // Without one: ok.
     Status finish_uploads();
+    // With a tier: writes the bytes before `upto` (a commit's frontier,
+    // synced) of every segment not yet put whole into the tier, by range,
+    // so a metadata journal record that refers to them never refers to
+    // bytes only this machine holds. Without one: ok.
+    Status push_to_tier(SegmentPosition upto);
     // False without a tier.
     bool tier_stats(SegmentTierStats* out);
     SegmentId active_segment();

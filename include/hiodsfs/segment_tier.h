@@ -1,7 +1,10 @@
 // SegmentTier: where sealed segments live beyond the local disk (Ceph RADOS
 // for the daemon, memory for tests). A segment is put once, whole, after it
-// is sealed and never changes there; the segment store keeps the local
-// segments/ directory as a bounded cache in front of it (segment_store.h).
+// is sealed and never changes there after; before that, the synced bytes a
+// metadata commit refers to are written into it by range (put_range). The
+// segment store keeps the local segments/ directory as a bounded cache in
+// front of it (segment_store.h). The tier also keeps the store's metadata
+// objects, by names of the store's own (engine/meta_tier.h).
 // Thread-safety: implementations are safe for concurrent use.
 #pragma once
 
@@ -26,10 +29,25 @@ public:
     virtual Status put(SegmentId segment, const void* data, std::size_t len) = 0;
     // The whole segment.
     virtual Status get(SegmentId segment, std::vector<char>* out) = 0;
+    // Writes len bytes at offset into the segment's object (creating it):
+    // bytes of a segment not yet put whole, which a metadata journal record
+    // is about to refer to. Never changes bytes already there.
+    virtual Status put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) = 0;
     // ENOENT when it is not there.
     virtual Status remove(SegmentId segment) = 0;
     // Every segment stored, with its size in bytes, by id.
     virtual Status list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) = 0;
+
+    // The store's metadata objects, named by the caller ("journal.…",
+    // "meta…"; never a segment's name). put_object replaces one whole and
+    // atomically; append_object adds len bytes at its end, all or nothing;
+    // get_object and remove_object fail with ENOENT when it is not there.
+    virtual Status put_object(const std::string& name, const void* data, std::size_t len) = 0;
+    virtual Status append_object(const std::string& name, const void* data, std::size_t len) = 0;
+    virtual Status get_object(const std::string& name, std::vector<char>* out) = 0;
+    virtual Status remove_object(const std::string& name) = 0;
+    // The names that start with prefix, sorted.
+    virtual Status list_objects(const std::string& prefix, std::vector<std::string>* out) = 0;
 };
 
 }  // namespace hiodsfs

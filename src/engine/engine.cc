@@ -3,6 +3,8 @@
 // EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
 
+#include <filesystem>
+
 #include "common/units.h"
 
 #include <malloc.h>
@@ -96,6 +98,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::from_errno(errno, "store " + dir + " is not accessible");
 
     HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
+    // A metadata snapshot a crash left half-written (snapshot_to_tier).
+    if (!options.read_only) ::unlink((dir + "/snapshot.tmp").c_str());
     struct statvfs fsv {};
     const std::uint64_t fs_bytes =
         ::statvfs(dir.c_str(), &fsv) == 0 ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
@@ -107,6 +111,18 @@ Status EngineImpl::init(const EngineOptions& options) {
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
+    SegmentTier* const tier = options.read_only ? nullptr : options.segments.tier;
+    if (!exists && tier != nullptr) {
+        // A directory without FORMAT over a tier that holds the store: the
+        // store lives on in the tier (this host's directory was lost, or
+        // this is another host): its metadata is rebuilt from there.
+        bool in_tier = false;
+        HIODSFS_TRY(tier_has_metadata(tier, &in_tier));
+        if (in_tier) {
+            HIODSFS_TRY(recover_from_tier(dir));
+            HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
+        }
+    }
     bool fresh = !exists;
     if (exists) {
         HIODSFS_TRY(check_format_version(dir, format));
@@ -166,6 +182,22 @@ Status EngineImpl::init(const EngineOptions& options) {
         if (!opened) return Status::error(EUCLEAN, "store " + dir + " cannot be opened: " + opened.message() + fsck_hint);
         meta_->trim_resident();  // the walk's pages
     }
+    if (tier != nullptr) {
+        // The tier's journal may hold commits this directory never made
+        // durable (a crash between the two): they are replayed. A directory
+        // that is no continuation of the tier's copy is refused.
+        std::uint64_t replayed = 0;
+        if (!fresh) {
+            opened = catch_up_from_tier(tier, *meta_, dir, &replayed);
+            if (!opened) return Status::error(opened.err(), "store " + tier_name() + " cannot be opened: " + opened.message());
+        }
+        if (replayed > 0 && opts_.log)
+            opts_.log("hiodsfs: replayed " + std::to_string(replayed) + " journal records from " + tier_name() +
+                      " that " + dir + " had not committed");
+        journal_ = std::make_unique<TierJournal>(tier);
+        meta_->set_journal(journal_.get());
+        last_snapshot_ = std::chrono::steady_clock::now();
+    }
     const SuperState committed = meta_->super_snapshot();
     SegmentStoreOptions seg_options = options.segments;
     seg_options.max_segment_bytes = budget.segment_bytes;
@@ -199,6 +231,10 @@ Status EngineImpl::init(const EngineOptions& options) {
         t->super().counters.inode_count = 1;
         HIODSFS_TRY(t->commit());
         t.reset();
+        // The tier's copy of FORMAT first: a host recovering the store
+        // from the tier needs its chunking.
+        if (tier != nullptr)
+            HIODSFS_TRY(put_format(tier, store_format_text(StoreFormat{kFormatVersion, chunking_, tier_name()})));
         HIODSFS_TRY(commit_now());
         // FORMAT last: a store without it is unfinished and may be made again.
         HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
@@ -207,6 +243,17 @@ Status EngineImpl::init(const EngineOptions& options) {
         // segments are on their way there, and it must not be opened
         // without the tier again.
         HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
+    }
+    if (tier != nullptr && !fresh) {
+        // A store made before its metadata was journaled: a first snapshot
+        // (and FORMAT) in the tier, which the journal continues.
+        std::uint64_t seq = 0;
+        bool have_snapshot = false;
+        HIODSFS_TRY(snapshot_seq(tier, &seq, &have_snapshot));
+        if (!have_snapshot && meta_->committed_journal_seq() == 0) {
+            HIODSFS_TRY(put_format(tier, store_format_text(StoreFormat{kFormatVersion, chunking_, tier_name()})));
+            HIODSFS_TRY(snapshot_to_tier(false));
+        }
     }
     // Opened and accepted: files left more open than 0600/0700 are tightened.
     if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
@@ -332,6 +379,11 @@ Status EngineImpl::close() {
         }
         Status st = commit_now();
         if (!st && result) result = st;
+        if (result && journal_) {
+            // Not an error of the close: the journal holds every commit.
+            Status snap = snapshot_to_tier(true);
+            if (!snap && opts_.log) opts_.log("hiodsfs: no metadata snapshot at unmount: " + snap.message());
+        }
         if (result) compact_metadata();
         if (tiered) {
             // Not an error of the close: what is not uploaded stays here and
@@ -362,6 +414,60 @@ void EngineImpl::compact_metadata() {
                   human_bytes(static_cast<double>(after)));
 }
 
+Status EngineImpl::recover_from_tier(const std::string& dir) {
+    SegmentTier* tier = opts_.segments.tier;
+    // What an interrupted recovery (or creation) may have left; nothing
+    // else, and nothing of it acknowledged that the tier does not hold.
+    std::vector<std::string> names;
+    HIODSFS_TRY(env_->list_dir(dir, &names));
+    for (const auto& n : names) {
+        if (n == "." || n == ".." || n == "lock") continue;
+        if (n != "meta" && n != "meta.recover" && n != "segments")
+            return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
+        std::error_code ec;
+        std::filesystem::remove_all(dir + "/" + n, ec);
+        if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
+    }
+    std::string text;
+    Status st = get_format(tier, &text);
+    if (!st)
+        return Status::error(st.err() == ENOENT ? EUCLEAN : st.err(),
+                             tier_name() + " holds metadata of a store but not its format record: " + st.message());
+    StoreFormat format;
+    HIODSFS_TRY(parse_store_format(text, tier_name() + " format record", &format));
+    const std::string staging = dir + "/meta.recover";
+    std::string summary;
+    st = recover_metadata(tier, staging, opts_.lmdb_map_bytes, &summary);
+    if (!st) return Status::error(st.err(), "recovering " + tier_name() + " into " + dir + ": " + st.message());
+    if (::rename(staging.c_str(), (dir + "/meta").c_str()) != 0)
+        return Status::from_errno(errno, "rename " + staging);
+    HIODSFS_TRY(env_->sync_dir(dir));
+    HIODSFS_TRY(write_store_format(env_, dir, format));
+    if (opts_.log) opts_.log("hiodsfs: recovered the metadata of " + tier_name() + " into " + dir + ": " + summary);
+    return Status::ok();
+}
+
+Status EngineImpl::snapshot_to_tier(bool closing) {
+    std::uint64_t seq = 0;
+    Status st = put_snapshot(opts_.segments.tier, *meta_, journal_.get(), opts_.store_dir + "/snapshot.tmp",
+                             closing, &seq);
+    last_snapshot_ = std::chrono::steady_clock::now();
+    return st;
+}
+
+// After a background commit: a snapshot once the journal has grown by
+// kSnapshotJournalBytes, or every 10 minutes while it grows at all, so
+// that a recovery replays little and the journal objects can go.
+void EngineImpl::maybe_snapshot() {
+    if (!journal_) return;
+    const std::uint64_t grown = journal_->bytes_since_snapshot();
+    const bool due = grown >= kSnapshotJournalBytes ||
+                     (grown > 0 && std::chrono::steady_clock::now() - last_snapshot_ > std::chrono::minutes(10));
+    if (!due) return;
+    Status st = snapshot_to_tier(false);
+    if (!st && opts_.log) opts_.log("hiodsfs: metadata snapshot failed (retried later): " + st.message());
+}
+
 void EngineImpl::abandon() {
     if (reclaimer_) reclaimer_->stop();
     if (pass_) pass_->stop();
@@ -381,7 +487,10 @@ Status EngineImpl::commit_now(bool* reached_limit) {
     std::lock_guard<std::mutex> serial(commit_mu_);
     // Most data is synced before taking the metadata lock; the second sync,
     // under it, covers what was appended meanwhile and is usually cheap.
-    HIODSFS_TRY(segs_->sync());
+    // With a journal, the same for the synced bytes the tier needs first.
+    SegmentPosition early;
+    HIODSFS_TRY(segs_->sync(&early));
+    if (journal_) HIODSFS_TRY(segs_->push_to_tier(early));
     Status st = meta_->commit_group([this](SuperState* state) {
         SegmentPosition synced;
         HIODSFS_TRY(segs_->sync(&synced));
@@ -393,10 +502,19 @@ Status EngineImpl::commit_now(bool* reached_limit) {
         const SegmentPosition frontier = drained_first ? drained_at_ : synced;
         state->frontier_segment = frontier.segment;
         state->frontier_offset = frontier.offset;
+        // Every byte the journal record will refer to is in the tier before it.
+        if (journal_) HIODSFS_TRY(segs_->push_to_tier(frontier));
         return Status::ok();
     }, reached_limit);
-    if (!st && st.err() == EIO && !commit_failed_.exchange(true) && opts_.log)
+    // Logged once: the failure that stopped the store. With a journal, a
+    // commit whose bytes could not be pushed leaves the store running (the
+    // next commit tries again): logged once per run of such failures.
+    const bool stopped = !journal_ || !meta_->failure().is_ok();
+    if (!st && st.err() == EIO && stopped && !commit_failed_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: " + st.message());
+    if (!st && !stopped && !push_failing_.exchange(true) && opts_.log)
+        opts_.log("hiodsfs: a commit failed and is tried again with the next: " + st.message());
+    if (st) push_failing_.store(false);
     if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
     return st;
 }
@@ -501,7 +619,9 @@ void EngineImpl::committer_loop() {
             // Counted by the group it commits: one an fsync committed
             // first, whose request woke this loop, is not counted again.
             bool reached_limit = false;
-            if (commit_now(&reached_limit) && reached_limit) ++early_commits_;  // errors resurface on fsync
+            const bool committed = commit_now(&reached_limit).is_ok();
+            if (committed && reached_limit) ++early_commits_;  // errors resurface on fsync
+            if (committed) maybe_snapshot();
             // Each metadata operation allocates and frees LMDB's ~3 MiB of
             // page lists, between other threads' allocations: the heap
             // keeps the freed holes resident, and more of them the longer

@@ -42,6 +42,7 @@
 #include "dedup/reclaimer.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
+#include "engine/meta_tier.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "chunk/fingerprint.h"
@@ -378,6 +379,13 @@ private:
     Status commit_now(bool* reached_limit = nullptr);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();
+    // A tiered store: its metadata rebuilt from the tier into a store
+    // directory without FORMAT (a fresh cache_dir), then FORMAT written.
+    Status recover_from_tier(const std::string& dir);
+    // A tiered store: a snapshot of the metadata to the tier (engine/meta_tier.h);
+    // in the background when the journal grew enough since the last.
+    Status snapshot_to_tier(bool closing);
+    void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     void committer_loop();
     void control_loop();
@@ -390,6 +398,10 @@ private:
     ChunkingParams chunking_;
     std::unique_ptr<StoreLock> lock_;
     std::unique_ptr<SegmentStore> segs_;
+    // A tiered store's metadata journal; declared before meta_, which
+    // writes to it until it is destroyed.
+    std::unique_ptr<TierJournal> journal_;
+    std::chrono::steady_clock::time_point last_snapshot_{};
     std::unique_ptr<MetaStore> meta_;
     std::uint32_t uid_ = 0, gid_ = 0;
 
@@ -452,6 +464,7 @@ private:
     Clock* clock_ = nullptr;   // the controller's
 
     std::atomic<bool> commit_failed_{false};  // logged once
+    std::atomic<bool> push_failing_{false};   // a tiered commit failed without stopping the store
     std::atomic<bool> deferred_{false};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification

@@ -102,6 +102,10 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
     std::size_t got = 0;
     HIODSFS_TRY(f->pread(text.data(), text.size(), 0, &got));
     text.resize(got);
+    return parse_store_format(text, path, out);
+}
+
+Status parse_store_format(const std::string& text, const std::string& where, StoreFormat* out) {
     std::istringstream in(text);
     std::string line;
     bool magic = false, have_version = false, have_chunking = false;
@@ -113,14 +117,14 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
             have_version = out->version != 0;
         } else if (line.rfind("chunking ", 0) == 0) {
             Status st = ChunkingParams::parse(line.substr(9), &out->chunking);
-            if (!st) return Status::error(EUCLEAN, path + ": bad chunking line: " + st.message());
+            if (!st) return Status::error(EUCLEAN, where + ": bad chunking line: " + st.message());
             have_chunking = true;
         } else if (line.rfind("tier ", 0) == 0) {
             out->tier = line.substr(5);
         }
     }
     if (!magic || !have_version || !have_chunking)
-        return Status::error(EUCLEAN, path + " is not a hiodsfs format record");
+        return Status::error(EUCLEAN, where + " is not a hiodsfs format record");
     return Status::ok();
 }
 
@@ -136,10 +140,13 @@ Status check_format_version(const std::string& store, const StoreFormat& format)
                                      "; this hiodsfs reads format " + std::to_string(kFormatVersion));
 }
 
+std::string store_format_text(const StoreFormat& format) {
+    return std::string(kMagicLine) + "\nformat " + std::to_string(format.version) + "\nchunking " +
+           format.chunking.describe() + "\n" + (format.tier.empty() ? "" : "tier " + format.tier + "\n");
+}
+
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
-    std::string text = std::string(kMagicLine) + "\nformat " + std::to_string(format.version) +
-                       "\nchunking " + format.chunking.describe() + "\n" +
-                       (format.tier.empty() ? "" : "tier " + format.tier + "\n");
+    const std::string text = store_format_text(format);
     std::string tmp = store + "/FORMAT.tmp";
     {
         std::unique_ptr<File> f;

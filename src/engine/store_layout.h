@@ -22,6 +22,9 @@ struct StoreFormat {
 
 // Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.
 Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists);
+// The record's text, and the record from a text (`where` names it in errors).
+std::string store_format_text(const StoreFormat& format);
+Status parse_store_format(const std::string& text, const std::string& where, StoreFormat* out);
 // EPROTO with one line when the store's format version is not this program's.
 Status check_format_version(const std::string& store, const StoreFormat& format);
 // Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).

@@ -1,5 +1,6 @@
 #include "meta/meta_store.h"
 
+#include "meta/journal.h"
 #include "meta/records.h"
 
 #include <fcntl.h>
@@ -64,6 +65,12 @@ constexpr std::uint64_t SpaceCounters::*kCounterFields[] = {
 };
 constexpr std::size_t kCounterCount = std::size(kCounterFields);
 constexpr std::size_t kSuperFields = kCounterCount + 5;
+// With the journal seq of a journaled store (only such a store writes it).
+constexpr std::size_t kJournalFields = kCounterCount + 6;
+// A journaled group whose captured changes reach this size asks to be
+// committed early (on_group_full), so its record stays far below what one
+// RADOS write takes.
+constexpr std::size_t kJournalGroupBytes = 16u << 20;
 // Older layouts: before the segment frontier was recorded, and before that
 // before file_count (the last counter) existed.
 constexpr std::size_t kNoFrontierFields = kCounterCount + 3;
@@ -77,6 +84,7 @@ std::string encode_super(const SuperState& s) {
     };
     for (auto field : kCounterFields) put(s.counters.*field);
     for (std::uint64_t v : {s.next_ino, s.next_chunk, s.next_dirty, s.frontier_segment, s.frontier_offset}) put(v);
+    if (s.journal_seq != 0) put(s.journal_seq);
     return out;
 }
 
@@ -85,7 +93,7 @@ std::string encode_super(const SuperState& s) {
 bool decode_super(std::string_view v, SuperState* out, bool* has_file_count) {
     if (v.size() % 8 != 0) return false;
     const std::size_t n = v.size() / 8;
-    if (n != kSuperFields && n != kNoFrontierFields && n != kLegacyFields) return false;
+    if (n != kJournalFields && n != kSuperFields && n != kNoFrontierFields && n != kLegacyFields) return false;
     std::size_t at = 0;
     auto get = [&v, &at] {
         std::uint64_t x = 0;
@@ -99,10 +107,11 @@ bool decode_super(std::string_view v, SuperState* out, bool* has_file_count) {
     s.next_ino = get();
     s.next_chunk = get();
     s.next_dirty = get();
-    if (n == kSuperFields) {
+    if (n >= kSuperFields) {
         s.frontier_segment = get();
         s.frontier_offset = get();
     }  // else: frontier unknown (0)
+    if (n == kJournalFields) s.journal_seq = get();
     *out = s;
     return true;
 }
@@ -190,6 +199,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
     ++writes_;
     store_->note_write(db, key);
+    if (store_->journal_ != nullptr) journal_put(&journal_, db, key, value);
     return Status::ok();
 }
 
@@ -202,6 +212,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (rc == 0) {
         ++writes_;
         store_->note_write(db, key);
+        if (store_->journal_ != nullptr) journal_del(&journal_, db, key);
     }
     if (rc == MDB_NOTFOUND) return Status::ok();
     if (rc != 0) return lmdb_error(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
@@ -227,6 +238,8 @@ Status Txn::commit() {
         return lmdb_error(rc, "metadata operation commit");
     }
     ++store_->pending_ops_;
+    store_->group_journal_.append(journal_);
+    journal_.clear();
     const std::uint64_t before = store_->pending_writes_;
     store_->pending_writes_ += writes_;
     store_->maybe_group_full();
@@ -370,6 +383,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         mdb_txn_abort(txn);
         return lmdb_error(rc, "metadata super record");
     }
+    m->committed_seq_ = m->super_.journal_seq;
     if (read_only) {
         m->group_ = txn;  // one snapshot for the whole read-only session
     } else {
@@ -560,7 +574,8 @@ void MetaStore::maybe_group_full() {
     if (group_full_told_ || !on_group_full_) return;
     const bool writes = group_writes_limit_ != 0 && pending_writes_ >= group_writes_limit_;
     const bool pages = group_dirty_limit_ != 0 && dirty_pages_locked() >= group_dirty_limit_;
-    if (!writes && !pages) return;
+    const bool journal = journal_ != nullptr && group_journal_.size() >= kJournalGroupBytes;
+    if (!writes && !pages && !journal) return;
     group_full_told_ = true;
     on_group_full_();
 }
@@ -735,11 +750,21 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
         HIODSFS_TRY(ensure_group());
     }
     super_ = next;
+    if (journal_ != nullptr) super_.journal_seq = committed_seq_ + 1;
     const std::string state = encode_super(super_);
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
     if (rc != 0) return lmdb_error(rc, "metadata super record");
-    const int fault = commit_fault_ ? commit_fault_() : 0;
+    int fault = commit_fault_ ? commit_fault_() : 0;
+    Status journaled;
+    if (fault == 0 && journal_ != nullptr) {
+        // Beyond the machine before it is durable here: a commit reported
+        // to fsync must be in the journal.
+        journaled = journal_->write(super_.journal_seq,
+                                    encode_journal_record(super_.journal_seq, state, group_journal_));
+        if (!journaled) fault = journaled.err();
+    }
+    group_journal_.clear();
     if (fault != 0) {
         mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
         rc = fault;
@@ -749,8 +774,10 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     group_ = nullptr;
     pending_ops_ = 0;
     pending_writes_ = 0;
+    if (rc == 0) committed_seq_ = super_.journal_seq;
     if (rc != 0) {
-        const Status why = lmdb_error(rc, "metadata commit");
+        const Status why = journaled ? lmdb_error(rc, "metadata commit")
+                                     : Status::error(EIO, "metadata journal: " + journaled.message());
         failed_ = Status::error(EIO, why.message() + "; the operations of the last " +
                                          "interval are lost and the store accepts nothing more " +
                                          "until it is mounted again");
@@ -785,6 +812,68 @@ bool MetaStore::trim_resident_locked() {
 std::uint64_t MetaStore::pending_writes() {
     std::lock_guard<std::mutex> lock(mu_);
     return pending_writes_;
+}
+
+std::uint64_t MetaStore::committed_journal_seq() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return committed_seq_;
+}
+
+Status MetaStore::replay(const JournalRecord& record) {
+    std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (read_only_ || group_ != nullptr || journal_ != nullptr)
+        return Status::error(EINVAL, "journal replay needs a writable store with nothing uncommitted");
+    SuperState next;
+    bool has_file_count = true;
+    if (!decode_super(record.super, &next, &has_file_count) || next.journal_seq != record.seq)
+        return Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " has a bad super record");
+    if (record.seq != committed_seq_ + 1)
+        return Status::error(EINVAL, "journal record " + std::to_string(record.seq) + " does not follow " +
+                                         std::to_string(committed_seq_));
+    MDB_txn* txn = nullptr;
+    int rc = mdb_txn_begin(env_, nullptr, 0, &txn);
+    if (rc != 0) return lmdb_error(rc, "metadata transaction");
+    const bool parsed = for_each_journal_op(record.ops, [&](const JournalOp& op) {
+        MDB_val k = to_val(op.key), v = to_val(op.value);
+        const MDB_dbi dbi = dbi_[static_cast<int>(op.db)];
+        rc = op.put ? mdb_put(txn, dbi, &k, &v, 0) : mdb_del(txn, dbi, &k, nullptr);
+        if (rc == MDB_NOTFOUND) rc = 0;
+        return rc == 0;
+    });
+    if (parsed) {
+        MDB_val k = to_val(kSuperKey), v = to_val(record.super);
+        rc = mdb_put(txn, dbi_[0], &k, &v, 0);
+    }
+    if (!parsed || rc != 0) {
+        mdb_txn_abort(txn);
+        return rc != 0 ? lmdb_error(rc, "journal replay")
+                       : Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " does not parse");
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) return lmdb_error(rc, "journal replay commit");
+    super_ = next;
+    committed_seq_ = record.seq;
+    return Status::ok();
+}
+
+Status MetaStore::snapshot(const std::string& path, std::uint64_t* seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (env_ == nullptr) return Status::error(EINVAL, "metadata snapshot of a closed store");
+    ::unlink(path.c_str());
+    MDB_envinfo info{};
+    mdb_env_info(env_, &info);
+    // The lock keeps every commit out while the copy reads the committed
+    // state, so that state is committed_seq_'s. (An open group's pages are
+    // never the committed ones: LMDB writes a transaction's pages elsewhere.)
+    Status st = copy_packed(env_, dbi_, info.me_mapsize, path);
+    if (!st) {
+        ::unlink(path.c_str());
+        return st;
+    }
+    *seq = committed_seq_;
+    return Status::ok();
 }
 
 }  // namespace hiodsfs

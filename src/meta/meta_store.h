@@ -62,6 +62,21 @@ struct SuperState {
     // store made before it was recorded, until its next commit).
     std::uint64_t frontier_segment = 0;
     std::uint64_t frontier_offset = 0;
+    // The last metadata journal record this state includes (meta/journal.h);
+    // 0 for a store without a journal (a local one), whose super record
+    // then keeps the layout it had before.
+    std::uint64_t journal_seq = 0;
+};
+
+struct JournalRecord;
+
+// Where a journaled store's group commits go before they commit locally
+// (engine/meta_tier.h: objects in the segment tier).
+class MetaJournal {
+public:
+    virtual ~MetaJournal() = default;
+    // Makes the record of group `seq` durable; a failure fails the commit.
+    virtual Status write(std::uint64_t seq, std::string_view record) = 0;
 };
 
 struct MetaStoreOptions {
@@ -170,6 +185,7 @@ private:
     MDB_txn* txn_ = nullptr;
     bool reading_ = false;  // begun by begin_read(): txn_ is the group's, or its own read-only one
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
+    std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
     SuperState saved_;  // restored if the operation aborts
     bool done_ = false;
 };
@@ -193,6 +209,22 @@ public:
     // megabytes of dirty-page lists to set up. Its put() and del() fail
     // with EINVAL; commit() only ends it.
     Status begin_read(std::unique_ptr<Txn>* out);
+
+    // From now on every change is captured and each group commit writes
+    // its record to `journal` before it commits locally; a failed write
+    // fails the commit (the store stops). Null (the default): nothing is
+    // captured. Set before the store is shared between threads.
+    void set_journal(MetaJournal* journal) { journal_ = journal; }
+    // Applies a journal record (its changes and super record) in one
+    // transaction of its own; only with no group open and no journal set
+    // (recovery). The record's seq must follow the state's.
+    Status replay(const JournalRecord& record);
+    // The journal seq of the committed state.
+    std::uint64_t committed_journal_seq();
+    // Writes a packed copy of the committed state to `path` (a single
+    // file, an LMDB environment of its own) and its journal seq to *seq.
+    // Holds the store's lock while it copies: operations wait for it.
+    Status snapshot(const std::string& path, std::uint64_t* seq);
 
     // What begin(), begin_read() and commit_group() apply first (see
     // HeldBack); set before the store is shared between threads.
@@ -306,6 +338,9 @@ private:
     std::uint64_t pending_ops_ = 0;
     std::uint64_t pending_writes_ = 0;
     bool read_only_ = false;
+    MetaJournal* journal_ = nullptr;
+    std::string group_journal_;  // the open group's captured changes
+    std::uint64_t committed_seq_ = 0;  // journal_seq of the committed state
 };
 
 inline SuperState& Txn::super() { return store_->super_; }

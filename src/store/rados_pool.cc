@@ -84,6 +84,16 @@ Status RadosPool::write_full(const std::string& object, const void* data, std::s
     return rc < 0 ? error(rc, "write_full", object) : Status::ok();
 }
 
+Status RadosPool::write(const std::string& object, std::uint64_t offset, const void* data, std::size_t len) {
+    int rc = rados_write(handles_->io, object.c_str(), static_cast<const char*>(data), len, offset);
+    return rc < 0 ? error(rc, "write", object) : Status::ok();
+}
+
+Status RadosPool::append(const std::string& object, const void* data, std::size_t len) {
+    int rc = rados_append(handles_->io, object.c_str(), static_cast<const char*>(data), len);
+    return rc < 0 ? error(rc, "append", object) : Status::ok();
+}
+
 Status RadosPool::read(const std::string& object, std::vector<std::uint8_t>* out) {
     // One byte more than stat said: a read that fills it means the object
     // grew in between, and is tried again; one that does not is the whole

@@ -57,6 +57,10 @@ public:
 
     // Replaces the object's contents with len bytes (creates it if needed).
     Status write_full(const std::string& object, const void* data, std::size_t len);
+    // Writes len bytes at offset (creates the object if needed).
+    Status write(const std::string& object, std::uint64_t offset, const void* data, std::size_t len);
+    // Adds len bytes at the object's end, in one operation.
+    Status append(const std::string& object, const void* data, std::size_t len);
     // The whole object.
     Status read(const std::string& object, std::vector<std::uint8_t>* out);
     // Up to len bytes at offset; fewer (or none) past the object's end.

@@ -47,6 +47,45 @@ Status RadosTier::fenced_error(const char* what, SegmentId segment) const {
                                   " in " + describe() + ": " + fence_reason_);
 }
 
+Status RadosTier::fenced_error(const char* what, const std::string& name) const {
+    return Status::error(EIO, std::string("refusing to ") + what + " " + name + " in " + describe() + ": " +
+                                  fence_reason_);
+}
+
+Status RadosTier::put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) {
+    if (fenced_.load()) return fenced_error("write", segment);
+    return pool_->write(object_name(segment), offset, data, len);
+}
+
+Status RadosTier::put_object(const std::string& name, const void* data, std::size_t len) {
+    if (fenced_.load()) return fenced_error("write", name);
+    return pool_->write_full(store_ + "." + name, data, len);
+}
+
+Status RadosTier::append_object(const std::string& name, const void* data, std::size_t len) {
+    if (fenced_.load()) return fenced_error("append to", name);
+    return pool_->append(store_ + "." + name, data, len);
+}
+
+Status RadosTier::get_object(const std::string& name, std::vector<char>* out) {
+    std::vector<std::uint8_t> bytes;
+    HIODSFS_TRY(pool_->read(store_ + "." + name, &bytes));
+    out->assign(bytes.begin(), bytes.end());
+    return Status::ok();
+}
+
+Status RadosTier::remove_object(const std::string& name) {
+    if (fenced_.load()) return fenced_error("remove", name);
+    return pool_->remove(store_ + "." + name);
+}
+
+Status RadosTier::list_objects(const std::string& prefix, std::vector<std::string>* out) {
+    out->clear();
+    HIODSFS_TRY(pool_->list(store_ + "." + prefix, out));
+    for (std::string& name : *out) name.erase(0, store_.size() + 1);
+    return Status::ok();
+}
+
 Status RadosTier::put(SegmentId segment, const void* data, std::size_t len) {
     if (fenced_.load()) return fenced_error("write", segment);
     return pool_->write_full(object_name(segment), data, len);

@@ -2,6 +2,7 @@
 // lock that makes one daemon the store's only writer.
 //   STORE.segment.XXXXXXXX   a sealed segment (its id, 8 hex digits), whole
 //   STORE.lock               carries the exclusive lock "hiodsfs"
+//   STORE.NAME               a metadata object (engine/meta_tier.h)
 // The lock is taken with a lease and renewed by a thread of its own; when
 // it cannot be renewed before the lease runs out, the tier refuses every
 // put and remove from then on (reads go on) and tells its owner once, so
@@ -36,8 +37,14 @@ public:
     std::string describe() const override { return "rados:" + pool_->pool() + "/" + store_; }
     Status put(SegmentId segment, const void* data, std::size_t len) override;
     Status get(SegmentId segment, std::vector<char>* out) override;
+    Status put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) override;
     Status remove(SegmentId segment) override;
     Status list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) override;
+    Status put_object(const std::string& name, const void* data, std::size_t len) override;
+    Status append_object(const std::string& name, const void* data, std::size_t len) override;
+    Status get_object(const std::string& name, std::vector<char>* out) override;
+    Status remove_object(const std::string& name) override;
+    Status list_objects(const std::string& prefix, std::vector<std::string>* out) override;
 
     // Takes the store's lock for `lease` as `holder` (shown to whoever is
     // refused: "HOST pid N") and renews it every lease/4. EBUSY naming the
@@ -59,6 +66,7 @@ public:
 private:
     RadosTier(std::unique_ptr<RadosPool> pool, std::string store, std::chrono::seconds timeout);
     Status fenced_error(const char* what, SegmentId segment) const;
+    Status fenced_error(const char* what, const std::string& name) const;
     void renew_loop();
 
     std::unique_ptr<RadosPool> pool_;

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "chunk/fingerprint.h"
+#include "common/little_endian.h"
 #include "store/segment_cache.h"
 
 namespace hiodsfs {
@@ -33,23 +34,6 @@ constexpr std::size_t kScanBlock = 1u << 20;
 // Reads of records up to this size reuse a per-thread buffer.
 constexpr std::size_t kScratchLimit = 4u << 20;
 
-void put_u32(char* p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void put_u64(char* p, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-std::uint32_t get_u32(const char* p) {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-std::uint64_t get_u64(const char* p) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
-    return v;
-}
-
 struct Header {
     std::uint32_t magic = 0;
     std::uint32_t length = 0;
@@ -58,20 +42,20 @@ struct Header {
     std::uint32_t header_crc = 0;
 
     static Header decode(const char* p) {
-        return Header{get_u32(p), get_u32(p + 4), get_u64(p + 8), get_u32(p + 16), get_u32(p + 20)};
+        return Header{get_le32(p), get_le32(p + 4), get_le64(p + 8), get_le32(p + 16), get_le32(p + 20)};
     }
     // The magic and the header's own checksum are right, so its fields can be trusted.
     static bool intact(const char* p) {
-        return get_u32(p) == SegmentStore::kRecordMagic && get_u32(p + 20) == crc32c(p, 20);
+        return get_le32(p) == SegmentStore::kRecordMagic && get_le32(p + 20) == crc32c(p, 20);
     }
 };
 
 void encode_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc) {
-    put_u32(p, SegmentStore::kRecordMagic);
-    put_u32(p + 4, len);
-    put_u64(p + 8, chunk);
-    put_u32(p + 16, payload_crc);
-    put_u32(p + 20, crc32c(p, 20));
+    put_le32(p, SegmentStore::kRecordMagic);
+    put_le32(p + 4, len);
+    put_le64(p + 8, chunk);
+    put_le32(p + 16, payload_crc);
+    put_le32(p + 20, crc32c(p, 20));
 }
 
 std::string hex8(SegmentId id) {
@@ -234,7 +218,7 @@ Status scan_tail(SegmentReader& r, TailScan* out) {
     // break means damage in the middle, and the bytes after it must be kept.
     constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
     char magic[4];
-    put_u32(magic, SegmentStore::kRecordMagic);
+    put_le32(magic, SegmentStore::kRecordMagic);
     std::vector<char> block;
     for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
         const std::size_t len =
@@ -321,6 +305,8 @@ struct SegmentStore::Impl {
     SegmentCache cache;                         // sealed segments in the directory
     std::map<SegmentId, std::uint64_t> remote;  // what the tier holds, with sizes
     std::deque<SegmentId> uploads;              // sealed, in the directory only, oldest first
+    // Segments not yet put whole whose first bytes push_to_tier wrote.
+    std::map<SegmentId, std::uint64_t> pushed;
     SegmentId uploading = 0;                    // being put, without the lock
     bool uploader_stopping = false;
     Status upload_error;  // the last failure, until an upload works again
@@ -454,19 +440,31 @@ struct SegmentStore::Impl {
         return Status::ok();
     }
 
-    // Reads a sealed segment's file whole and puts it in the tier; *size
+    // Reads a sealed segment's file and puts it in the tier; *size
     // is its length. Synced first, so the directory's copy is never
-    // shorter than the tier's after a crash.
+    // shorter than the tier's after a crash. The bytes commits already
+    // pushed (push_to_tier) are not sent again: only the rest, at its
+    // offset. A crash half-way leaves an object shorter than the file,
+    // which open then takes as the segment: every byte committed metadata
+    // refers to was pushed before the commit.
     Status upload(SegmentId id, std::uint64_t* size) {
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
         HIODSFS_TRY(f->size(size));
         HIODSFS_TRY(f->sync());
-        std::vector<char> bytes(*size);
+        std::uint64_t from = 0;
+        {
+            std::lock_guard lock(files_mu);
+            auto p = pushed.find(id);
+            if (p != pushed.end()) from = std::min(p->second, *size);
+        }
+        std::vector<char> bytes(*size - from);
         std::size_t got = 0;
-        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), 0, &got));
+        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), from, &got));
         if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
-        return options.tier->put(id, bytes.data(), bytes.size());
+        if (from == 0) return options.tier->put(id, bytes.data(), bytes.size());
+        if (bytes.empty()) return Status::ok();
+        return options.tier->put_range(id, from, bytes.data(), bytes.size());
     }
 
     // Records how an upload of `id` ended; files_mu held.
@@ -477,6 +475,7 @@ struct SegmentStore::Impl {
             auto q = std::find(uploads.begin(), uploads.end(), id);
             if (q != uploads.end()) uploads.erase(q);
             remote[id] = size;
+            pushed.erase(id);
             cache.mark_uploaded(id);
             ++uploads_done;
             upload_error = Status::ok();
@@ -549,12 +548,13 @@ struct SegmentStore::Impl {
         tier_cv.wait(lock, [&] { return uploading != id; });
         auto q = std::find(uploads.begin(), uploads.end(), id);
         if (q != uploads.end()) uploads.erase(q);
-        if (remote.count(id) == 0) return Status::ok();
+        if (remote.count(id) == 0 && pushed.count(id) == 0) return Status::ok();
         lock.unlock();
         Status st = options.tier->remove(id);
         if (!st && st.err() != ENOENT) return st;
         lock.lock();
         remote.erase(id);
+        pushed.erase(id);
         return Status::ok();
     }
 
@@ -798,7 +798,9 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     }
 
     const SegmentPosition committed = options.committed;
-    if (committed.segment != 0) {
+    // (A frontier at a segment's start refers to none of it: with a tier,
+    // a commit pushes nothing of a segment it refers to no byte of.)
+    if (committed.segment != 0 && (committed.offset != 0 || options.tier == nullptr)) {
         // Committed metadata refers to bytes up to here: a missing or short
         // file means data is gone, and a new segment or append there would
         // put other bytes under chunk records that still point at them.
@@ -1244,6 +1246,63 @@ Status SegmentStore::finish_uploads() {
                                               " sealed segments stay in " + m.dir +
                                               " only, to be uploaded at the next mount: " +
                                               first.message());
+    }
+    return Status::ok();
+}
+
+Status SegmentStore::push_to_tier(SegmentPosition upto) {
+    Impl& m = *impl_;
+    if (m.options.tier == nullptr || m.options.read_only || upto.segment == 0) return Status::ok();
+    // What is not in the tier whole: sealed segments waiting for their
+    // upload, and the active one. Segments after `upto` hold nothing the
+    // commit refers to.
+    struct Push {
+        SegmentId id;
+        std::uint64_t from, to;
+    };
+    std::vector<Push> todo;
+    {
+        std::lock_guard lock(m.mu);
+        std::lock_guard files_lock(m.files_mu);
+        std::vector<std::pair<SegmentId, std::uint64_t>> candidates;
+        for (SegmentId id : m.uploads) {
+            auto it = m.sealed.find(id);
+            if (it != m.sealed.end()) candidates.emplace_back(id, it->second);
+        }
+        if (m.sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
+        for (const auto& [id, size] : candidates) {
+            if (id > upto.segment || m.remote.count(id) != 0) continue;
+            const std::uint64_t to = id == upto.segment ? std::min(size, upto.offset) : size;
+            auto p = m.pushed.find(id);
+            const std::uint64_t from = p == m.pushed.end() ? 0 : p->second;
+            if (to > from) todo.push_back(Push{id, from, to});
+        }
+    }
+    constexpr std::uint64_t kPiece = 8u << 20;  // bounds the memory of a long push
+    std::vector<char> bytes;
+    for (const Push& p : todo) {
+        std::unique_ptr<File> f;
+        Status opened = m.env->open(m.path(p.id), OpenMode::kRead, &f);
+        if (opened.err() == ENOENT) {
+            std::lock_guard lock(m.mu);
+            if (m.sealed.count(p.id) == 0 && p.id != m.active) continue;  // compaction removed it
+        }
+        HIODSFS_TRY(opened);
+        for (std::uint64_t at = p.from; at < p.to;) {
+            const std::size_t n = static_cast<std::size_t>(std::min(kPiece, p.to - at));
+            bytes.resize(n);
+            std::size_t got = 0;
+            HIODSFS_TRY(f->pread(bytes.data(), n, at, &got));
+            if (got != n) return Status::error(EIO, m.path(p.id) + " is shorter than its synced bytes");
+            Status st = m.options.tier->put_range(p.id, at, bytes.data(), n);
+            if (!st) {
+                return Status::error(EIO, "writing segment " + std::to_string(p.id) + "'s synced bytes to " +
+                                                   m.options.tier->describe() + ": " + st.message());
+            }
+            at += n;
+            std::lock_guard files_lock(m.files_mu);
+            if (m.remote.count(p.id) == 0) m.pushed[p.id] = std::max(m.pushed[p.id], at);
+        }
     }
     return Status::ok();
 }

@@ -2,16 +2,23 @@
 // time it closes, a remount whose cache holds nothing reads it all back,
 // FORMAT keeps the store from being opened read-write without its tier,
 // and Engine::stop (the daemon's answer to a lost lock) refuses changes.
+// The metadata in the tier: after a crash, or a clean close, a new empty
+// store directory over the same tier recovers every fsynced file (journal
+// replay, snapshot); a journal write that fails fails fsync with EIO; a
+// directory older than the tier's copy, or not its continuation, is refused.
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "../store/memory_tier.h"
+#include "engine/meta_tier.h"
+#include "meta/journal.h"
 #include "engine_test_util.h"
 
 namespace hiodsfs {
@@ -129,6 +136,289 @@ TEST_CASE("engine: stop() refuses every later change and fsync with EIO", "[engi
     CHECK(st.message() == "the lock on the store was lost");
     REQUIRE(e->fsync(f.ino, false).err() == EIO);
     CHECK(nlohmann::json::parse(e->status_json()).at("store_error") == "the lock on the store was lost");
+}
+
+// The metadata invariants of a closed store (hiodsfs-fsck does not read a
+// tier yet, so its verdict is left out).
+std::vector<std::string> meta_problems(const std::string& store) {
+    std::vector<std::string> out;
+    for (const std::string& p : check_invariants(store))
+        if (p.rfind("fsck: ", 0) != 0) out.push_back(p);
+    return out;
+}
+
+std::vector<std::uint8_t> read_named(Engine& e, const std::string& name) {
+    Attr a;
+    Status st = e.lookup(kRootInode, name, &a);
+    INFO(name << ": " << st.to_string());
+    REQUIRE(st.is_ok());
+    return read_all(e, a.ino);
+}
+
+Attr write_synced(Engine& e, const std::string& name, const std::vector<std::uint8_t>& data) {
+    const Attr f = make_file(e, name);
+    write_all(e, f.ino, 0, data);
+    REQUIRE(e.fsync(f.ino, false).is_ok());
+    return f;
+}
+
+std::size_t named_with_prefix(MemoryTier& tier, const std::string& prefix) {
+    std::lock_guard lock(tier.mu);
+    std::size_t n = 0;
+    for (const auto& [name, bytes] : tier.named) n += name.rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
+}
+
+TEST_CASE("engine with a tier: after a crash, an empty directory recovers every fsynced file from the tier",
+          "[engine][tier][journal]") {
+    TempDir first, second, third;
+    MemoryTier tier;
+    std::mt19937_64 rng(17);
+    const std::vector<std::uint8_t> big = random_bytes(rng, 9 << 20);  // past two 4 MiB segments
+    const std::vector<std::uint8_t> small = random_bytes(rng, 6000);
+    {
+        auto e = open_engine(tiered_options(first.store(), &tier, 1ull << 30));
+        const Attr f = write_synced(*e, "big", big);
+        write_synced(*e, "small", small);
+        // Overwritten and renamed after: the journal carries every change.
+        write_all(*e, f.ino, 4096, small);
+        REQUIRE(e->rename(kRootInode, "small", kRootInode, "renamed", 0).is_ok());
+        REQUIRE(e->fsync(f.ino, false).is_ok());
+        make_file(*e, "never-synced");
+        e->abandon();  // kill -9: nothing of the directory is read again
+    }
+    CHECK(named_with_prefix(tier, "journal.") >= 1);
+    CHECK(named_with_prefix(tier, "meta") == 0);  // no snapshot yet: the journal from record 1
+    std::vector<std::uint8_t> big_now = big;
+    std::copy(small.begin(), small.end(), big_now.begin() + 4096);
+
+    std::vector<std::string> log;
+    EngineOptions o = tiered_options(second.store(), &tier, 1ull << 30);
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+    {
+        auto e = open_engine(o);
+        REQUIRE(read_named(*e, "big") == big_now);
+        REQUIRE(read_named(*e, "renamed") == small);
+        Attr a;
+        CHECK(e->lookup(kRootInode, "small", &a).err() == ENOENT);
+        // And it goes on: a write and a clean close (a snapshot).
+        const Attr h = make_file(*e, "after");
+        write_all(*e, h.ino, 0, small);
+        REQUIRE(e->close().is_ok());
+    }
+    REQUIRE_FALSE(log.empty());
+    CHECK(log.front().find("recovered the metadata of memory tier") != std::string::npos);
+    CHECK(log.front().find("no snapshot") != std::string::npos);
+    CHECK(meta_problems(second.store()) == std::vector<std::string>{});
+    CHECK(named_with_prefix(tier, "meta.") >= 1);
+    CHECK(named_with_prefix(tier, "journal.") == 0);  // all in the snapshot
+
+    // From the snapshot alone, in yet another directory.
+    log.clear();
+    o = tiered_options(third.store(), &tier, 1);
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+    {
+        auto e = open_engine(o);
+        REQUIRE(read_named(*e, "big") == big_now);
+        REQUIRE(read_named(*e, "renamed") == small);
+        REQUIRE(read_named(*e, "after") == small);
+        REQUIRE(e->close().is_ok());
+    }
+    REQUIRE_FALSE(log.empty());
+    CHECK(log.front().find("snapshot of record") != std::string::npos);
+    CHECK(log.front().find(", 0 journal records replayed") != std::string::npos);
+
+    // The first directory is older than the tier's copy: refused, never used.
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(tiered_options(first.store(), &tier, 1ull << 30), &e);
+    INFO(st.to_string());
+    REQUIRE(st.err() == EUCLEAN);
+    CHECK(st.message().find("holds an older copy of the store") != std::string::npos);
+    CHECK(st.message().find("mount with an empty cache_dir") != std::string::npos);
+}
+
+TEST_CASE("engine with a tier: the tier's records a directory missed are replayed at open",
+          "[engine][tier][journal]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::mt19937_64 rng(18);
+    const std::vector<std::uint8_t> data = random_bytes(rng, 20000);
+    std::string saved_meta;
+    {
+        auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+        make_file(*e, "old");
+        REQUIRE(e->sync_all().is_ok());
+        // The directory's metadata as it is now: a crash between the journal
+        // write and the local commit leaves it so.
+        saved_meta = dir.store() + "/../meta-copy";
+        std::filesystem::remove_all(saved_meta);
+        std::filesystem::copy(dir.store() + "/meta", saved_meta);
+        write_synced(*e, "new", data);
+        e->abandon();
+    }
+    std::filesystem::remove_all(dir.store() + "/meta");
+    std::filesystem::copy(saved_meta, dir.store() + "/meta");
+    std::filesystem::remove_all(saved_meta);
+    std::vector<std::string> log;
+    EngineOptions o = tiered_options(dir.store(), &tier, 1ull << 30);
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+    auto e = open_engine(o);
+    REQUIRE(read_named(*e, "new") == data);
+    REQUIRE_FALSE(log.empty());
+    CHECK(log.front().find("journal records from memory tier that") != std::string::npos);
+    REQUIRE(e->close().is_ok());
+    CHECK(meta_problems(dir.store()) == std::vector<std::string>{});
+}
+
+TEST_CASE("engine with a tier: a journal write that fails fails fsync with EIO, and nothing fsynced is lost",
+          "[engine][tier][journal]") {
+    TempDir dir, fresh;
+    MemoryTier tier;
+    std::mt19937_64 rng(19);
+    const std::vector<std::uint8_t> kept = random_bytes(rng, 50000), lost = random_bytes(rng, 30000);
+    {
+        auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+        write_synced(*e, "kept", kept);
+        const Attr g = make_file(*e, "lost");
+        write_all(*e, g.ino, 0, lost);
+        tier.set_objects_failing(ETIMEDOUT);
+        Status st = e->fsync(g.ino, false);
+        INFO(st.to_string());
+        REQUIRE(st.err() == EIO);
+        CHECK(st.message().find("journal") != std::string::npos);
+        // Stopped, as after a failed metadata commit.
+        NewNode n;
+        n.mode = S_IFREG | 0644;
+        Attr a;
+        CHECK(e->create(kRootInode, "later", n, &a).err() == EIO);
+        CHECK_FALSE(e->close().is_ok());
+    }
+    tier.set_objects_failing(0);
+    {
+        auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+        REQUIRE(read_named(*e, "kept") == kept);
+        Attr a;
+        CHECK(e->lookup(kRootInode, "lost", &a).err() == ENOENT);
+        REQUIRE(e->close().is_ok());
+    }
+    CHECK(meta_problems(dir.store()) == std::vector<std::string>{});
+    auto e = open_engine(tiered_options(fresh.store(), &tier, 1ull << 30));
+    REQUIRE(read_named(*e, "kept") == kept);
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") {
+    TempDir dir;
+    auto e = open_engine(options_for(dir.store(), ChunkingParams::fixed(4096)));
+    make_file(*e, "f");
+    REQUIRE(e->close().is_ok());
+    std::unique_ptr<MetaStore> m;
+    REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m).is_ok());
+    CHECK(m->committed_journal_seq() == 0);
+}
+
+TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, and what it deletes",
+          "[engine][tier][journal]") {
+    TempDir src, dst, dst2;
+    for (const TempDir* d : {&src, &dst, &dst2}) std::filesystem::create_directories(d->store());
+    MemoryTier tier;
+    TierJournal journal(&tier);
+    std::unique_ptr<MetaStore> m;
+    REQUIRE(MetaStore::open(src.store() + "/meta", 1ull << 32, false, &m).is_ok());
+    m->set_journal(&journal);
+    auto put_many = [&](int from, int to) {
+        for (int i = from; i < to; ++i) {
+            std::unique_ptr<Txn> t;
+            REQUIRE(m->begin(&t).is_ok());
+            REQUIRE(t->put(Db::kXattrs, key_u64_str(1, "k" + std::to_string(i)), std::string(300, 'a' + i % 26)).is_ok());
+            REQUIRE(t->commit().is_ok());
+            t.reset();
+            if (i % 50 == 0) REQUIRE(m->commit_group(nullptr).is_ok());
+        }
+        REQUIRE(m->commit_group(nullptr).is_ok());
+    };
+    put_many(0, 500);
+    std::uint64_t seq = 0;
+    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", false, &seq, 16384).is_ok());
+    CHECK(seq == m->committed_journal_seq());
+    const std::size_t parts = named_with_prefix(tier, "meta.");
+    CHECK(parts > 3);  // 150 KiB of records in 16 KiB parts
+    // The current journal object stays (a background snapshot; more may follow).
+    CHECK(named_with_prefix(tier, "journal.") == 1);
+    put_many(500, 600);
+    std::string summary;
+    REQUIRE(recover_metadata(&tier, dst.store() + "/meta", 1ull << 32, &summary).is_ok());
+    CHECK(summary.find("snapshot of record " + std::to_string(seq)) != std::string::npos);
+    {
+        std::unique_ptr<MetaStore> r;
+        REQUIRE(MetaStore::open(dst.store() + "/meta", 1ull << 32, true, &r).is_ok());
+        CHECK(r->committed_journal_seq() == m->committed_journal_seq());
+        std::unique_ptr<Txn> t;
+        REQUIRE(r->begin_read(&t).is_ok());
+        std::string_view v;
+        bool found = false;
+        REQUIRE(t->get(Db::kXattrs, key_u64_str(1, "k599"), &v, &found).is_ok());
+        CHECK(found);
+    }
+    // A second snapshot at close: the first one's parts and every journal
+    // object go.
+    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", true, &seq, 16384).is_ok());
+    CHECK(named_with_prefix(tier, "journal.") == 0);
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(seq));
+    CHECK(named_with_prefix(tier, std::string("meta.") + hex + ".") == named_with_prefix(tier, "meta."));
+    REQUIRE(recover_metadata(&tier, dst2.store() + "/meta", 1ull << 32, &summary).is_ok());
+    CHECK(summary.find(", 0 journal records replayed") != std::string::npos);
+}
+
+TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a gap is refused, late appends "
+          "of an earlier run are ignored",
+          "[engine][tier][journal]") {
+    MemoryTier tier;
+    auto rec = [](std::uint64_t seq) { return encode_journal_record(seq, "s" + std::to_string(seq), ""); };
+    auto append = [&](std::uint64_t first, const std::string& bytes) {
+        REQUIRE(tier.append_object(journal_object_name(first), bytes.data(), bytes.size()).is_ok());
+    };
+    // Run 1 wrote 1..3; record 4 landed late, after run 2 began an object at 4.
+    append(1, rec(1) + rec(2) + rec(3));
+    append(4, rec(4) + rec(5));
+    append(1, rec(4));
+    const std::string torn = rec(6);
+    append(4, torn.substr(0, torn.size() / 2));  // a commit that failed half-way
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    REQUIRE(read_journal(&tier, 0, &bytes, &recs, &last).is_ok());
+    REQUIRE(recs.size() == 5);
+    CHECK(last == 5);
+    for (std::size_t i = 0; i < recs.size(); ++i) CHECK(recs[i].super == "s" + std::to_string(i + 1));
+    // From a later point: only what follows.
+    recs.clear();
+    REQUIRE(read_journal(&tier, 3, &bytes, &recs, &last).is_ok());
+    REQUIRE(recs.size() == 2);
+    CHECK(recs.front().seq == 4);
+
+    // Damage in an object that is not the last: the records after it are
+    // acknowledged commits, so this is not a torn tail.
+    MemoryTier damaged;
+    std::string first = rec(1) + rec(2);
+    first[first.size() - 3] ^= 0x10;
+    REQUIRE(damaged.append_object(journal_object_name(1), first.data(), first.size()).is_ok());
+    const std::string second = rec(3);
+    REQUIRE(damaged.append_object(journal_object_name(3), second.data(), second.size()).is_ok());
+    recs.clear();
+    Status st = read_journal(&damaged, 0, &bytes, &recs, &last);
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("is damaged") != std::string::npos);
+
+    // A gap: refused.
+    MemoryTier gap;
+    const std::string g = rec(1) + rec(3);
+    REQUIRE(gap.append_object(journal_object_name(1), g.data(), g.size()).is_ok());
+    recs.clear();
+    st = read_journal(&gap, 0, &bytes, &recs, &last);
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("has no record 2") != std::string::npos);
 }
 
 }  // namespace

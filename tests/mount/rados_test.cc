@@ -4,8 +4,10 @@
 // copied in reads back byte for byte from a remount whose cache must fetch
 // every segment, the store's lock refuses a second daemon, compaction
 // removes objects, the command line's errors are one line each, and
-// segments that cannot be uploaded stay in the cache directory. Skipped,
-// saying why, where Ceph is not installed.
+// segments that cannot be uploaded stay in the cache directory, and a new
+// empty cache_dir recovers the store from RADOS alone (after kill -9: the
+// journal; after a clean unmount: the snapshot). Skipped, saying why, where
+// Ceph is not installed.
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -225,6 +227,115 @@ TEST_CASE("rados: after kill -9 of the daemon the next mount on this host takes 
     fx.unmount();
 }
 
+// Deletes the cache directory and makes it again, empty: the machine's
+// disk is gone, and another host mounts the store.
+void replace_cache_dir(const MountFixture& fx) {
+    remove_tree(fx.store());
+    REQUIRE_FALSE(exists(fx.store()));
+    make_dir(fx.store(), 0700);
+}
+
+TEST_CASE("rados: after kill -9 and the loss of the cache_dir, an empty one recovers every fsynced file",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("lost");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    const std::string a = random_bytes(3 * kMiB + 5, 31), b = random_bytes(200 * 1024, 32);
+    write_file(fx.path("a.bin"), a);
+    REQUIRE(run({"sync", fx.path("a.bin")}).ok());
+    make_dir(fx.path("sub"));
+    write_file(fx.path("sub/b.bin"), b);
+    REQUIRE(run({"sync", fx.path("sub/b.bin")}).ok());
+    write_file(fx.path("unsynced"), "may be lost\n");
+    fx.crash();
+    replace_cache_dir(fx);
+
+    fx.mount();
+    INFO(fx.daemon_log());
+    CHECK(fx.daemon_log().find("recovered the metadata of rados:" + cluster.pool + "/" + name) != std::string::npos);
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("sub/b.bin")) == b);
+    CmdResult stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
+    INFO(stat.describe());
+    REQUIRE(stat.ok());
+    CHECK(nlohmann::json::parse(stat.out).at("backend") == "rados:" + cluster.pool + "/" + name);
+    // It goes on as a store: a write, a remount on the same cache_dir.
+    const std::string c = random_bytes(1 * kMiB, 33);
+    write_file(fx.path("c.bin"), c);
+    REQUIRE(run({"sync", fx.path("c.bin")}).ok());
+    fx.remount();
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("c.bin")) == c);
+    fx.unmount();
+
+    // A clean unmount left a snapshot: yet another empty cache_dir starts from it.
+    CHECK(objects(cluster, name + ".meta").size() >= 2);  // the manifest and its part
+    replace_cache_dir(fx);
+    fx.mount();
+    CHECK(fx.daemon_log().find("snapshot of record") != std::string::npos);
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("sub/b.bin")) == b);
+    CHECK(read_file(fx.path("c.bin")) == c);
+    fx.unmount();
+}
+
+TEST_CASE("rados: kill -9 in the middle of fsynced writes, then an empty cache_dir: every fsync that "
+          "returned is there",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("midway");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    // The writer logs, outside the mount, each file whose fsync returned.
+    const std::string log = fx.scratch("acknowledged");
+    const std::string writer = R"(
+import hashlib, os, random, sys
+mnt, log = sys.argv[1], sys.argv[2]
+rng = random.Random(41)
+out = open(log, "a")
+for i in range(100000):
+    size = rng.choice([1, 4096, 65536, 700000, 3000000])
+    data = rng.randbytes(size)
+    path = "%s/d%d/f%d" % (mnt, i % 7, i)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    out.write("d%d/f%d %s\n" % (i % 7, i, hashlib.sha256(data).hexdigest()))
+    out.flush()
+)";
+    write_file(fx.scratch("writer.py"), writer);
+    std::thread bg([&] { run({"python3", fx.scratch("writer.py"), fx.path(""), log}, {}, 120s); });
+    // Let it write a while: about 90 MiB in 120 files or more, past a 64 MiB
+    // segment, so a sealed one is uploaded while commits push the next.
+    REQUIRE(wait_for(90s, [&] { return exists(log) && read_file(log).size() > 120 * 80; }));
+    fx.crash();
+    bg.join();
+    replace_cache_dir(fx);
+    fx.mount();
+    INFO(fx.daemon_log());
+    std::istringstream acked(read_file(log));
+    std::size_t files = 0;
+    for (std::string line; std::getline(acked, line);) {
+        const std::string rel = line.substr(0, line.find(' '));
+        const std::string sum = line.substr(line.find(' ') + 1);
+        CmdResult r = run({"sha256sum", fx.path(rel)});
+        INFO(rel << ": " << r.describe());
+        REQUIRE(r.ok());
+        CHECK(r.out.substr(0, 64) == sum);
+        ++files;
+    }
+    CHECK(files >= 120);
+    fx.unmount();
+}
+
 TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail with EIO",
           "[mount][rados]") {
     REQUIRE_CEPH_CLUSTER(cluster);
@@ -382,6 +493,11 @@ TEST_CASE("rados: segments that cannot be uploaded stay in the cache directory",
     write_file(fx.path("f"), data);
     REQUIRE(run({"sync", fx.path("f")}).ok());
     REQUIRE(run({HIODSFS_CEPH_DEV, "stop", cluster_dir}).ok());
+    // An fsync must reach RADOS: it fails with EIO (within rados_timeout).
+    CmdResult dd = sh("dd if=/dev/urandom of=" + shq(fx.path("g")) + " bs=64k count=1 conv=fsync");
+    INFO(dd.describe());
+    CHECK(dd.status != 0);
+    CHECK(dd.err.find("Input/output error") != std::string::npos);
     // The unmount seals the segment; its upload fails, and the daemon says so.
     const int status = fx.unmount_status();
     INFO(fx.daemon_log());

@@ -1,8 +1,10 @@
 // MemoryTier: a SegmentTier in memory for the tests of the store and the
-// engine, whose puts and gets fail with a chosen errno while told to.
+// engine, whose puts and gets fail with a chosen errno while told to, and
+// whose metadata objects (the journal, snapshots) fail writes on their own.
 // Thread-safety: every method takes its mutex.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -34,9 +36,55 @@ public:
         *out = it->second;
         return Status::ok();
     }
+    Status put_range(SegmentId id, std::uint64_t offset, const void* data, std::size_t len) override {
+        std::lock_guard lock(mu);
+        if (fail_errno != 0) return Status::error(fail_errno, "memory tier: put refused");
+        std::vector<char>& o = objects[id];
+        if (o.size() < offset + len) o.resize(offset + len);
+        const char* p = static_cast<const char*>(data);
+        std::copy(p, p + len, o.begin() + static_cast<std::ptrdiff_t>(offset));
+        ++ranges;
+        return Status::ok();
+    }
     Status remove(SegmentId id) override {
         std::lock_guard lock(mu);
         return objects.erase(id) != 0 ? Status::ok() : Status::error(ENOENT, "memory tier: no segment");
+    }
+    Status put_object(const std::string& name, const void* data, std::size_t len) override {
+        std::lock_guard lock(mu);
+        if (object_fail_errno != 0) return Status::error(object_fail_errno, "memory tier: write refused");
+        const char* p = static_cast<const char*>(data);
+        named[name].assign(p, p + len);
+        return Status::ok();
+    }
+    Status append_object(const std::string& name, const void* data, std::size_t len) override {
+        std::lock_guard lock(mu);
+        if (object_fail_errno != 0) return Status::error(object_fail_errno, "memory tier: append refused");
+        const char* p = static_cast<const char*>(data);
+        named[name].insert(named[name].end(), p, p + len);
+        return Status::ok();
+    }
+    Status get_object(const std::string& name, std::vector<char>* out) override {
+        std::lock_guard lock(mu);
+        auto it = named.find(name);
+        if (it == named.end()) return Status::error(ENOENT, "memory tier: no object " + name);
+        *out = it->second;
+        return Status::ok();
+    }
+    Status remove_object(const std::string& name) override {
+        std::lock_guard lock(mu);
+        return named.erase(name) != 0 ? Status::ok() : Status::error(ENOENT, "memory tier: no object " + name);
+    }
+    Status list_objects(const std::string& prefix, std::vector<std::string>* out) override {
+        std::lock_guard lock(mu);
+        out->clear();
+        for (const auto& [name, bytes] : named)
+            if (name.rfind(prefix, 0) == 0) out->push_back(name);
+        return Status::ok();
+    }
+    void set_objects_failing(int err) {
+        std::lock_guard lock(mu);
+        object_fail_errno = err;
     }
     Status list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) override {
         std::lock_guard lock(mu);
@@ -55,8 +103,11 @@ public:
 
     std::mutex mu;
     std::map<SegmentId, std::vector<char>> objects;
+    std::map<std::string, std::vector<char>> named;  // metadata objects
     int fail_errno = 0;
+    int object_fail_errno = 0;
     int puts = 0;
+    int ranges = 0;
 };
 
 }  // namespace hiodsfs::test

@@ -290,5 +290,63 @@ TEST_CASE("tier: a fetch that fails is an error of the read, not damage; a segme
     REQUIRE(damaged);
 }
 
+TEST_CASE("tier: push_to_tier writes a commit's synced bytes by range, and a directory without them "
+          "reads them from the tier",
+          "[tier][journal]") {
+    TempDir dir, other;
+    MemoryTier tier;
+    std::vector<Written> recs;
+    SegmentPosition pos;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+        recs = write_records(*s, 3, 6);
+        REQUIRE_OK(s->sync(&pos));
+        REQUIRE(pos.segment == 1);
+        REQUIRE_OK(s->push_to_tier(pos));
+        REQUIRE(tier.holds(1));
+        CHECK(tier.objects[1].size() == pos.offset);
+        CHECK(tier.ranges == 1);
+        // Again: nothing new to write.
+        REQUIRE_OK(s->push_to_tier(pos));
+        CHECK(tier.ranges == 1);
+        // More records: only the new bytes go, after the others.
+        const std::vector<Written> more = write_records(*s, 2, 7, 10);
+        recs.insert(recs.end(), more.begin(), more.end());
+        REQUIRE_OK(s->sync(&pos));
+        REQUIRE_OK(s->push_to_tier(pos));
+        CHECK(tier.ranges == 2);
+        std::vector<char> local(pos.offset);
+        FILE* f = std::fopen(segment_path(dir.path(), 1).c_str(), "rb");
+        REQUIRE(f != nullptr);
+        REQUIRE(std::fread(local.data(), 1, local.size(), f) == local.size());
+        std::fclose(f);
+        CHECK(tier.objects[1] == local);
+        // Not yet a sealed segment of the tier: the stats count none.
+        CHECK(stats_of(*s).tier_segments == 0);
+        // Sealed and uploaded: only the bytes not pushed yet go, by range.
+        const std::vector<Written> last = write_records(*s, 1, 8, 20);
+        recs.insert(recs.end(), last.begin(), last.end());
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+        CHECK(tier.puts == 0);
+        CHECK(tier.ranges == 3);
+        std::uint64_t size = 0;
+        {
+            std::lock_guard lock(tier.mu);
+            size = tier.objects[1].size();
+        }
+        CHECK(size == pos.offset + SegmentStore::kHeaderBytes + kRecord);
+        CHECK(stats_of(*s).tier_segments == 1);
+    }
+    // Another directory (the first one lost), with the frontier of that push.
+    SegmentStoreOptions o = tiered(&tier, 1 << 30);
+    o.committed = pos;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), other.path(), o, &s));
+    require_reads(*s, recs);
+    CHECK(s->active_segment() == 2);  // the tier's segment never changes again
+}
+
 }  // namespace
 }  // namespace hiodsfs

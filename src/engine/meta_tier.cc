@@ -1,0 +1,366 @@
+#include "engine/meta_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+#include "chunk/fingerprint.h"
+
+namespace hiodsfs {
+namespace {
+
+constexpr const char* kJournalPrefix = "journal.";
+constexpr const char* kSnapshotPrefix = "meta.";
+constexpr const char* kManifest = "meta";
+constexpr const char* kFormatObject = "format";
+constexpr const char* kManifestMagic = "hiodsfs metadata snapshot";
+
+std::string hex16(std::uint64_t v) {
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+    return buf;
+}
+
+std::string part_name(std::uint64_t seq, std::size_t part) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04zx", part);
+    return kSnapshotPrefix + hex16(seq) + "." + buf;
+}
+
+// "journal.<16 hex>" -> its first seq.
+bool parse_journal_name(const std::string& name, std::uint64_t* first) {
+    const std::size_t p = std::string(kJournalPrefix).size();
+    if (name.size() != p + 16 || name.compare(0, p, kJournalPrefix) != 0) return false;
+    char* end = nullptr;
+    *first = std::strtoull(name.c_str() + p, &end, 16);
+    return *end == '\0';
+}
+
+struct Manifest {
+    std::uint64_t seq = 0;
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> parts;  // size, crc32c
+};
+
+std::string encode_manifest(const Manifest& m) {
+    std::string out = std::string(kManifestMagic) + "\nseq " + std::to_string(m.seq) + "\n";
+    for (const auto& [size, crc] : m.parts) out += "part " + std::to_string(size) + " " + std::to_string(crc) + "\n";
+    return out;
+}
+
+bool decode_manifest(const std::string& text, Manifest* m) {
+    std::istringstream in(text);
+    std::string line;
+    if (!std::getline(in, line) || line != kManifestMagic) return false;
+    bool have_seq = false;
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string key;
+        f >> key;
+        if (key == "seq") {
+            have_seq = static_cast<bool>(f >> m->seq);
+        } else if (key == "part") {
+            std::uint64_t size = 0;
+            std::uint32_t crc = 0;
+            if (!(f >> size >> crc)) return false;
+            m->parts.emplace_back(size, crc);
+        }
+    }
+    return have_seq && !m->parts.empty();
+}
+
+Status get_manifest(SegmentTier* tier, Manifest* m, bool* found) {
+    std::vector<char> bytes;
+    Status st = tier->get_object(kManifest, &bytes);
+    *found = st.is_ok();
+    if (st.err() == ENOENT) return Status::ok();
+    HIODSFS_TRY(st);
+    if (!decode_manifest(std::string(bytes.begin(), bytes.end()), m))
+        return Status::error(EUCLEAN, "the metadata snapshot manifest in " + tier->describe() + " does not parse");
+    return Status::ok();
+}
+
+// Writes all of data to fd.
+Status write_all(int fd, const std::vector<char>& data, const std::string& path) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Status::from_errno(errno, "write " + path);
+        done += static_cast<std::size_t>(n);
+    }
+    return Status::ok();
+}
+
+// The snapshot's parts, each checked, into the file `path` (one part in
+// memory at a time), synced.
+Status fetch_snapshot(SegmentTier* tier, const Manifest& m, const std::string& path) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::from_errno(errno, "create " + path);
+    Status st;
+    std::vector<char> part;
+    for (std::size_t i = 0; st && i < m.parts.size(); ++i) {
+        st = tier->get_object(part_name(m.seq, i), &part);
+        if (st && (part.size() != m.parts[i].first || crc32c(part.data(), part.size()) != m.parts[i].second))
+            st = Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " + tier->describe() +
+                                            " fails its check");
+        if (st) st = write_all(fd, part, path);
+    }
+    if (st && ::fsync(fd) != 0) st = Status::from_errno(errno, "sync " + path);
+    ::close(fd);
+    return st;
+}
+
+}  // namespace
+
+std::string journal_object_name(std::uint64_t first_seq) { return kJournalPrefix + hex16(first_seq); }
+
+Status TierJournal::write(std::uint64_t seq, std::string_view record) {
+    std::lock_guard lock(mu_);
+    const bool fresh = object_.empty() || object_bytes_ >= kJournalObjectBytes;
+    const std::string object = fresh ? journal_object_name(seq) : object_;
+    HIODSFS_TRY(tier_->append_object(object, record.data(), record.size()));
+    if (fresh) {
+        object_ = object;
+        object_bytes_ = 0;
+    }
+    object_bytes_ += record.size();
+    since_snapshot_ += record.size();
+    last_seq_ = seq;
+    return Status::ok();
+}
+
+std::uint64_t TierJournal::bytes_since_snapshot() {
+    std::lock_guard lock(mu_);
+    return since_snapshot_;
+}
+
+std::string TierJournal::current_object() {
+    std::lock_guard lock(mu_);
+    return object_;
+}
+
+std::uint64_t TierJournal::last_seq() {
+    std::lock_guard lock(mu_);
+    return last_seq_;
+}
+
+void TierJournal::snapshot_taken() {
+    std::lock_guard lock(mu_);
+    since_snapshot_ = 0;
+}
+
+Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vector<char>>* bytes,
+                    std::vector<JournalRecord>* out, std::uint64_t* last) {
+    std::vector<std::string> names;
+    HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
+    std::vector<std::pair<std::uint64_t, std::string>> objects;
+    for (const std::string& n : names) {
+        std::uint64_t first = 0;
+        if (parse_journal_name(n, &first)) objects.emplace_back(first, n);
+    }
+    std::sort(objects.begin(), objects.end());
+    *last = after;
+    for (std::size_t k = 0; k < objects.size(); ++k) {
+        // Records at or past the next object's first are an earlier run's
+        // appends that landed late: the next object has those seqs.
+        const std::uint64_t next_first = k + 1 < objects.size() ? objects[k + 1].first : UINT64_MAX;
+        if (next_first <= after + 1) continue;  // wholly before what is wanted
+        bytes->emplace_back();
+        Status st = tier->get_object(objects[k].second, &bytes->back());
+        if (st.err() == ENOENT) continue;  // removed by a snapshot meanwhile
+        HIODSFS_TRY(st);
+        const std::string_view data(bytes->back().data(), bytes->back().size());
+        std::vector<JournalRecord> recs;
+        std::size_t end = 0;
+        decode_journal(data, &recs, &end);
+        if (end < data.size() && k + 1 < objects.size()) {
+            return Status::error(EUCLEAN, "journal object " + objects[k].second + " in " + tier->describe() +
+                                              " is damaged at byte " + std::to_string(end) +
+                                              ": the records after it cannot be replayed");
+        }
+        for (const JournalRecord& r : recs) {
+            if (r.seq >= next_first || r.seq <= *last) continue;
+            if (r.seq != *last + 1) {
+                return Status::error(EUCLEAN, "the journal in " + tier->describe() + " has no record " +
+                                                  std::to_string(*last + 1) + " (the next is " +
+                                                  std::to_string(r.seq) + ")");
+            }
+            out->push_back(r);
+            *last = r.seq;
+        }
+    }
+    return Status::ok();
+}
+
+Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found) {
+    Manifest m;
+    HIODSFS_TRY(get_manifest(tier, &m, found));
+    *seq = m.seq;
+    return Status::ok();
+}
+
+Status tier_has_metadata(SegmentTier* tier, bool* found) {
+    std::vector<std::string> names;
+    HIODSFS_TRY(tier->list_objects(kSnapshotPrefix, &names));  // "meta" and "meta.*"
+    *found = !names.empty();
+    if (!*found) {
+        HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
+        *found = !names.empty();
+    }
+    return Status::ok();
+}
+
+Status recover_metadata(SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
+                        std::string* summary) {
+    Manifest m;
+    bool have_snapshot = false;
+    HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
+    if (::mkdir(meta_dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return Status::from_errno(errno, "create " + meta_dir);
+    if (have_snapshot) HIODSFS_TRY(fetch_snapshot(tier, m, meta_dir + "/data.mdb"));
+    std::unique_ptr<MetaStore> meta;
+    MetaStoreOptions o;
+    o.map_bytes = map_bytes;
+    HIODSFS_TRY(MetaStore::open(meta_dir, o, &meta));
+    if (meta->committed_journal_seq() != m.seq)
+        return Status::error(EUCLEAN, "metadata snapshot in " + tier->describe() + " is of record " +
+                                          std::to_string(meta->committed_journal_seq()) + ", its manifest says " +
+                                          std::to_string(m.seq));
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    HIODSFS_TRY(read_journal(tier, m.seq, &bytes, &recs, &last));
+    if (!have_snapshot && (recs.empty() || recs.front().seq != 1))
+        return Status::error(EUCLEAN, tier->describe() + " has no metadata snapshot and its journal does not "
+                                                         "start at record 1");
+    for (const JournalRecord& r : recs) HIODSFS_TRY(meta->replay(r));
+    *summary = (have_snapshot ? "snapshot of record " + std::to_string(m.seq) : std::string("no snapshot")) +
+               ", " + std::to_string(recs.size()) + " journal records replayed (up to record " +
+               std::to_string(last) + ")";
+    return Status::ok();
+}
+
+Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string& store_dir,
+                          std::uint64_t* replayed) {
+    *replayed = 0;
+    const std::uint64_t local = meta.committed_journal_seq();
+    Manifest m;
+    bool have_snapshot = false;
+    HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    Status st = read_journal(tier, local, &bytes, &recs, &last);
+    const std::string older = "cache_dir " + store_dir + " holds an older copy of the store than " + tier->describe() +
+                              " (its journal record " + std::to_string(local) + ", ";
+    const std::string hint = "): move it aside and mount with an empty cache_dir to recover the store from " +
+                             tier->describe();
+    if (st.err() == EUCLEAN && have_snapshot && m.seq > local)
+        return Status::error(EUCLEAN, older + "the pool's snapshot " + std::to_string(m.seq) + hint);
+    HIODSFS_TRY(st);
+    // (read_journal returns records from local + 1 on, or none.)
+    if (recs.empty() && have_snapshot && m.seq > local)
+        return Status::error(EUCLEAN, older + "the pool's snapshot " + std::to_string(m.seq) + hint);
+    if (local > 0 && recs.empty()) {
+        // Nothing after ours: the tier must hold ours, or a copy of the store
+        // made elsewhere (or a pool that lost records) would be written over.
+        std::uint64_t newest = have_snapshot ? m.seq : 0;
+        std::vector<std::vector<char>> b2;
+        std::vector<JournalRecord> r2;
+        std::uint64_t l2 = 0;
+        HIODSFS_TRY(read_journal(tier, local - 1, &b2, &r2, &l2));
+        newest = std::max(newest, l2);
+        if (newest < local) {
+            return Status::error(EUCLEAN, "cache_dir " + store_dir + " holds journal record " + std::to_string(local) +
+                                              " of the store, but " + tier->describe() + " only " +
+                                              std::to_string(newest) +
+                                              ": it is another copy of the store; mount with an empty cache_dir "
+                                              "to use " + tier->describe() + "'s");
+        }
+    }
+    for (const JournalRecord& r : recs) HIODSFS_TRY(meta.replay(r));
+    *replayed = recs.size();
+    return Status::ok();
+}
+
+Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
+                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes) {
+    HIODSFS_TRY(meta.snapshot(tmp_path, seq));
+    struct Remover {
+        std::string path;
+        ~Remover() { ::unlink(path.c_str()); }
+    } remove_tmp{tmp_path};
+    int fd = ::open(tmp_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open " + tmp_path);
+    Manifest m;
+    m.seq = *seq;
+    std::vector<char> part(static_cast<std::size_t>(part_bytes));
+    Status st;
+    for (std::size_t i = 0; st; ++i) {
+        std::size_t got = 0;
+        while (got < part.size()) {
+            const ssize_t n = ::read(fd, part.data() + got, part.size() - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) st = Status::from_errno(errno, "read " + tmp_path);
+            if (n <= 0) break;
+            got += static_cast<std::size_t>(n);
+        }
+        if (!st || (got == 0 && i > 0)) break;
+        st = tier->put_object(part_name(*seq, i), part.data(), got);
+        m.parts.emplace_back(got, crc32c(part.data(), got));
+        if (got < part.size()) break;
+    }
+    ::close(fd);
+    HIODSFS_TRY(st);
+    const std::string manifest = encode_manifest(m);
+    HIODSFS_TRY(tier->put_object(kManifest, manifest.data(), manifest.size()));
+    if (journal != nullptr) journal->snapshot_taken();
+
+    // The manifest names the new snapshot: older ones, and journal objects
+    // whose every record it holds, can go. A failure here only leaves
+    // objects a later snapshot deletes.
+    std::vector<std::string> names;
+    if (tier->list_objects(kSnapshotPrefix, &names)) {
+        const std::string mine = kSnapshotPrefix + hex16(*seq) + ".";
+        for (const std::string& n : names)
+            if (n != kManifest && n.rfind(mine, 0) != 0) (void)tier->remove_object(n);
+    }
+    if (tier->list_objects(kJournalPrefix, &names)) {
+        std::vector<std::uint64_t> firsts;
+        for (const std::string& n : names) {
+            std::uint64_t first = 0;
+            if (parse_journal_name(n, &first)) firsts.push_back(first);
+        }
+        std::sort(firsts.begin(), firsts.end());
+        const std::string current = journal != nullptr ? journal->current_object() : "";
+        for (std::size_t k = 0; k < firsts.size(); ++k) {
+            const std::string n = journal_object_name(firsts[k]);
+            const bool covered = k + 1 < firsts.size()
+                                     ? firsts[k + 1] <= *seq + 1
+                                     : closing && n == current && journal->last_seq() <= *seq;
+            if (covered) (void)tier->remove_object(n);
+        }
+    }
+    return Status::ok();
+}
+
+Status put_format(SegmentTier* tier, const std::string& text) {
+    return tier->put_object(kFormatObject, text.data(), text.size());
+}
+
+Status get_format(SegmentTier* tier, std::string* text) {
+    std::vector<char> bytes;
+    HIODSFS_TRY(tier->get_object(kFormatObject, &bytes));
+    text->assign(bytes.begin(), bytes.end());
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

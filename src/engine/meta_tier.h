@@ -1,0 +1,97 @@
+// The metadata of a tiered store, kept in its tier (RADOS) next to the
+// segments, so that a host that lost the store directory (cache_dir) can
+// rebuild it from the tier alone:
+//   journal.SSSSSSSSSSSSSSSS   records of group commits (meta/journal.h),
+//                              appended; S: the first record's seq (hex).
+//                              A new object every kJournalObjectBytes and
+//                              at every open, so no append of an earlier
+//                              run can land after the records of a later one.
+//   meta.SSSSSSSSSSSSSSSS.PPPP a snapshot of the metadata as of record S,
+//                              in parts of kSnapshotPartBytes
+//   meta                       the snapshot's manifest: seq, parts, size, CRC;
+//                              written after its parts, so it never names
+//                              a snapshot that is not whole
+//   format                     the FORMAT record (chunking, tier)
+// Recovery reads the snapshot the manifest names (or starts from an empty
+// environment without one) and replays the records after it in order.
+// Thread-safety: TierJournal's methods may be called from any thread; the
+// functions are for one thread at a time on a store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hiodsfs/segment_tier.h"
+#include "meta/journal.h"
+#include "meta/meta_store.h"
+
+namespace hiodsfs {
+
+constexpr std::uint64_t kJournalObjectBytes = 4u << 20;
+constexpr std::uint64_t kSnapshotPartBytes = 32u << 20;
+// A background snapshot follows this many bytes of journal records.
+constexpr std::uint64_t kSnapshotJournalBytes = 64u << 20;
+
+// Appends each group's record to the current journal object.
+class TierJournal : public MetaJournal {
+public:
+    explicit TierJournal(SegmentTier* tier) : tier_(tier) {}
+    Status write(std::uint64_t seq, std::string_view record) override;
+    // Bytes of records written since the last snapshot (take_snapshot resets it).
+    std::uint64_t bytes_since_snapshot();
+    // The current object and the last seq written to it ("" / 0 before the first).
+    std::string current_object();
+    std::uint64_t last_seq();
+    void snapshot_taken();
+
+private:
+    SegmentTier* tier_;
+    std::mutex mu_;
+    std::string object_;
+    std::uint64_t object_bytes_ = 0, last_seq_ = 0, since_snapshot_ = 0;
+};
+
+std::string journal_object_name(std::uint64_t first_seq);
+
+// The journal records after `after`, in order, from the tier. *bytes keeps
+// the objects they point into. A record torn or damaged in the last object
+// ends them (it was never acknowledged: its commit failed); damage before
+// the last object, or a gap in the seqs, is EUCLEAN. *last is the seq of
+// the last record there is (after, if none).
+Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vector<char>>* bytes,
+                    std::vector<JournalRecord>* out, std::uint64_t* last);
+
+// The seq of the snapshot the tier's manifest names; false when there is none.
+Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found);
+
+// Whether the tier holds this store's metadata (a snapshot or journal
+// objects; a format record alone is a creation that never committed).
+Status tier_has_metadata(SegmentTier* tier, bool* found);
+
+// Rebuilds `meta_dir` (absent or empty) from the tier: the snapshot, then
+// every record after it. *summary says what was recovered, in a few words.
+Status recover_metadata(SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
+                        std::string* summary);
+
+// Replays onto an open store (no journal set, nothing uncommitted) the
+// records the tier holds after its committed seq. *replayed counts them.
+// EUCLEAN, saying what to do, when the tier's copy is not a continuation
+// of this one (older than the tier's snapshot, or newer than the tier).
+Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string& store_dir,
+                          std::uint64_t* replayed);
+
+// Uploads a snapshot of meta's committed state (copied to tmp_path first),
+// then its manifest, then deletes older snapshots and the journal objects
+// it covers wholly (with `closing`, the current one too: nothing more is
+// written to it). *seq: the snapshot's.
+Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
+                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes = kSnapshotPartBytes);
+
+// The FORMAT record in the tier.
+Status put_format(SegmentTier* tier, const std::string& text);
+Status get_format(SegmentTier* tier, std::string* text);
+
+}  // namespace hiodsfs
