@@ -9,6 +9,7 @@
 // zero or whole, of its own file and at its own place. At the end every file
 // matches its model, before and after a reopen, and the store passes fsck.
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -80,6 +81,27 @@ private:
     std::mutex mu_;
     std::vector<std::string> list_;
 };
+
+// Runs `writers` writer(w) and `readers` reader(r) threads to their end;
+// with `switching`, a thread flips the mode between inline and deferred
+// every few milliseconds meanwhile.
+void run_threads(Engine& e, bool switching, std::uint64_t seed, int writers,
+                 const std::function<void(int)>& writer, int readers, const std::function<void(int)>& reader) {
+    std::atomic<bool> stop_switching{false};
+    std::thread switcher([&] {
+        std::mt19937_64 rng(seed ^ 0x5eed);
+        while (switching && !stop_switching.load()) {
+            e.set_deferred(rng() % 2 == 0);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 5));
+        }
+    });
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) threads.emplace_back(writer, w);
+    for (int r = 0; r < readers; ++r) threads.emplace_back(reader, r);
+    for (auto& t : threads) t.join();
+    stop_switching.store(true);
+    switcher.join();
+}
 
 }  // namespace
 
@@ -219,20 +241,7 @@ TEST_CASE("writers, readers, fsync, truncate, rename, unlink, mode switches and 
             }
         };
 
-        std::atomic<bool> stop_switching{false};
-        std::thread switcher([&] {
-            std::mt19937_64 rng(seed ^ 0x5eed);
-            while (switching && !stop_switching.load()) {
-                e->set_deferred(rng() % 2 == 0);
-                std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 5));
-            }
-        });
-        std::vector<std::thread> threads;
-        for (int w = 0; w < kWriters; ++w) threads.emplace_back(writer, w);
-        for (int r = 0; r < kReaders; ++r) threads.emplace_back(reader, r);
-        for (auto& t : threads) t.join();
-        stop_switching.store(true);
-        switcher.join();
+        run_threads(*e, switching, seed, kWriters, writer, kReaders, reader);
         for (const auto& f : failures.list()) FAIL_CHECK(f);
 
         auto check_models = [&](Engine& eng) {
@@ -340,20 +349,7 @@ TEST_CASE("one file's overwrites from many threads at once keep every block whol
                 }
             }
         };
-        std::atomic<bool> stop_switching{false};
-        std::thread switcher([&] {
-            std::mt19937_64 rng(seed ^ 0x5eed);
-            while (switching && !stop_switching.load()) {
-                e->set_deferred(rng() % 2 == 0);
-                std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 5));
-            }
-        });
-        std::vector<std::thread> threads;
-        for (int w = 0; w < kWriters; ++w) threads.emplace_back(writer, w);
-        for (int r = 0; r < kReaders; ++r) threads.emplace_back(reader, r);
-        for (auto& t : threads) t.join();
-        stop_switching.store(true);
-        switcher.join();
+        run_threads(*e, switching, seed, kWriters, writer, kReaders, reader);
         e->set_deferred(false);
         for (const auto& msg : failures.list()) FAIL_CHECK(msg);
 
