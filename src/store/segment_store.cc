@@ -1284,6 +1284,12 @@ Status SegmentStore::push_to_tier(SegmentPosition upto) {
         std::unique_ptr<File> f;
         Status opened = m.env->open(m.path(p.id), OpenMode::kRead, &f);
         if (opened.err() == ENOENT) {
+            {
+                // Put whole by the uploader since the list was made, and
+                // evicted: nothing left to push.
+                std::lock_guard files_lock(m.files_mu);
+                if (m.remote.count(p.id) != 0) continue;
+            }
             std::lock_guard lock(m.mu);
             if (m.sealed.count(p.id) == 0 && p.id != m.active) continue;  // compaction removed it
         }

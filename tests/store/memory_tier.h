@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +22,7 @@ class MemoryTier : public SegmentTier {
 public:
     std::string describe() const override { return "memory tier"; }
     Status put(SegmentId id, const void* data, std::size_t len) override {
+        if (before_put) before_put(id);
         std::lock_guard lock(mu);
         if (fail_errno != 0) return Status::error(fail_errno, "memory tier: put refused");
         const char* p = static_cast<const char*>(data);
@@ -37,6 +39,7 @@ public:
         return Status::ok();
     }
     Status put_range(SegmentId id, std::uint64_t offset, const void* data, std::size_t len) override {
+        if (before_range) before_range(id);
         std::lock_guard lock(mu);
         if (fail_errno != 0) return Status::error(fail_errno, "memory tier: put refused");
         std::vector<char>& o = objects[id];
@@ -100,6 +103,10 @@ public:
         std::lock_guard lock(mu);
         return objects.count(id) != 0;
     }
+
+    // Called (without mu) before a whole put or a range put: a test's way
+    // to hold one back while something else happens. Set before use.
+    std::function<void(SegmentId)> before_put, before_range;
 
     std::mutex mu;
     std::map<SegmentId, std::vector<char>> objects;
