@@ -437,7 +437,7 @@ Status EngineImpl::recover_from_tier(const std::string& dir) {
     HIODSFS_TRY(parse_store_format(text, tier_name() + " format record", &format));
     const std::string staging = dir + "/meta.recover";
     std::string summary;
-    st = recover_metadata(tier, staging, opts_.lmdb_map_bytes, &summary);
+    st = recover_metadata(env_, tier, staging, opts_.lmdb_map_bytes, &summary);
     if (!st) return Status::error(st.err(), "recovering " + tier_name() + " into " + dir + ": " + st.message());
     if (::rename(staging.c_str(), (dir + "/meta").c_str()) != 0)
         return Status::from_errno(errno, "rename " + staging);
@@ -449,7 +449,7 @@ Status EngineImpl::recover_from_tier(const std::string& dir) {
 
 Status EngineImpl::snapshot_to_tier(bool closing) {
     std::uint64_t seq = 0;
-    Status st = put_snapshot(opts_.segments.tier, *meta_, journal_.get(), opts_.store_dir + "/snapshot.tmp",
+    Status st = put_snapshot(env_, opts_.segments.tier, *meta_, journal_.get(), opts_.store_dir + "/snapshot.tmp",
                              closing, &seq);
     last_snapshot_ = std::chrono::steady_clock::now();
     return st;

@@ -1,13 +1,9 @@
 #include "engine/meta_tier.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -87,35 +83,23 @@ Status get_manifest(SegmentTier* tier, Manifest* m, bool* found) {
     return Status::ok();
 }
 
-// Writes all of data to fd.
-Status write_all(int fd, const std::vector<char>& data, const std::string& path) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-        const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Status::from_errno(errno, "write " + path);
-        done += static_cast<std::size_t>(n);
-    }
-    return Status::ok();
-}
-
 // The snapshot's parts, each checked, into the file `path` (one part in
 // memory at a time), synced.
-Status fetch_snapshot(SegmentTier* tier, const Manifest& m, const std::string& path) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::from_errno(errno, "create " + path);
-    Status st;
+Status fetch_snapshot(Env* env, SegmentTier* tier, const Manifest& m, const std::string& path) {
+    std::unique_ptr<File> f;
+    HIODSFS_TRY(env->open(path, OpenMode::kReadWrite, &f));
+    HIODSFS_TRY(f->truncate(0));
     std::vector<char> part;
-    for (std::size_t i = 0; st && i < m.parts.size(); ++i) {
-        st = tier->get_object(part_name(m.seq, i), &part);
-        if (st && (part.size() != m.parts[i].first || crc32c(part.data(), part.size()) != m.parts[i].second))
-            st = Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " + tier->describe() +
-                                            " fails its check");
-        if (st) st = write_all(fd, part, path);
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < m.parts.size(); ++i) {
+        HIODSFS_TRY(tier->get_object(part_name(m.seq, i), &part));
+        if (part.size() != m.parts[i].first || crc32c(part.data(), part.size()) != m.parts[i].second)
+            return Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " + tier->describe() +
+                                              " fails its check");
+        HIODSFS_TRY(f->pwrite(part.data(), part.size(), at));
+        at += part.size();
     }
-    if (st && ::fsync(fd) != 0) st = Status::from_errno(errno, "sync " + path);
-    ::close(fd);
-    return st;
+    return f->sync();
 }
 
 }  // namespace
@@ -218,14 +202,13 @@ Status tier_has_metadata(SegmentTier* tier, bool* found) {
     return Status::ok();
 }
 
-Status recover_metadata(SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
+Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
                         std::string* summary) {
     Manifest m;
     bool have_snapshot = false;
     HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
-    if (::mkdir(meta_dir.c_str(), 0700) != 0 && errno != EEXIST)
-        return Status::from_errno(errno, "create " + meta_dir);
-    if (have_snapshot) HIODSFS_TRY(fetch_snapshot(tier, m, meta_dir + "/data.mdb"));
+    HIODSFS_TRY(env->mkdir(meta_dir));
+    if (have_snapshot) HIODSFS_TRY(fetch_snapshot(env, tier, m, meta_dir + "/data.mdb"));
     std::unique_ptr<MetaStore> meta;
     MetaStoreOptions o;
     o.map_bytes = map_bytes;
@@ -291,35 +274,28 @@ Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string&
     return Status::ok();
 }
 
-Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
-                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes) {
+Status put_snapshot(Env* env, SegmentTier* tier, MetaStore& meta, TierJournal* journal,
+                    const std::string& tmp_path, bool closing, std::uint64_t* seq, std::uint64_t part_bytes) {
     HIODSFS_TRY(meta.snapshot(tmp_path, seq));
     struct Remover {
+        Env* env;
         std::string path;
-        ~Remover() { ::unlink(path.c_str()); }
-    } remove_tmp{tmp_path};
-    int fd = ::open(tmp_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::from_errno(errno, "open " + tmp_path);
+        ~Remover() { (void)env->unlink(path); }
+    } remove_tmp{env, tmp_path};
+    std::unique_ptr<File> f;
+    HIODSFS_TRY(env->open(tmp_path, OpenMode::kRead, &f));
     Manifest m;
     m.seq = *seq;
     std::vector<char> part(static_cast<std::size_t>(part_bytes));
-    Status st;
-    for (std::size_t i = 0; st; ++i) {
+    for (std::uint64_t at = 0;;) {
         std::size_t got = 0;
-        while (got < part.size()) {
-            const ssize_t n = ::read(fd, part.data() + got, part.size() - got);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) st = Status::from_errno(errno, "read " + tmp_path);
-            if (n <= 0) break;
-            got += static_cast<std::size_t>(n);
-        }
-        if (!st || (got == 0 && i > 0)) break;
-        st = tier->put_object(part_name(*seq, i), part.data(), got);
+        HIODSFS_TRY(f->pread(part.data(), part.size(), at, &got));
+        if (got == 0 && at > 0) break;
+        HIODSFS_TRY(tier->put_object(part_name(*seq, m.parts.size()), part.data(), got));
         m.parts.emplace_back(got, crc32c(part.data(), got));
+        at += got;
         if (got < part.size()) break;
     }
-    ::close(fd);
-    HIODSFS_TRY(st);
     const std::string manifest = encode_manifest(m);
     HIODSFS_TRY(tier->put_object(kManifest, manifest.data(), manifest.size()));
     if (journal != nullptr) journal->snapshot_taken();

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "hiodsfs/env.h"
 #include "hiodsfs/segment_tier.h"
 #include "meta/journal.h"
 #include "meta/meta_store.h"
@@ -73,7 +74,7 @@ Status tier_has_metadata(SegmentTier* tier, bool* found);
 
 // Rebuilds `meta_dir` (absent or empty) from the tier: the snapshot, then
 // every record after it. *summary says what was recovered, in a few words.
-Status recover_metadata(SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
+Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
                         std::string* summary);
 
 // Replays onto an open store (no journal set, nothing uncommitted) the
@@ -87,8 +88,9 @@ Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string&
 // then its manifest, then deletes older snapshots and the journal objects
 // it covers wholly (with `closing`, the current one too: nothing more is
 // written to it). *seq: the snapshot's.
-Status put_snapshot(SegmentTier* tier, MetaStore& meta, TierJournal* journal, const std::string& tmp_path,
-                    bool closing, std::uint64_t* seq, std::uint64_t part_bytes = kSnapshotPartBytes);
+Status put_snapshot(Env* env, SegmentTier* tier, MetaStore& meta, TierJournal* journal,
+                    const std::string& tmp_path, bool closing, std::uint64_t* seq,
+                    std::uint64_t part_bytes = kSnapshotPartBytes);
 
 // The FORMAT record in the tier.
 Status put_format(SegmentTier* tier, const std::string& text);

@@ -340,7 +340,7 @@ TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, 
     };
     put_many(0, 500);
     std::uint64_t seq = 0;
-    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", false, &seq, 16384).is_ok());
+    REQUIRE(put_snapshot(Env::posix(), &tier, *m, &journal, src.store() + "/snap.tmp", false, &seq, 16384).is_ok());
     CHECK(seq == m->committed_journal_seq());
     const std::size_t parts = named_with_prefix(tier, "meta.");
     CHECK(parts > 3);  // 150 KiB of records in 16 KiB parts
@@ -348,7 +348,7 @@ TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, 
     CHECK(named_with_prefix(tier, "journal.") == 1);
     put_many(500, 600);
     std::string summary;
-    REQUIRE(recover_metadata(&tier, dst.store() + "/meta", 1ull << 32, &summary).is_ok());
+    REQUIRE(recover_metadata(Env::posix(), &tier, dst.store() + "/meta", 1ull << 32, &summary).is_ok());
     CHECK(summary.find("snapshot of record " + std::to_string(seq)) != std::string::npos);
     {
         std::unique_ptr<MetaStore> r;
@@ -363,12 +363,12 @@ TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, 
     }
     // A second snapshot at close: the first one's parts and every journal
     // object go.
-    REQUIRE(put_snapshot(&tier, *m, &journal, src.store() + "/snap.tmp", true, &seq, 16384).is_ok());
+    REQUIRE(put_snapshot(Env::posix(), &tier, *m, &journal, src.store() + "/snap.tmp", true, &seq, 16384).is_ok());
     CHECK(named_with_prefix(tier, "journal.") == 0);
     char hex[20];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(seq));
     CHECK(named_with_prefix(tier, std::string("meta.") + hex + ".") == named_with_prefix(tier, "meta."));
-    REQUIRE(recover_metadata(&tier, dst2.store() + "/meta", 1ull << 32, &summary).is_ok());
+    REQUIRE(recover_metadata(Env::posix(), &tier, dst2.store() + "/meta", 1ull << 32, &summary).is_ok());
     CHECK(summary.find(", 0 journal records replayed") != std::string::npos);
 }
 
