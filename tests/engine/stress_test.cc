@@ -82,6 +82,15 @@ private:
     std::vector<std::string> list_;
 };
 
+// Small chunks (many per block, so writes re-cut their neighbours'), small
+// segments and frequent group commits: every mechanism runs often.
+EngineOptions stress_options(const TempDir& dir) {
+    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+    o.commit_interval_ms = 20;
+    o.segments.max_segment_bytes = 1ull << 20;
+    return o;
+}
+
 // Runs `writers` writer(w) and `readers` reader(r) threads to their end;
 // with `switching`, a thread flips the mode between inline and deferred
 // every few milliseconds meanwhile.
@@ -110,10 +119,8 @@ TEST_CASE("writers, readers, fsync, truncate, rename, unlink, mode switches and 
     const bool switching = GENERATE(false, true);
     DYNAMIC_SECTION((switching ? "inline and deferred, switching" : "inline")) {
         TempDir dir;
-        EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+        EngineOptions o = stress_options(dir);
         o.mode = switching ? DedupMode::kDeferred : DedupMode::kInline;
-        o.commit_interval_ms = 20;
-        o.segments.max_segment_bytes = 1ull << 20;
         if (switching) o.reclaim = ReclaimMode::kBackground;  // async deletes and compaction too
         auto e = open_engine(o);
         const std::uint64_t seed = std::random_device{}();
@@ -284,10 +291,8 @@ TEST_CASE("one file's overwrites from many threads at once keep every block whol
     const bool switching = GENERATE(false, true);
     DYNAMIC_SECTION((switching ? "inline and deferred, switching" : "inline")) {
         TempDir dir;
-        EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+        EngineOptions o = stress_options(dir);
         o.mode = DedupMode::kInline;
-        o.commit_interval_ms = 20;
-        o.segments.max_segment_bytes = 1ull << 20;
         auto e = open_engine(o);
         const std::uint64_t seed = std::random_device{}();
         INFO("seed " << seed);
