@@ -43,8 +43,7 @@ std::string RadosTier::object_name(SegmentId segment) const {
 }
 
 Status RadosTier::fenced_error(const char* what, SegmentId segment) const {
-    return Status::error(EIO, std::string("refusing to ") + what + " segment " + std::to_string(segment) +
-                                  " in " + describe() + ": " + fence_reason_);
+    return fenced_error(what, "segment " + std::to_string(segment));
 }
 
 Status RadosTier::fenced_error(const char* what, const std::string& name) const {
