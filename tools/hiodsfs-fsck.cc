@@ -30,6 +30,8 @@ const char* const kUsage =
     "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
     "  -n        check only, change nothing (the default)\n"
     "  --upgrade convert a store of an older format to this version's, then check it\n"
+    "  --chunking SPEC  the chunking the store was made with (fixed:SIZE or cdc:MIN/AVG/MAX), for\n"
+    "            --repair to write a lost FORMAT record when the metadata holds no copy of it\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
 
 // A progress line on stderr, at most five times a second, only on a terminal.
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
     namespace po = boost::program_options;
     hiodsfs::FsckOptions o;
     po::options_description opts;
-    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("help,h", "")("version", "")(
+    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("chunking", po::value<std::string>())("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -98,6 +100,15 @@ int main(int argc, char** argv) {
         return kExitOperational;
     }
     o.store = stores[0];
+    if (vm.count("chunking")) {
+        hiodsfs::Status parsed = hiodsfs::ChunkingParams::parse(vm["chunking"].as<std::string>(), &o.chunking);
+        if (parsed) parsed = o.chunking.validate();
+        if (!parsed) {
+            std::fprintf(stderr, "hiodsfs-fsck: --chunking: %s\n", parsed.message().c_str());
+            return kExitOperational;
+        }
+        o.chunking_given = true;
+    }
     if (dry_run && o.repair) {
         std::fputs("hiodsfs-fsck: -n and --repair contradict each other\n", stderr);
         return kExitOperational;

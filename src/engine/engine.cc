@@ -112,6 +112,9 @@ Status EngineImpl::init(const EngineOptions& options) {
     bool exists = false;
     HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
     SegmentTier* const tier = options.read_only ? nullptr : options.segments.tier;
+    // A directory with metadata but no FORMAT: the record is written again
+    // from the metadata's copy, or an unfinished first open started again.
+    if (!exists) HIODSFS_TRY(find_lost_format(dir, &format, &exists));
     if (!exists && tier != nullptr) {
         // A directory without FORMAT over a tier that holds the store: the
         // store lives on in the tier (this host's directory was lost, or
@@ -181,6 +184,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         opened = meta_->verify();
         if (!opened) return Status::error(EUCLEAN, "store " + dir + " cannot be opened: " + opened.message() + fsck_hint);
         meta_->trim_resident();  // the walk's pages
+        HIODSFS_TRY(check_format_copy(dir, format));
     }
     if (tier != nullptr) {
         // The tier's journal may hold commits this directory never made
@@ -227,6 +231,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         set_time(&root.r.mtime_s, &root.r.mtime_ns, now);
         set_time(&root.r.ctime_s, &root.r.ctime_ns, now);
         HIODSFS_TRY(store_inode(*t, kRootInode, root));
+        HIODSFS_TRY(write_format_copy(*t, StoreFormat{kFormatVersion, chunking_, tier_name()}));
         t->super() = SuperState{};
         t->super().counters.inode_count = 1;
         HIODSFS_TRY(t->commit());
@@ -255,6 +260,10 @@ Status EngineImpl::init(const EngineOptions& options) {
             HIODSFS_TRY(snapshot_to_tier(false));
         }
     }
+    // A store an older hiodsfs made gets its copy of FORMAT now, one given
+    // a tier its new tier line (after the first snapshot: this commit is
+    // the journal's first record past it).
+    if (!fresh && !options.read_only) HIODSFS_TRY(keep_format_copy());
     // Opened and accepted: files left more open than 0600/0700 are tightened.
     if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
     reclaim_mode_ = options.reclaim;
@@ -414,6 +423,116 @@ void EngineImpl::compact_metadata() {
                   human_bytes(static_cast<double>(after)));
 }
 
+// STORE/FORMAT is missing. An empty directory is a new store. One with
+// committed metadata is opened with the metadata's copy of the record (and
+// FORMAT written again from it, unless read-only). A first open that
+// crashed before it wrote FORMAT committed nothing and wrote no segment
+// byte: it is cleared and made again. Anything else is refused, untouched.
+Status EngineImpl::find_lost_format(const std::string& dir, StoreFormat* format, bool* exists) {
+    const bool read_only = opts_.read_only;
+    std::vector<std::string> names;
+    HIODSFS_TRY(env_->list_dir(dir, &names));
+    bool empty = true, has_meta = false, foreign = false;
+    for (const auto& n : names) {
+        if (n == "." || n == ".." || n == "lock") continue;
+        empty = false;
+        if (n == "meta") has_meta = true;
+        else if (n != "segments" && n != "status.json" && n != "FORMAT.tmp" && n != "snapshot.tmp") foreign = true;
+    }
+    if (foreign) return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
+    // No metadata here: a new store, or one its tier holds (the caller's).
+    if (empty || !has_meta) return Status::ok();
+    const std::string untouched = "; nothing was changed; ";
+
+    std::unique_ptr<MetaStore> probe;
+    MetaStoreOptions mo;
+    mo.map_bytes = opts_.lmdb_map_bytes;
+    mo.read_only = true;
+    mo.create = false;
+    Status opened = MetaStore::open(dir + "/meta", mo, &probe);
+    if (opened && probe->had_super()) {
+        StoreFormat copy;
+        bool found = false;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(probe->begin_read(&t));
+            HIODSFS_TRY(read_format_copy(*t, &copy, &found));
+        }
+        probe.reset();
+        if (!found)
+            return Status::error(EUCLEAN, "store " + dir + " has metadata but no FORMAT record, and its metadata (from an "
+                                          "older hiodsfs) holds no copy of it" + untouched + "`hiodsfs-fsck --repair "
+                                          "--chunking SPEC " + dir + "` writes it again with the chunking it was made with");
+        HIODSFS_TRY(check_format_version(dir, copy));
+        *format = copy;
+        *exists = true;
+        if (read_only) return Status::ok();
+        HIODSFS_TRY(write_store_format(env_, dir, copy));
+        if (opts_.log)
+            opts_.log("hiodsfs: " + dir + "/FORMAT was missing; written again from the metadata's copy (format " +
+                      std::to_string(copy.version) + ", chunking " + copy.chunking.describe() + ")");
+        return Status::ok();
+    }
+    probe.reset();
+    // Nothing committed. An environment that does not open is damaged,
+    // unless it is the few pages (or none) LMDB writes when it makes one.
+    struct stat data {};
+    const bool small_env = ::stat((dir + "/meta/data.mdb").c_str(), &data) != 0 || data.st_size <= 16384;
+    if (!opened && !small_env)
+        return Status::error(EUCLEAN, "store " + dir + " has no FORMAT record and its metadata is unreadable (" +
+                                          opened.message() + ")" + untouched + "hiodsfs-fsck " + dir + " tells more");
+    std::error_code ec;
+    for (const auto& ent : std::filesystem::directory_iterator(dir + "/segments", ec)) {
+        if (ent.is_regular_file(ec) && ent.file_size(ec) > 0)
+            return Status::error(EUCLEAN, "store " + dir + " has segment data but neither a FORMAT record nor "
+                                          "committed metadata" + untouched + "hiodsfs-fsck " + dir + " tells more");
+    }
+    if (read_only)
+        return Status::error(ENOENT, "store " + dir + " was left unfinished by an interrupted first mount; "
+                                     "mount it read-write to make it");
+    for (const char* n : {"meta", "segments", "status.json", "FORMAT.tmp", "snapshot.tmp"}) {
+        std::filesystem::remove_all(dir + "/" + n, ec);
+        if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
+    }
+    if (opts_.log)
+        opts_.log("hiodsfs: " + dir + " was left unfinished by an interrupted first mount (nothing committed); "
+                  "starting it again");
+    return Status::ok();
+}
+
+// The metadata's copy of FORMAT, where it has one, must say what FORMAT
+// says: a FORMAT edited or restored from elsewhere is not trusted over it.
+Status EngineImpl::check_format_copy(const std::string& dir, const StoreFormat& format) {
+    StoreFormat copy;
+    bool found = false;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(read_format_copy(*t, &copy, &found));
+    }
+    if (!found || same_format(copy, format)) return Status::ok();
+    return Status::error(EUCLEAN, "store " + dir + ": FORMAT says format " + std::to_string(format.version) +
+                                      ", chunking " + format.chunking.describe() + ", but the metadata's copy says format " +
+                                      std::to_string(copy.version) + ", chunking " + copy.chunking.describe() +
+                                      "; nothing was changed; `hiodsfs-fsck --repair " + dir +
+                                      "` writes FORMAT again from the metadata");
+}
+
+// Records this open's FORMAT in the metadata, durably, if it is not there.
+Status EngineImpl::keep_format_copy() {
+    const StoreFormat want{kFormatVersion, chunking_, tier_name()};
+    StoreFormat copy;
+    bool found = false;
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(read_format_copy(*t, &copy, &found));
+    if (found && store_format_text(copy) == store_format_text(want)) return Status::ok();
+    HIODSFS_TRY(write_format_copy(*t, want));
+    HIODSFS_TRY(t->commit());
+    t.reset();
+    return commit_now();
+}
+
 Status EngineImpl::recover_from_tier(const std::string& dir) {
     SegmentTier* tier = opts_.segments.tier;
     // What an interrupted recovery (or creation) may have left; nothing
@@ -422,7 +541,8 @@ Status EngineImpl::recover_from_tier(const std::string& dir) {
     HIODSFS_TRY(env_->list_dir(dir, &names));
     for (const auto& n : names) {
         if (n == "." || n == ".." || n == "lock") continue;
-        if (n != "meta" && n != "meta.recover" && n != "segments")
+        if (n != "meta" && n != "meta.recover" && n != "segments" && n != "status.json" && n != "FORMAT.tmp" &&
+            n != "snapshot.tmp")
             return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
         std::error_code ec;
         std::filesystem::remove_all(dir + "/" + n, ec);

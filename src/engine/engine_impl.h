@@ -382,6 +382,9 @@ private:
     // A tiered store: its metadata rebuilt from the tier into a store
     // directory without FORMAT (a fresh cache_dir), then FORMAT written.
     Status recover_from_tier(const std::string& dir);
+    Status find_lost_format(const std::string& dir, StoreFormat* format, bool* exists);
+    Status check_format_copy(const std::string& dir, const StoreFormat& format);
+    Status keep_format_copy();
     // A tiered store: a snapshot of the metadata to the tier (engine/meta_tier.h);
     // in the background when the journal grew enough since the last.
     Status snapshot_to_tier(bool closing);

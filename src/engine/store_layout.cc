@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "meta/meta_store.h"
 #include "meta/records.h"
 
 namespace hiodsfs {
@@ -189,5 +190,20 @@ Status StoreLock::acquire(const std::string& store, bool exclusive, unsigned wai
 }
 
 StoreLock::~StoreLock() { ::close(fd_); }
+
+Status read_format_copy(Txn& t, StoreFormat* out, bool* found) {
+    std::string_view v;
+    HIODSFS_TRY(t.get(Db::kSuper, kFormatCopyKey, &v, found));
+    if (!*found) return Status::ok();
+    return parse_store_format(std::string(v), "the metadata's copy of FORMAT", out);
+}
+
+Status write_format_copy(Txn& t, const StoreFormat& format) {
+    return t.put(Db::kSuper, kFormatCopyKey, store_format_text(format));
+}
+
+bool same_format(const StoreFormat& a, const StoreFormat& b) {
+    return a.version == b.version && a.chunking == b.chunking;
+}
 
 }  // namespace hiodsfs

@@ -5,12 +5,15 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "hiodsfs/chunker.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
+
+class Txn;
 
 struct StoreFormat {
     std::uint32_t version = 0;
@@ -29,6 +32,18 @@ Status parse_store_format(const std::string& text, const std::string& where, Sto
 Status check_format_version(const std::string& store, const StoreFormat& format);
 // Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
+
+// The metadata keeps a copy of the FORMAT record (its text, under this key
+// of Db::kSuper), so a store whose FORMAT file is lost loses nothing: the
+// file is written again from it. Stores an older hiodsfs made have none
+// until their next read-write open.
+inline constexpr std::string_view kFormatCopyKey = "format";
+Status read_format_copy(Txn& t, StoreFormat* out, bool* found);
+Status write_format_copy(Txn& t, const StoreFormat& format);
+// Same version and chunking. The tier line is not compared: FORMAT gains
+// it when a store is given a tier, a moment apart from the copy, and
+// check_tier() already holds a tiered store to it.
+bool same_format(const StoreFormat& a, const StoreFormat& b);
 
 // Makes the store's files 0600 and its subdirectories 0700 where they are
 // more open (an older hiodsfs, a copy, a chmod): segments hold file contents.

@@ -1175,7 +1175,61 @@ struct OpenStore {
     std::unique_ptr<MetaStore> meta;
 };
 
-Status open_store(const std::string& dir, bool write, OpenStore* out) {
+// What the FORMAT record and the metadata's copy of it say of each other.
+struct FormatFinding {
+    std::string problem;  // "" if they agree
+    bool repairable = false;
+    StoreFormat write;  // what --repair writes to FORMAT and the copy
+    bool add_copy = false;  // the metadata holds no copy: --repair adds one
+};
+
+Status check_format_record(const FsckOptions& options, const StoreFormat& format, bool exists, MetaStore& meta,
+                           FormatFinding* out) {
+    const std::string& dir = options.store;
+    StoreFormat copy;
+    bool found = false;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta.begin_read(&t));
+        HIODSFS_TRY(read_format_copy(*t, &copy, &found));
+    }
+    auto says = [](const StoreFormat& f) {
+        return "format " + std::to_string(f.version) + ", chunking " + f.chunking.describe();
+    };
+    if (exists) {
+        out->add_copy = !found;
+        out->write = format;
+        if (found && !same_format(copy, format)) {
+            out->problem = "FORMAT says " + says(format) + " but the metadata's copy says " + says(copy) +
+                           ": FORMAT is written again from the copy";
+            out->repairable = true;
+            out->write = copy;
+            out->write.tier = format.tier;
+        }
+        return Status::ok();
+    }
+    if (found) {
+        HIODSFS_TRY(check_format_version(dir, copy));
+        out->problem = "the FORMAT record is missing; the metadata's copy says " + says(copy);
+        out->repairable = true;
+        out->write = copy;
+    } else if (options.chunking_given) {
+        out->problem = "the FORMAT record is missing and the metadata holds no copy of it; --chunking " +
+                       options.chunking.describe() + " was given for it";
+        out->repairable = true;
+        out->write = StoreFormat{kFormatVersion, options.chunking, ""};
+        out->add_copy = true;
+    } else {
+        out->problem = "the FORMAT record is missing and the metadata (from an older hiodsfs) holds no copy of it: "
+                       "`hiodsfs-fsck --repair --chunking SPEC " + dir + "` writes it with the chunking the store "
+                       "was made with";
+    }
+    return Status::ok();
+}
+
+Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* finding) {
+    const std::string& dir = options.store;
+    const bool write = options.repair;
     if (dir.empty()) return Status::error(EINVAL, "no store directory given");
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) return Status::from_errno(errno, "store " + dir);
@@ -1184,8 +1238,10 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
-    if (!exists) return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
-    HIODSFS_TRY(check_format_version(dir, format));
+    // Without FORMAT, metadata still makes it a store (whose record is lost).
+    if (!exists && !env->exists(dir + "/meta"))
+        return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
+    if (exists) HIODSFS_TRY(check_format_version(dir, format));
     // Without the tier every segment it holds alone would look lost.
     if (!format.tier.empty())
         return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + format.tier +
@@ -1215,6 +1271,10 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
         return Status::error(EUCLEAN, lost + "it has no state record: made anew or damaged" + advice);
     opened = out->meta->verify();
     if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
+    HIODSFS_TRY(check_format_record(options, format, exists, *out->meta, finding));
+    if (!finding->write.tier.empty())
+        return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + finding->write.tier +
+                                             ", which this hiodsfs-fsck cannot read yet: nothing was checked");
     return Status::ok();
 }
 
@@ -1223,16 +1283,27 @@ Status open_store(const std::string& dir, bool write, OpenStore* out) {
 Status run_fsck(const FsckOptions& options, FsckReport* report) {
     *report = FsckReport{};
     OpenStore s;
-    HIODSFS_TRY(open_store(options.store, options.repair, &s));
+    FormatFinding format;
+    HIODSFS_TRY(open_store(options, &s, &format));
+    const bool fix_format = options.repair && format.repairable;
+    if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(s.meta->begin(&t));
         Checker c(*t, *s.segs, options, options.repair, options.scrub, report);
         HIODSFS_TRY(c.run());
-        if (!options.repair) return Status::ok();
+        if (!options.repair) {
+            if (format.add_copy)
+                report->notes.push_back("the metadata holds no copy of FORMAT (a store an older hiodsfs made); "
+                                        "--repair or the next read-write mount adds it");
+            return Status::ok();
+        }
+        if (fix_format || (format.add_copy && format.problem.empty())) HIODSFS_TRY(write_format_copy(*t, format.write));
         HIODSFS_TRY(t->commit());
     }
     HIODSFS_TRY(s.meta->commit_group(nullptr));
+    // FORMAT after the copy it is made from is durable.
+    if (fix_format) HIODSFS_TRY(write_store_format(Env::posix(), options.store, format.write));
     if (report->problems.empty()) return Status::ok();
 
     // Check the result again; whatever it finds was not repaired.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hiodsfs/chunker.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
@@ -26,6 +27,10 @@ struct FsckOptions {
     // Called now and then during long phases (the tool draws a progress
     // line with it); may be empty.
     std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
+    // The chunking a store was made with, for --repair to write its FORMAT
+    // record again when both the file and the metadata's copy are lost.
+    ChunkingParams chunking;
+    bool chunking_given = false;
 };
 
 struct FsckProblem {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "engine/store_layout.h"
 #include "engine_test_util.h"
 
 using namespace hiodsfs;
@@ -280,6 +281,167 @@ TEST_CASE("a store whose metadata is missing or made anew is refused and left un
         INFO(st.to_string());
         CHECK(st.err() == EUCLEAN);
         CHECK(segment_files(dir.store()) == before);
+    }
+}
+
+namespace {
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// run_fsck's exit code (as the tool's): check, or repair, with --chunking if given.
+int fsck_exit(const std::string& store, bool repair, const ChunkingParams* chunking = nullptr) {
+    FsckOptions fo{store};
+    fo.repair = repair;
+    if (chunking != nullptr) {
+        fo.chunking = *chunking;
+        fo.chunking_given = true;
+    }
+    FsckReport report;
+    Status st = run_fsck(fo, &report);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    return report.exit_code();
+}
+}  // namespace
+
+TEST_CASE("a store whose FORMAT was deleted opens again from the metadata's copy", "[engine][trust]") {
+    TempDir dir;
+    EngineOptions o = small_segments(dir.store());
+    const Written w = make_store(o);
+    const std::string format_path = dir.store() + "/FORMAT";
+    const std::string format = slurp(format_path);
+    REQUIRE(format.find("chunking " + kFixed.describe()) != std::string::npos);
+    REQUIRE(fs::remove(format_path));
+    std::vector<std::string> logged;
+    o.log = [&logged](const std::string& line) { logged.push_back(line); };
+    o.chunking_given = false;  // the store's own parameters, from the copy
+
+    // Read-only: the files, and nothing written.
+    EngineOptions ro = o;
+    ro.read_only = true;
+    {
+        std::unique_ptr<Engine> e;
+        Status st = Engine::open(ro, &e);
+        INFO(st.to_string());
+        REQUIRE(st.is_ok());
+        CHECK(e->chunking() == kFixed);
+        CHECK(first_difference(read_all(*e, w.a_ino), w.a) == -1);
+    }
+    CHECK_FALSE(fs::exists(format_path));
+
+    // Read-write: FORMAT is written again, word for word, and said so.
+    {
+        std::unique_ptr<Engine> e;
+        Status st = Engine::open(o, &e);
+        INFO(st.to_string());
+        REQUIRE(st.is_ok());
+        CHECK(first_difference(read_all(*e, w.a_ino), w.a) == -1);
+        CHECK(first_difference(read_all(*e, w.b_ino), w.b) == -1);
+        REQUIRE(e->close().is_ok());
+    }
+    CHECK(slurp(format_path) == format);
+    bool said = false;
+    for (const auto& line : logged) said = said || line.find("FORMAT was missing") != std::string::npos;
+    CHECK(said);
+    CHECK(fsck_exit(dir.store(), false) == 0);
+}
+
+TEST_CASE("a FORMAT that disagrees with the metadata's copy is refused until fsck rewrites it",
+          "[engine][trust]") {
+    TempDir dir;
+    EngineOptions o = small_segments(dir.store());
+    const Written w = make_store(o);
+    const std::string format_path = dir.store() + "/FORMAT";
+    const std::string format = slurp(format_path);
+    std::string edited = format;
+    const std::string was = "chunking " + kFixed.describe();
+    edited.replace(edited.find(was), was.size(), "chunking " + ChunkingParams::fixed(8192).describe());
+    std::ofstream(format_path, std::ios::trunc) << edited;
+    o.chunking_given = false;
+    for (bool read_only : {false, true}) {
+        EngineOptions again = o;
+        again.read_only = read_only;
+        Status st = try_open(again);
+        INFO(st.to_string());
+        CHECK(st.err() == EUCLEAN);
+        CHECK(st.message().find("hiodsfs-fsck --repair") != std::string::npos);
+        CHECK(st.message().find('\n') == std::string::npos);
+    }
+    CHECK(slurp(format_path) == edited);
+    CHECK(fsck_exit(dir.store(), false) == 4);
+    CHECK(fsck_exit(dir.store(), true) == 1);
+    CHECK(slurp(format_path) == format);
+    auto e = open_engine(o);
+    CHECK(first_difference(read_all(*e, w.a_ino), w.a) == -1);
+}
+
+TEST_CASE("FORMAT deleted from a store whose metadata holds no copy: refused, and fsck --chunking rewrites it",
+          "[engine][trust]") {
+    TempDir dir;
+    EngineOptions o = small_segments(dir.store());
+    const Written w = make_store(o);
+    const std::string format_path = dir.store() + "/FORMAT";
+    const std::string format = slurp(format_path);
+    // What a store an older hiodsfs made looks like.
+    edit_metadata(dir.store(), [](Txn& t) {
+        bool existed = false;
+        REQUIRE(t.del(Db::kSuper, kFormatCopyKey, &existed).is_ok());
+        REQUIRE(existed);
+    });
+    REQUIRE(fs::remove(format_path));
+    const auto before = segment_files(dir.store());
+    o.chunking_given = false;
+    Status st = try_open(o);
+    INFO(st.to_string());
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("--chunking") != std::string::npos);
+    CHECK(st.message().find('\n') == std::string::npos);
+    CHECK_FALSE(fs::exists(format_path));
+    CHECK(segment_files(dir.store()) == before);
+
+    CHECK(fsck_exit(dir.store(), true) == 4);  // no chunking given: nothing to write it from
+    CHECK_FALSE(fs::exists(format_path));
+    CHECK(fsck_exit(dir.store(), true, &kFixed) == 1);
+    CHECK(slurp(format_path) == format);
+    auto e = open_engine(o);
+    CHECK(first_difference(read_all(*e, w.a_ino), w.a) == -1);
+}
+
+TEST_CASE("a first open that crashed before writing FORMAT is made again, unless its segments hold data",
+          "[engine][trust]") {
+    for (const char* left : {"an empty environment", "no data.mdb", "a segment with data"}) {
+        INFO(left);
+        TempDir dir;
+        const std::string store = dir.store();
+        fs::create_directories(store);
+        {
+            std::unique_ptr<MetaStore> m;
+            REQUIRE(MetaStore::open(store + "/meta", 1ull << 30, false, &m).is_ok());
+        }
+        fs::create_directories(store + "/segments");
+        if (std::string(left) == "no data.mdb") fs::remove(store + "/meta/data.mdb");
+        if (std::string(left) == "a segment with data")
+            std::ofstream(store + "/segments/00000001.seg", std::ios::binary) << std::string(5000, 'x');
+        const auto before = segment_files(store);
+        EngineOptions o = small_segments(store);
+        std::unique_ptr<Engine> e;
+        Status st = Engine::open(o, &e);
+        INFO(st.to_string());
+        if (std::string(left) == "a segment with data") {
+            CHECK(st.err() == EUCLEAN);
+            CHECK(st.message().find('\n') == std::string::npos);
+            CHECK(segment_files(store) == before);
+            CHECK_FALSE(fs::exists(store + "/FORMAT"));
+            continue;
+        }
+        REQUIRE(st.is_ok());
+        auto f = make_file(*e, "x");
+        write_all(*e, f.ino, 0, std::vector<std::uint8_t>(10000, 7));
+        REQUIRE(e->close().is_ok());
+        CHECK(fs::exists(store + "/FORMAT"));
+        CHECK(fsck_exit(store, false) == 0);
     }
 }
 

@@ -444,6 +444,8 @@ TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
         CHECK(fsck({}).code == 8);
         CHECK(fsck({s.path(), "--bogus"}).code == 8);
         CHECK(fsck({s.path(), "-n", "--repair"}).code == 8);
+        CHECK(fsck({s.path(), "--repair", "--chunking", "cdc:1/2"}).code == 8);
+        CHECK(has(fsck({s.path(), "--chunking", "fixed:3"}), "--chunking: "));
         CHECK(fsck({s.path(), "-n"}).code == 0);
     }
     SECTION("newer format") {

@@ -180,6 +180,65 @@ TEST_CASE("a store whose metadata was deleted is refused at mount and keeps its 
     CHECK(segment_digest(fx.store()) == before);
 }
 
+TEST_CASE("a store whose FORMAT was deleted mounts again, says so in one line, and fsck writes it back too",
+          "[mount][trust]") {
+    MountFixture fx;
+    const std::string a = random_bytes(3 * kMiB, 71), b = random_bytes(200 * 1024, 72);
+    write_file(fx.path("a"), a);
+    make_dir(fx.path("d"));
+    write_file(fx.path("d/b"), b);
+    fx.unmount();
+    const std::string format = read_file(fx.store() + "/FORMAT");
+    const std::string before = segment_digest(fx.store());
+
+    // fsck first: it names the loss, and --repair writes the record again.
+    REQUIRE(::unlink((fx.store() + "/FORMAT").c_str()) == 0);
+    CmdResult r = run({HIODSFS_FSCK_BIN, fx.store()});
+    INFO(r.describe());
+    CHECK(r.status == 4);
+    CHECK(r.out.find("FORMAT record is missing") != std::string::npos);
+    CHECK_FALSE(exists(fx.store() + "/FORMAT"));
+    r = run({HIODSFS_FSCK_BIN, fx.store(), "--repair"});
+    INFO(r.describe());
+    CHECK(r.status == 1);
+    CHECK(read_file(fx.store() + "/FORMAT") == format);
+    CHECK(segment_digest(fx.store()) == before);
+
+    // The mount: the same, with a line in the daemon's log.
+    REQUIRE(::unlink((fx.store() + "/FORMAT").c_str()) == 0);
+    fx.mount();
+    CHECK(read_file(fx.path("a")) == a);
+    CHECK(read_file(fx.path("d/b")) == b);
+    write_file(fx.path("c"), b);
+    fx.unmount();
+    CHECK(fx.daemon_log().find("FORMAT was missing") != std::string::npos);
+    CHECK(read_file(fx.store() + "/FORMAT") == format);
+    r = run({HIODSFS_FSCK_BIN, fx.store()});
+    INFO(r.describe());
+    CHECK(r.status == 0);
+}
+
+TEST_CASE("a store whose FORMAT and metadata were both deleted is refused and keeps its segments",
+          "[mount][trust]") {
+    MountFixture fx;
+    write_file(fx.path("a"), random_bytes(3 * kMiB, 73));
+    fx.unmount();
+    const std::string before = segment_digest(fx.store());
+    REQUIRE(::unlink((fx.store() + "/FORMAT").c_str()) == 0);
+    REQUIRE(::unlink((fx.store() + "/meta/data.mdb").c_str()) == 0);
+    CmdResult r = run({daemon_binary(), fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);
+    CHECK(lines_of(r.err) == 1);
+    CHECK(r.err.find("nothing was changed") != std::string::npos);
+    CHECK(segment_digest(fx.store()) == before);
+    r = run({HIODSFS_FSCK_BIN, fx.store(), "--repair"});
+    INFO(r.describe());
+    CHECK(r.status == 8);
+    CHECK(segment_digest(fx.store()) == before);
+}
+
 TEST_CASE("a truncated newest segment refuses a read-write mount; -o ro copies out the rest",
           "[mount][trust]") {
     MountFixture fx({"chunking=fixed", "chunk_size=4096"});

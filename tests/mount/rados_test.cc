@@ -281,6 +281,39 @@ TEST_CASE("rados: after kill -9 and the loss of the cache_dir, an empty one reco
     fx.unmount();
 }
 
+TEST_CASE("rados: a cache_dir that lost FORMAT, or FORMAT and its metadata, mounts with every file",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("format");
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name);
+    fx.mount();
+    const std::string a = random_bytes(3 * kMiB + 7, 41);
+    write_file(fx.path("a.bin"), a);
+    fx.unmount();
+    const std::string format = read_file(fx.store() + "/FORMAT");
+
+    // FORMAT alone: written again from the metadata's copy.
+    REQUIRE(::unlink((fx.store() + "/FORMAT").c_str()) == 0);
+    fx.mount();
+    CHECK(read_file(fx.path("a.bin")) == a);
+    fx.unmount();
+    INFO(fx.daemon_log());
+    CHECK(fx.daemon_log().find("FORMAT was missing") != std::string::npos);
+    CHECK(read_file(fx.store() + "/FORMAT") == format);
+
+    // FORMAT and meta/, with the cached segments and a status.json (what a
+    // crashed daemon leaves) still there: the metadata comes back from the pool.
+    REQUIRE(::unlink((fx.store() + "/FORMAT").c_str()) == 0);
+    remove_tree(fx.store() + "/meta");
+    write_file(fx.store() + "/status.json", "{}\n", 0600);
+    fx.mount();
+    CHECK(fx.daemon_log().find("recovered the metadata of rados:" + cluster.pool + "/" + name) != std::string::npos);
+    CHECK(read_file(fx.path("a.bin")) == a);
+    fx.unmount();
+    CHECK(read_file(fx.store() + "/FORMAT") == format);
+}
+
 TEST_CASE("rados: kill -9 in the middle of fsynced writes, then an empty cache_dir: every fsync that "
           "returned is there",
           "[mount][rados]") {
