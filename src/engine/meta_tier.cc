@@ -171,7 +171,16 @@ Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vec
                                               ": the records after it cannot be replayed");
         }
         for (const JournalRecord& r : recs) {
-            if (r.seq >= next_first || r.seq <= *last) continue;
+            if (r.seq >= next_first) continue;
+            // A commit whose append failed is written again under the same
+            // seq with everything since; an attempt that landed anyway
+            // holds a prefix of its changes, so the longest record of a
+            // seq is the one, whatever order they landed in.
+            if (r.seq == *last && !out->empty() && out->back().seq == r.seq) {
+                if (r.ops.size() > out->back().ops.size()) out->back() = r;
+                continue;
+            }
+            if (r.seq <= *last) continue;
             if (r.seq != *last + 1) {
                 return Status::error(EUCLEAN, "the journal in " + tier->describe() + " has no record " +
                                                   std::to_string(*last + 1) + " (the next is " +

@@ -739,6 +739,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     if (read_only_) return Status::ok();
     apply_held_locked(true);
     if (reached_limit != nullptr) *reached_limit = group_ != nullptr && group_full_told_;
+    const SuperState current = super_;
     SuperState next = super_;
     if (before) HIODSFS_TRY(before(&next));
     if (group_ == nullptr) {
@@ -762,7 +763,16 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
         // to fsync must be in the journal.
         journaled = journal_->write(super_.journal_seq,
                                     encode_journal_record(super_.journal_seq, state, group_journal_));
-        if (!journaled) fault = journaled.err();
+        if (!journaled) {
+            // Nothing is committed here, so nothing is lost: the group stays
+            // open and the next commit writes its record again, under the
+            // same seq, with everything since. If this append did land (a
+            // timeout after the write), that longer record supersedes it
+            // (read_journal keeps the longest of a seq).
+            super_ = current;
+            return Status::error(EIO, "metadata journal: " + journaled.message() +
+                                          "; the commit is tried again with the next");
+        }
     }
     group_journal_.clear();
     if (fault != 0) {
@@ -776,8 +786,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     pending_writes_ = 0;
     if (rc == 0) committed_seq_ = super_.journal_seq;
     if (rc != 0) {
-        const Status why = journaled ? lmdb_error(rc, "metadata commit")
-                                     : Status::error(EIO, "metadata journal: " + journaled.message());
+        const Status why = lmdb_error(rc, "metadata commit");
         failed_ = Status::error(EIO, why.message() + "; the operations of the last " +
                                          "interval are lost and the store accepts nothing more " +
                                          "until it is mounted again");

@@ -271,41 +271,66 @@ TEST_CASE("engine with a tier: the tier's records a directory missed are replaye
     CHECK(meta_problems(dir.store()) == std::vector<std::string>{});
 }
 
-TEST_CASE("engine with a tier: a journal write that fails fails fsync with EIO, and nothing fsynced is lost",
+TEST_CASE("engine with a tier: a journal write that fails fails fsync with EIO; the next commit writes it",
           "[engine][tier][journal]") {
-    TempDir dir, fresh;
-    MemoryTier tier;
-    std::mt19937_64 rng(19);
-    const std::vector<std::uint8_t> kept = random_bytes(rng, 50000), lost = random_bytes(rng, 30000);
-    {
-        auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
-        write_synced(*e, "kept", kept);
-        const Attr g = make_file(*e, "lost");
-        write_all(*e, g.ino, 0, lost);
-        tier.set_objects_failing(ETIMEDOUT);
-        Status st = e->fsync(g.ino, false);
-        INFO(st.to_string());
-        REQUIRE(st.err() == EIO);
-        CHECK(st.message().find("journal") != std::string::npos);
-        // Stopped, as after a failed metadata commit.
-        NewNode n;
-        n.mode = S_IFREG | 0644;
-        Attr a;
-        CHECK(e->create(kRootInode, "later", n, &a).err() == EIO);
-        CHECK_FALSE(e->close().is_ok());
-    }
-    tier.set_objects_failing(0);
-    {
-        auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
-        REQUIRE(read_named(*e, "kept") == kept);
-        Attr a;
-        CHECK(e->lookup(kRootInode, "lost", &a).err() == ENOENT);
+    // Whether the failed appends landed (a timeout after the write) or not,
+    // the store goes on, and what fsync later confirms is in the journal.
+    for (bool landed : {false, true}) {
+        INFO("failed appends land: " << landed);
+        TempDir dir, fresh, fresh2;
+        MemoryTier tier;
+        tier.failed_appends_land = landed;
+        std::mt19937_64 rng(19);
+        const std::vector<std::uint8_t> kept = random_bytes(rng, 50000), retried = random_bytes(rng, 30000),
+                                        during = random_bytes(rng, 20000);
+        {
+            auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+            write_synced(*e, "kept", kept);
+            const Attr g = make_file(*e, "retried");
+            write_all(*e, g.ino, 0, retried);
+            tier.set_objects_failing(ETIMEDOUT);
+            Status st = e->fsync(g.ino, false);
+            INFO(st.to_string());
+            REQUIRE(st.err() == EIO);
+            CHECK(st.message().find("journal") != std::string::npos);
+            // Not stopped: changes go on, and fail to be made durable too.
+            const Attr d = make_file(*e, "during");
+            write_all(*e, d.ino, 0, during);
+            CHECK(e->fsync(d.ino, false).err() == EIO);
+            // What another host would recover from the tier now: the last
+            // good commit, and (if they landed) the failed records' changes.
+            MemoryTier now;
+            {
+                std::lock_guard lock(tier.mu);
+                now.objects = tier.objects;
+                now.named = tier.named;
+            }
+            auto early = open_engine(tiered_options(fresh2.store(), &now, 1ull << 30));
+            CHECK(read_named(*early, "kept") == kept);
+            Attr a;
+            if (!landed) CHECK(early->lookup(kRootInode, "retried", &a).err() == ENOENT);
+            if (landed) CHECK(read_named(*early, "retried") == retried);
+            REQUIRE(early->close().is_ok());
+            // The cluster is back: the next fsync commits everything.
+            tier.set_objects_failing(0);
+            REQUIRE(e->fsync(d.ino, false).is_ok());
+            REQUIRE(e->close().is_ok());
+        }
+        {
+            auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+            CHECK(read_named(*e, "kept") == kept);
+            CHECK(read_named(*e, "retried") == retried);
+            CHECK(read_named(*e, "during") == during);
+            REQUIRE(e->close().is_ok());
+        }
+        CHECK(meta_problems(dir.store()) == std::vector<std::string>{});
+        auto e = open_engine(tiered_options(fresh.store(), &tier, 1ull << 30));
+        CHECK(read_named(*e, "kept") == kept);
+        CHECK(read_named(*e, "retried") == retried);
+        CHECK(read_named(*e, "during") == during);
         REQUIRE(e->close().is_ok());
+        CHECK(meta_problems(fresh.store()) == std::vector<std::string>{});
     }
-    CHECK(meta_problems(dir.store()) == std::vector<std::string>{});
-    auto e = open_engine(tiered_options(fresh.store(), &tier, 1ull << 30));
-    REQUIRE(read_named(*e, "kept") == kept);
-    REQUIRE(e->close().is_ok());
 }
 
 TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") {
@@ -398,6 +423,22 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
     REQUIRE(read_journal(&tier, 3, &bytes, &recs, &last).is_ok());
     REQUIRE(recs.size() == 2);
     CHECK(recs.front().seq == 4);
+
+    // A commit written again under its seq after an append that failed:
+    // the longest record of the seq wins, in whichever order they landed.
+    for (bool late : {false, true}) {
+        MemoryTier retried;
+        const std::string shorter = encode_journal_record(2, "short", std::string(10, 'a'));
+        const std::string longer = encode_journal_record(2, "long", std::string(30, 'b'));
+        const std::string bytes3 = rec(1) + (late ? longer + rec(3) + shorter : shorter + longer + rec(3));
+        REQUIRE(retried.append_object(journal_object_name(1), bytes3.data(), bytes3.size()).is_ok());
+        recs.clear();
+        REQUIRE(read_journal(&retried, 0, &bytes, &recs, &last).is_ok());
+        REQUIRE(recs.size() == 3);
+        CHECK(recs[1].super == "long");
+        CHECK(recs[2].seq == 3);
+        CHECK(last == 3);
+    }
 
     // Damage in an object that is not the last: the records after it are
     // acknowledged commits, so this is not a torn tail.
