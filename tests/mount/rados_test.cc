@@ -6,7 +6,8 @@
 // removes objects, the command line's errors are one line each, and
 // segments that cannot be uploaded stay in the cache directory, and a new
 // empty cache_dir recovers the store from RADOS alone (after kill -9: the
-// journal; after a clean unmount: the snapshot). Skipped, saying why, where
+// journal; after a clean unmount: the snapshot), and hiodsfs-fsck checks
+// the objects against the metadata under the store's lock. Skipped, saying why, where
 // Ceph is not installed.
 
 #include <catch2/catch.hpp>
