@@ -1,7 +1,9 @@
 // hiodsfs-fsck STORE [--repair] [--scrub] [-n]: checks a store that is not
 // mounted, repairs what can be repaired without losing data, and with
-// --scrub re-reads every chunk. hiodsfs-fsck --upgrade STORE converts a
-// store of an older format. Exit codes as e2fsck: 0 clean, 1 errors
+// --scrub re-reads every chunk. hiodsfs-fsck rados:POOL/STORE --cache-dir
+// DIR checks a store whose sealed segments are RADOS objects, holding its
+// RADOS lock meanwhile. hiodsfs-fsck --upgrade STORE converts a store of
+// an older format. Exit codes as e2fsck: 0 clean, 1 errors
 // found and all repaired, 4 errors left uncorrected, 8 operational error.
 // See docs/fsck.md and man/hiodsfs-fsck.8.
 #include <unistd.h>
@@ -15,23 +17,36 @@
 #include <vector>
 
 #include "common/units.h"
+#include "engine/store_layout.h"
 #include "fsck/fsck.h"
 #include "fsck/upgrade.h"
+#include "fuse/options.h"
+#ifdef HIODSFS_HAVE_RADOS
+#include "store/rados_tier.h"
+#endif
 
 namespace {
 
 constexpr int kExitOperational = 8;
+// How long a daemon of this host that was just unmounted, and still writes
+// out what is left, is waited for (the daemon's own remount waits as long).
+constexpr auto kReleaseWait = std::chrono::seconds(30);
 
 const char* const kUsage =
-    "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n]\n"
+    "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n] [--ceph-conf FILE]\n"
+    "       hiodsfs-fsck rados:POOL/STORE --cache-dir DIR [--ceph-conf FILE] [--repair] [--scrub] [-n]\n"
     "       hiodsfs-fsck --upgrade STORE\n"
-    "  Checks a hiodsfs store (it must not be mounted).\n"
+    "  Checks a hiodsfs store (it must not be mounted). A store rados:POOL/STORE is checked\n"
+    "  through its cache directory DIR (made, and filled from the pool, when empty), holding\n"
+    "  the store's RADOS lock meanwhile; a STORE whose FORMAT names such a pool is the same.\n"
     "  --repair  fix what can be fixed without losing data (also -y)\n"
     "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
     "  -n        check only, change nothing (the default)\n"
     "  --upgrade convert a store of an older format to this version's, then check it\n"
     "  --chunking SPEC  the chunking the store was made with (fixed:SIZE or cdc:MIN/AVG/MAX), for\n"
     "            --repair to write a lost FORMAT record when the metadata holds no copy of it\n"
+    "  --cache-dir DIR  the cache directory of rados:POOL/STORE\n"
+    "  --ceph-conf FILE the Ceph cluster's configuration (default /etc/ceph/ceph.conf)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
 
 // A progress line on stderr, at most five times a second, only on a terminal.
@@ -57,13 +72,77 @@ private:
     bool shown_ = false;
 };
 
+// A store given as rados:POOL/STORE, or a directory whose FORMAT names one.
+struct RadosStore {
+    std::string source;  // "rados:POOL/STORE"; empty for a local store
+    std::string pool, name;
+    std::string ceph_conf = hiodsfs::fuse::DaemonOptions{}.ceph_conf;
+};
+
+// Which store the command line names: sets *dir (the directory to check)
+// and, for a RADOS store, *out. Options that do not fit it are refused.
+bool rados_store_of(const boost::program_options::variables_map& vm, std::string* dir, RadosStore* out,
+                    std::string* error) {
+    const std::string given = *dir;
+    const bool cache_dir = vm.count("cache-dir") != 0;
+    if (given.rfind("rados:", 0) == 0) {
+        if (!hiodsfs::fuse::parse_rados_source(given, &out->pool, &out->name, error)) return false;
+        if (!cache_dir || vm["cache-dir"].as<std::string>().empty()) {
+            *error = given + " needs --cache-dir DIR: the local directory of its metadata and cache";
+            return false;
+        }
+        out->source = given;
+        *dir = vm["cache-dir"].as<std::string>();
+    } else {
+        if (cache_dir) {
+            *error = "--cache-dir is for a store given as rados:POOL/STORE, not " + given;
+            return false;
+        }
+        hiodsfs::StoreFormat format;
+        bool exists = false;
+        // An unreadable FORMAT is the check's to report; a tier's name in it says where the segments are.
+        if (hiodsfs::read_store_format(hiodsfs::Env::posix(), given, &format, &exists).is_ok() && exists &&
+            format.tier.rfind("rados:", 0) == 0) {
+            if (!hiodsfs::fuse::parse_rados_source(format.tier, &out->pool, &out->name, error)) return false;
+            out->source = format.tier;
+        }
+    }
+    if (vm.count("ceph-conf")) {
+        if (out->source.empty()) {
+            *error = "--ceph-conf is for a RADOS store; " + given + " keeps its segments in the directory itself";
+            return false;
+        }
+        out->ceph_conf = vm["ceph-conf"].as<std::string>();
+    }
+    return true;
+}
+
+#ifdef HIODSFS_HAVE_RADOS
+// Connects and takes the store's RADOS lock, as the daemon does (a mounted
+// store is refused, naming its holder), so no daemon mounts it meanwhile.
+hiodsfs::Status lock_rados_store(const RadosStore& rados, std::unique_ptr<hiodsfs::RadosTier>* out) {
+    const hiodsfs::fuse::DaemonOptions defaults;
+    hiodsfs::RadosOptions ro;
+    ro.conf_path = rados.ceph_conf;
+    ro.client_id = defaults.ceph_id;
+    ro.pool = rados.pool;
+    ro.timeout = std::chrono::seconds(defaults.rados_timeout);
+    auto say = [](const std::string& message) { std::fprintf(stderr, "hiodsfs-fsck: %s\n", message.c_str()); };
+    hiodsfs::Status st = hiodsfs::open_locked_tier(ro, rados.name, std::chrono::seconds(defaults.rados_lease),
+                                                   kReleaseWait, say, say, out);
+    if (st.err() == EBUSY) return hiodsfs::Status::error(EBUSY, st.message() + "; unmount it before running hiodsfs-fsck");
+    return st;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
     namespace po = boost::program_options;
     hiodsfs::FsckOptions o;
     po::options_description opts;
-    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("chunking", po::value<std::string>())("help,h", "")("version", "")(
+    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("chunking", po::value<std::string>())(
+        "cache-dir", po::value<std::string>())("ceph-conf", po::value<std::string>())("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -113,6 +192,34 @@ int main(int argc, char** argv) {
         std::fputs("hiodsfs-fsck: -n and --repair contradict each other\n", stderr);
         return kExitOperational;
     }
+    RadosStore rados;
+    std::string error;
+    if (!rados_store_of(vm, &o.store, &rados, &error)) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", error.c_str());
+        return kExitOperational;
+    }
+    if (!rados.source.empty() && vm.count("upgrade")) {
+        std::fprintf(stderr, "hiodsfs-fsck: --upgrade is for a local store, not %s\n", rados.source.c_str());
+        return kExitOperational;
+    }
+#ifdef HIODSFS_HAVE_RADOS
+    // Held until the end, whatever happens: its destructor releases it.
+    std::unique_ptr<hiodsfs::RadosTier> tier;
+    if (!rados.source.empty()) {
+        hiodsfs::Status locked = lock_rados_store(rados, &tier);
+        if (!locked) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", locked.message().c_str());
+            return kExitOperational;
+        }
+        o.tier = tier.get();
+    }
+#else
+    if (!rados.source.empty()) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s: this hiodsfs-fsck was built without librados, so it cannot read RADOS "
+                             "stores\n", rados.source.c_str());
+        return kExitOperational;
+    }
+#endif
 
     if (vm.count("upgrade")) {
         if (o.repair || o.scrub || dry_run) {
@@ -157,7 +264,8 @@ int main(int argc, char** argv) {
             progress.update(phase, done, total);
         };
     }
-    std::printf("hiodsfs-fsck: checking %s%s%s\n", o.store.c_str(), o.repair ? " (repairing)" : " (read-only)",
+    const std::string checking = rados.source.empty() ? o.store : rados.source + " (cache " + o.store + ")";
+    std::printf("hiodsfs-fsck: checking %s%s%s\n", checking.c_str(), o.repair ? " (repairing)" : " (read-only)",
                 o.scrub ? " with scrub" : "");
     std::fflush(stdout);
     hiodsfs::FsckReport r;
@@ -180,5 +288,11 @@ int main(int argc, char** argv) {
                     hiodsfs::human_bytes(static_cast<double>(r.scrubbed_bytes)).c_str());
     std::printf("\n");
     std::printf("%s\n", hiodsfs::fsck_verdict(o, r).c_str());
+#ifdef HIODSFS_HAVE_RADOS
+    if (tier) {
+        hiodsfs::Status unlocked = tier->unlock();
+        if (!unlocked) std::fprintf(stderr, "hiodsfs-fsck: %s (its lease ends by itself)\n", unlocked.message().c_str());
+    }
+#endif
     return r.exit_code();
 }

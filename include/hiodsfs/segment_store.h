@@ -59,6 +59,10 @@ struct SegmentStoreOptions {
     // With a tier: told of a failed upload (retried until it works), once
     // per run of failures; may be empty.
     std::function<void(const std::string&)> log;
+    // With a tier and read_only (hiodsfs-fsck): a segment the directory
+    // does not hold is read from the tier into memory, the last one only,
+    // instead of fetched into the directory, which stays as it was.
+    bool tier_reads_in_memory = false;
 };
 
 // What the tier and the local cache in front of it hold and did.
@@ -169,6 +173,9 @@ public:
     Status push_to_tier(SegmentPosition upto);
     // False without a tier.
     bool tier_stats(SegmentTierStats* out);
+    // Whether the directory holds the segment, so reading it costs no
+    // transfer from the tier (always, without a tier, for one it lists).
+    bool in_directory(SegmentId segment);
     SegmentId active_segment();
     // Where the next append goes: everything appended so far lies before it.
     SegmentPosition append_position();

@@ -39,4 +39,10 @@ std::vector<MountInfo> read_mountinfo() {
     return out;
 }
 
+bool fuse_source_mounted(const std::string& source) {
+    for (const MountInfo& m : read_mountinfo())
+        if (m.fstype.rfind("fuse", 0) == 0 && m.source == source) return true;
+    return false;
+}
+
 }  // namespace hiodsfs

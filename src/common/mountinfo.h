@@ -18,4 +18,8 @@ struct MountInfo {
 // Every mount, in the order mountinfo lists them (later ones on top).
 std::vector<MountInfo> read_mountinfo();
 
+// Whether some FUSE mount has `source` as its source (fsname): a store
+// directory, or rados:POOL/STORE.
+bool fuse_source_mounted(const std::string& source);
+
 }  // namespace hiodsfs

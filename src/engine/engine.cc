@@ -534,35 +534,8 @@ Status EngineImpl::keep_format_copy() {
 }
 
 Status EngineImpl::recover_from_tier(const std::string& dir) {
-    SegmentTier* tier = opts_.segments.tier;
-    // What an interrupted recovery (or creation) may have left; nothing
-    // else, and nothing of it acknowledged that the tier does not hold.
-    std::vector<std::string> names;
-    HIODSFS_TRY(env_->list_dir(dir, &names));
-    for (const auto& n : names) {
-        if (n == "." || n == ".." || n == "lock") continue;
-        if (n != "meta" && n != "meta.recover" && n != "segments" && n != "status.json" && n != "FORMAT.tmp" &&
-            n != "snapshot.tmp")
-            return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
-        std::error_code ec;
-        std::filesystem::remove_all(dir + "/" + n, ec);
-        if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
-    }
-    std::string text;
-    Status st = get_format(tier, &text);
-    if (!st)
-        return Status::error(st.err() == ENOENT ? EUCLEAN : st.err(),
-                             tier_name() + " holds metadata of a store but not its format record: " + st.message());
-    StoreFormat format;
-    HIODSFS_TRY(parse_store_format(text, tier_name() + " format record", &format));
-    const std::string staging = dir + "/meta.recover";
     std::string summary;
-    st = recover_metadata(env_, tier, staging, opts_.lmdb_map_bytes, &summary);
-    if (!st) return Status::error(st.err(), "recovering " + tier_name() + " into " + dir + ": " + st.message());
-    if (::rename(staging.c_str(), (dir + "/meta").c_str()) != 0)
-        return Status::from_errno(errno, "rename " + staging);
-    HIODSFS_TRY(env_->sync_dir(dir));
-    HIODSFS_TRY(write_store_format(env_, dir, format));
+    HIODSFS_TRY(recover_store_dir(env_, opts_.segments.tier, dir, opts_.lmdb_map_bytes, &summary));
     if (opts_.log) opts_.log("hiodsfs: recovered the metadata of " + tier_name() + " into " + dir + ": " + summary);
     return Status::ok();
 }

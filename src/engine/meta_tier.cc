@@ -5,10 +5,12 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 
 #include "chunk/fingerprint.h"
+#include "engine/store_layout.h"
 
 namespace hiodsfs {
 namespace {
@@ -240,6 +242,37 @@ Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir
     return Status::ok();
 }
 
+Status recover_store_dir(Env* env, SegmentTier* tier, const std::string& dir, std::uint64_t map_bytes,
+                         std::string* summary) {
+    // What an interrupted recovery (or creation) may have left; nothing
+    // else, and nothing of it acknowledged that the tier does not hold.
+    std::vector<std::string> names;
+    HIODSFS_TRY(env->list_dir(dir, &names));
+    for (const auto& n : names) {
+        if (n == "." || n == ".." || n == "lock") continue;
+        if (n != "meta" && n != "meta.recover" && n != "segments" && n != "status.json" && n != "FORMAT.tmp" &&
+            n != "snapshot.tmp")
+            return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
+        std::error_code ec;
+        std::filesystem::remove_all(dir + "/" + n, ec);
+        if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
+    }
+    std::string text;
+    Status st = get_format(tier, &text);
+    if (!st)
+        return Status::error(st.err() == ENOENT ? EUCLEAN : st.err(),
+                             tier->describe() + " holds metadata of a store but not its format record: " + st.message());
+    StoreFormat format;
+    HIODSFS_TRY(parse_store_format(text, tier->describe() + " format record", &format));
+    const std::string staging = dir + "/meta.recover";
+    st = recover_metadata(env, tier, staging, map_bytes, summary);
+    if (!st) return Status::error(st.err(), "recovering " + tier->describe() + " into " + dir + ": " + st.message());
+    if (::rename(staging.c_str(), (dir + "/meta").c_str()) != 0)
+        return Status::from_errno(errno, "rename " + staging);
+    HIODSFS_TRY(env->sync_dir(dir));
+    return write_store_format(env, dir, format);
+}
+
 Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string& store_dir,
                           std::uint64_t* replayed) {
     *replayed = 0;
@@ -309,31 +342,33 @@ Status put_snapshot(Env* env, SegmentTier* tier, MetaStore& meta, TierJournal* j
     HIODSFS_TRY(tier->put_object(kManifest, manifest.data(), manifest.size()));
     if (journal != nullptr) journal->snapshot_taken();
 
-    // The manifest names the new snapshot: older ones, and journal objects
-    // whose every record it holds, can go. A failure here only leaves
+    // The manifest names the new snapshot: what it supersedes can go, and
+    // at close the current journal object too. A failure here only leaves
     // objects a later snapshot deletes.
     std::vector<std::string> names;
-    if (tier->list_objects(kSnapshotPrefix, &names)) {
-        const std::string mine = kSnapshotPrefix + hex16(*seq) + ".";
-        for (const std::string& n : names)
-            if (n != kManifest && n.rfind(mine, 0) != 0) (void)tier->remove_object(n);
+    if (superseded_objects(tier, *seq, &names))
+        for (const std::string& n : names) (void)tier->remove_object(n);
+    if (closing && journal != nullptr && !journal->current_object().empty() && journal->last_seq() <= *seq)
+        (void)tier->remove_object(journal->current_object());
+    return Status::ok();
+}
+
+Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::vector<std::string>* out) {
+    out->clear();
+    std::vector<std::string> names;
+    HIODSFS_TRY(tier->list_objects(kSnapshotPrefix, &names));
+    const std::string mine = kSnapshotPrefix + hex16(seq) + ".";
+    for (const std::string& n : names)
+        if (n != kManifest && n.rfind(mine, 0) != 0) out->push_back(n);
+    HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
+    std::vector<std::uint64_t> firsts;
+    for (const std::string& n : names) {
+        std::uint64_t first = 0;
+        if (parse_journal_name(n, &first)) firsts.push_back(first);
     }
-    if (tier->list_objects(kJournalPrefix, &names)) {
-        std::vector<std::uint64_t> firsts;
-        for (const std::string& n : names) {
-            std::uint64_t first = 0;
-            if (parse_journal_name(n, &first)) firsts.push_back(first);
-        }
-        std::sort(firsts.begin(), firsts.end());
-        const std::string current = journal != nullptr ? journal->current_object() : "";
-        for (std::size_t k = 0; k < firsts.size(); ++k) {
-            const std::string n = journal_object_name(firsts[k]);
-            const bool covered = k + 1 < firsts.size()
-                                     ? firsts[k + 1] <= *seq + 1
-                                     : closing && n == current && journal->last_seq() <= *seq;
-            if (covered) (void)tier->remove_object(n);
-        }
-    }
+    std::sort(firsts.begin(), firsts.end());
+    for (std::size_t k = 0; k + 1 < firsts.size(); ++k)
+        if (firsts[k + 1] <= seq + 1) out->push_back(journal_object_name(firsts[k]));
     return Status::ok();
 }
 

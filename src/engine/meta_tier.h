@@ -77,6 +77,20 @@ Status tier_has_metadata(SegmentTier* tier, bool* found);
 Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir, std::uint64_t map_bytes,
                         std::string* summary);
 
+// Makes the store directory `dir` (without FORMAT and committed metadata
+// of its own) the tier's copy of the store: removes what an interrupted
+// recovery or creation left (anything else there: EEXIST, not a store),
+// recovers meta/ through meta.recover/, then writes FORMAT from the tier's
+// record. *summary as recover_metadata's.
+Status recover_store_dir(Env* env, SegmentTier* tier, const std::string& dir, std::uint64_t map_bytes,
+                         std::string* summary);
+
+// Metadata objects a snapshot of record `seq` makes superfluous: parts of
+// other snapshots, and journal objects whose every record it holds (but
+// the newest object, which later records may still go to). put_snapshot
+// deletes them; a crash before that leaves them for the next snapshot.
+Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::vector<std::string>* out);
+
 // Replays onto an open store (no journal set, nothing uncommitted) the
 // records the tier holds after its committed seq. *replayed counts them.
 // EUCLEAN, saying what to do, when the tier's copy is not a continuation

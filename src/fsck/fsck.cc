@@ -28,6 +28,7 @@
 #include <unordered_set>
 
 #include "engine/chunk_index.h"
+#include "engine/meta_tier.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
 #include "chunk/fingerprint.h"
@@ -55,7 +56,8 @@ int FsckReport::exit_code() const {
 }
 
 std::string fsck_verdict(const FsckOptions& o, const FsckReport& r) {
-    const std::string store = o.store + ": ";
+    const std::string store = (o.tier != nullptr ? o.tier->describe() : o.store) + ": ";
+    const std::string given = o.tier != nullptr ? o.tier->describe() + " --cache-dir " + o.store : o.store;
     const std::size_t found = r.problems.size(), left = r.unrepaired(), fixable = r.repairable();
     const std::string n = std::to_string(found) + " problem(s) found";
     if (found == 0) return store + "clean";
@@ -65,7 +67,7 @@ std::string fsck_verdict(const FsckOptions& o, const FsckReport& r) {
         return store + n + ", " + std::to_string(left) + " left uncorrected: they cannot be repaired without "
                        "losing data (" + lost + ")";
     std::string v = store + n + ", " + std::to_string(left) + " left uncorrected (check only): hiodsfs-fsck --repair " +
-                    o.store + " repairs " + std::to_string(fixable);
+                    given + " repairs " + std::to_string(fixable);
     if (fixable < left)
         v += "; the other " + std::to_string(left - fixable) + " cannot be repaired without losing data (" + lost + ")";
     return v;
@@ -826,13 +828,24 @@ private:
         return Status::ok();
     }
 
+    // A chunk of a segment held only by the tier, without reading it: the
+    // object must hold the whole record.
+    Status check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes) {
+        if (loc.offset >= SegmentStore::kHeaderBytes && loc.offset + loc.length <= object_bytes) return Status::ok();
+        return Status::error(EIO, "segment " + u(loc.segment) + " in " + o_.tier->describe() + " has " +
+                                      u(object_bytes) + " bytes, but chunk " + u(id) + "'s record (" +
+                                      u(loc.length) + " bytes at offset " + u(loc.offset) +
+                                      ") lies beyond them (truncated?)");
+    }
+
     // Every chunk's record in its segment: its header (or, scrubbing, all of
-    // it and its fingerprint); live bytes per segment.
+    // it and its fingerprint); live bytes per segment. A segment only the
+    // tier holds has its size checked instead of its headers unless scrubbing.
     Status check_segments() {
         std::vector<std::pair<SegmentId, std::uint64_t>> list;
         HIODSFS_TRY(segs_.list_segments(&list));
-        std::set<SegmentId> present;
-        for (const auto& [seg, size] : list) present.insert(seg);
+        std::map<SegmentId, std::uint64_t> sizes;
+        for (const auto& [seg, size] : list) sizes[seg] = size;
         rep_.segments = list.size();
 
         std::vector<std::pair<ChunkLocation, ChunkId>> order;
@@ -851,7 +864,7 @@ private:
         std::map<ChunkId, std::string> bad;  // chunk -> what is wrong with it
         for (const auto& [loc, id] : order) {
             ++done;
-            if (!present.count(loc.segment)) {
+            if (!sizes.count(loc.segment)) {
                 missing_segments[loc.segment] += 1;
                 problem("chunk " + u(id) + " lives in segment " + u(loc.segment) +
                             ", which is missing; it holds " + chunk_users(id),
@@ -859,7 +872,12 @@ private:
                 continue;
             }
             Status st;
-            if (scrub_) {
+            if (!scrub_ && !segs_.in_directory(loc.segment)) {
+                // Only in the tier: its size, not its bytes (a plain check
+                // downloads nothing; --scrub reads every object).
+                st = check_in_object(loc, id, sizes[loc.segment]);
+                progress("segments", done, order.size());
+            } else if (scrub_) {
                 buf.resize(loc.length);
                 st = segs_.read(loc, id, buf.data());
                 if (st) {
@@ -923,13 +941,18 @@ private:
         const std::uint64_t frontier = t_.super().frontier_segment;
         for (const auto& [seg, size] : list) {
             if (size == 0 || live.count(seg) || recorded.count(seg)) continue;
-            std::uint64_t records = 0;
-            HIODSFS_TRY(segs_.scan(seg, false, [&](const SegmentRecord&) {
-                ++records;
-                return true;
-            }));
-            const std::string what = "segment " + u(seg) + " (" + u(size) + " bytes, " + u(records) +
-                                     " records) holds no chunk the metadata refers to";
+            std::string what = "segment " + u(seg) + " (" + u(size) + " bytes";
+            if (scrub_ || segs_.in_directory(seg)) {
+                std::uint64_t records = 0;
+                HIODSFS_TRY(segs_.scan(seg, false, [&](const SegmentRecord&) {
+                    ++records;
+                    return true;
+                }));
+                what += ", " + u(records) + " records";
+            } else {
+                what += ", only in " + o_.tier->describe();
+            }
+            what += ") holds no chunk the metadata refers to";
             if (frontier != 0 && seg > frontier) {
                 rep_.notes.push_back(what + ": written after the last commit; the next mount frees it");
                 continue;
@@ -1172,6 +1195,7 @@ private:
 struct OpenStore {
     std::unique_ptr<StoreLock> lock;
     std::unique_ptr<SegmentStore> segs;
+    std::unique_ptr<TierJournal> journal;  // before meta, which writes through it
     std::unique_ptr<MetaStore> meta;
 };
 
@@ -1227,34 +1251,99 @@ Status check_format_record(const FsckOptions& options, const StoreFormat& format
     return Status::ok();
 }
 
-Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* finding) {
+// A store is checked with the tier its FORMAT names, and only with it:
+// without it every segment it holds alone would look lost.
+Status check_tier(const std::string& dir, const std::string& named, SegmentTier* tier) {
+    if (tier == nullptr && named.empty()) return Status::ok();
+    if (tier == nullptr)
+        return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + named +
+                                             ": check it as hiodsfs-fsck " + named + " --cache-dir " + dir +
+                                             " (nothing was checked)");
+    if (named != tier->describe())
+        return Status::error(EINVAL, "store " + dir + " keeps its segments in " +
+                                         (named.empty() ? "the directory itself" : named) + ", not in " +
+                                         tier->describe());
+    return Status::ok();
+}
+
+// The daemon holds the lock exclusively while mounted. The metadata is
+// opened without LMDB's reader table, so even reading beside it is unsafe.
+Status lock_store(const std::string& dir, bool exclusive, std::unique_ptr<StoreLock>* out) {
+    Status locked = StoreLock::acquire(dir, exclusive, 0, out);
+    if (locked.err() == EBUSY)
+        return Status::error(EBUSY, locked.message() + "; unmount it before running hiodsfs-fsck");
+    return locked;
+}
+
+// A tiered store's cache_dir without FORMAT and metadata is made the
+// tier's copy of the store, as a mount's open does.
+Status recover_cache_dir(const std::string& dir, SegmentTier* tier, std::vector<std::string>* notes) {
+    bool in_tier = false;
+    HIODSFS_TRY(tier_has_metadata(tier, &in_tier));
+    if (!in_tier)
+        return Status::error(ENOENT, tier->describe() + " holds no hiodsfs store (no metadata snapshot or journal), "
+                                     "and " + dir + " has none either");
+    std::string summary;
+    HIODSFS_TRY(recover_store_dir(Env::posix(), tier, dir, kLmdbMapBytes, &summary));
+    notes->push_back("recovered the metadata of " + tier->describe() + " into " + dir + ": " + summary);
+    return Status::ok();
+}
+
+// A tiered store's metadata is brought up to the tier's journal (records
+// a crash kept from its local commit), and refused when it is no copy of
+// the tier's; a repair then commits through the journal, as the daemon
+// does, so the tier stays the authority and the next mount finds its
+// cache_dir neither behind nor ahead.
+Status join_tier(const FsckOptions& options, OpenStore* out, std::vector<std::string>* notes) {
+    SegmentTier* tier = options.tier;
+    std::uint64_t replayed = 0;
+    Status caught = catch_up_from_tier(tier, *out->meta, options.store, &replayed);
+    if (!caught) return Status::error(caught.err(), "store " + tier->describe() + " cannot be checked: " + caught.message());
+    if (replayed > 0)
+        notes->push_back("replayed " + u(replayed) + " journal records from " + tier->describe() + " that " +
+                         options.store + " had not committed");
+    if (!options.repair) return Status::ok();
+    bool in_tier = false;
+    HIODSFS_TRY(tier_has_metadata(tier, &in_tier));
+    // A journal record with nothing before it in the tier would be replayed
+    // onto an empty store by the next recovery.
+    if (!in_tier)
+        return Status::error(EOPNOTSUPP, "store " + tier->describe() + " has no metadata in the pool yet (a store "
+                                         "made before the journal): mount it once, then repair it");
+    out->journal = std::make_unique<TierJournal>(tier);
+    out->meta->set_journal(out->journal.get());
+    return Status::ok();
+}
+
+Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* finding, std::vector<std::string>* notes) {
     const std::string& dir = options.store;
-    const bool write = options.repair;
+    SegmentTier* const tier = options.tier;
+    // A tiered store's cache_dir may be written before the check: brought
+    // up to the tier (its copy of the pool's metadata).
+    const bool write = options.repair || tier != nullptr;
     if (dir.empty()) return Status::error(EINVAL, "no store directory given");
     struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) return Status::from_errno(errno, "store " + dir);
-    if (!S_ISDIR(st.st_mode)) return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    if (::stat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT || tier == nullptr) return Status::from_errno(errno, "store " + dir);
+        if (::mkdir(dir.c_str(), 0700) != 0) return Status::from_errno(errno, "cannot create cache_dir " + dir);
+    } else if (!S_ISDIR(st.st_mode)) {
+        return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    }
     Env* env = Env::posix();
+    if (tier != nullptr) HIODSFS_TRY(lock_store(dir, true, &out->lock));
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
+    if (!exists && tier != nullptr && !env->exists(dir + "/meta")) {
+        HIODSFS_TRY(recover_cache_dir(dir, tier, notes));
+        HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
+    }
     // Without FORMAT, metadata still makes it a store (whose record is lost).
     if (!exists && !env->exists(dir + "/meta"))
         return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
     if (exists) HIODSFS_TRY(check_format_version(dir, format));
-    // Without the tier every segment it holds alone would look lost.
-    if (!format.tier.empty())
-        return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + format.tier +
-                                             ", which this hiodsfs-fsck cannot read yet: nothing was checked");
-    // The daemon holds the lock exclusively while mounted. The metadata is
-    // opened without LMDB's reader table, so even reading beside it is unsafe.
-    Status locked = StoreLock::acquire(dir, write, 0, &out->lock);
-    if (locked.err() == EBUSY)
-        return Status::error(EBUSY, locked.message() + "; unmount it before running hiodsfs-fsck");
-    HIODSFS_TRY(locked);
-    SegmentStoreOptions so;
-    so.read_only = true;  // fsck repairs metadata only; segment bytes are never rewritten
-    HIODSFS_TRY(SegmentStore::open(env, dir + "/segments", so, &out->segs));
+    if (exists) HIODSFS_TRY(check_tier(dir, format.tier, tier));
+    if (tier == nullptr) HIODSFS_TRY(lock_store(dir, write, &out->lock));
     // Never a fresh environment: "repairing" against empty metadata would
     // disown every segment. File maps cannot be rebuilt from the segments
     // (their records name chunks, not files), so this is as far as it goes.
@@ -1272,9 +1361,33 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     opened = out->meta->verify();
     if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
     HIODSFS_TRY(check_format_record(options, format, exists, *out->meta, finding));
-    if (!finding->write.tier.empty())
-        return Status::error(EOPNOTSUPP, "store " + dir + " keeps its sealed segments in " + finding->write.tier +
-                                             ", which this hiodsfs-fsck cannot read yet: nothing was checked");
+    HIODSFS_TRY(check_tier(dir, finding->write.tier, tier));
+    if (tier != nullptr) HIODSFS_TRY(join_tier(options, out, notes));
+
+    const SuperState committed = out->meta->super_snapshot();
+    SegmentStoreOptions so;
+    so.read_only = true;  // fsck repairs metadata only; segment bytes are never rewritten
+    so.tier = tier;
+    so.tier_reads_in_memory = true;  // a check leaves the cache as it was
+    so.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment), committed.frontier_offset};
+    // A cache_dir just recovered holds no segment yet (reads go to the tier).
+    if (tier != nullptr) HIODSFS_TRY(env->mkdir(dir + "/segments"));
+    return SegmentStore::open(env, dir + "/segments", so, &out->segs);
+}
+
+// Metadata objects an interrupted snapshot left in the tier: normal after
+// a crash, and never deleted here; the next snapshot removes them.
+Status note_superseded_objects(SegmentTier* tier, FsckReport* report) {
+    std::uint64_t seq = 0;
+    bool found = false;
+    HIODSFS_TRY(snapshot_seq(tier, &seq, &found));
+    if (!found) return Status::ok();  // every journal object is still needed
+    std::vector<std::string> names;
+    HIODSFS_TRY(superseded_objects(tier, seq, &names));
+    for (const std::string& n : names)
+        report->notes.push_back(tier->describe() + ": object " + n + " holds nothing the metadata snapshot of record " +
+                                u(seq) + " lacks (a snapshot was interrupted before it removed it); kept, the next "
+                                "snapshot removes it");
     return Status::ok();
 }
 
@@ -1284,7 +1397,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     *report = FsckReport{};
     OpenStore s;
     FormatFinding format;
-    HIODSFS_TRY(open_store(options, &s, &format));
+    HIODSFS_TRY(open_store(options, &s, &format, &report->notes));
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {
@@ -1292,6 +1405,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
         HIODSFS_TRY(s.meta->begin(&t));
         Checker c(*t, *s.segs, options, options.repair, options.scrub, report);
         HIODSFS_TRY(c.run());
+        if (options.tier != nullptr) HIODSFS_TRY(note_superseded_objects(options.tier, report));
         if (!options.repair) {
             if (format.add_copy)
                 report->notes.push_back("the metadata holds no copy of FORMAT (a store an older hiodsfs made); "

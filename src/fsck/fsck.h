@@ -13,12 +13,19 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
+#include "hiodsfs/segment_tier.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
 
 struct FsckOptions {
+    // The store directory; with a tier, its cache_dir (made, and the
+    // metadata recovered from the tier, when it is missing or empty).
     std::string store;
+    // Where a store whose FORMAT names a tier keeps its sealed segments and
+    // its metadata journal (not owned); the caller holds the store's lock
+    // there. Null: a store with a tier is refused.
+    SegmentTier* tier = nullptr;
     // Fix what can be fixed without losing data (takes the store's lock
     // exclusively and opens the metadata read-write).
     bool repair = false;
@@ -62,7 +69,8 @@ struct FsckReport {
 std::string fsck_verdict(const FsckOptions& options, const FsckReport& report);
 
 // A non-ok Status is an operational error (exit 8): the store is missing,
-// is not a hiodsfs store, has a newer format, or is in use (mounted).
+// is not a hiodsfs store, has a newer format, or is in use (mounted); with
+// a tier, a cache_dir that is not the tier's copy of the store.
 Status run_fsck(const FsckOptions& options, FsckReport* report);
 
 }  // namespace hiodsfs

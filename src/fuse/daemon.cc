@@ -183,13 +183,6 @@ private:
     int fd_ = -1;
 };
 
-// Whether some FUSE mount has the store as its source (fsname).
-bool store_is_mounted(const std::string& store) {
-    for (const MountInfo& m : read_mountinfo())
-        if (m.fstype.rfind("fuse", 0) == 0 && m.source == store) return true;
-    return false;
-}
-
 // How long a new daemon waits for one of this host that was just
 // unmounted and still writes everything out (umount does not wait for it).
 constexpr auto kReleaseWait = std::chrono::seconds(30);
@@ -202,7 +195,7 @@ Status open_store(EngineOpener open_engine, const EngineOptions& eo, const std::
     auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
     for (;;) {
         Status st = open_engine(eo, engine);
-        if (st.err() != EBUSY || store_is_mounted(source) ||
+        if (st.err() != EBUSY || fuse_source_mounted(source) ||
             std::chrono::steady_clock::now() > deadline)
             return st;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -378,66 +371,6 @@ private:
     fuse_args args_{};
 };
 
-#ifdef HIODSFS_HAVE_RADOS
-std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-    return name;
-}
-
-// The pid of a lock cookie "HOST pid PID" of this host, or 0.
-pid_t pid_of_local_holder(const std::string& cookie, const std::string& host) {
-    const std::string prefix = host + " pid ";
-    if (cookie.rfind(prefix, 0) != 0) return 0;
-    const std::string digits = cookie.substr(prefix.size());
-    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
-    return static_cast<pid_t>(std::stol(digits));
-}
-
-// Connects to the pool and takes the store's lock. A daemon of this host
-// that was just unmounted holds it while it uploads what is left, so that
-// holder is waited for, as open_store waits for the store directory; the
-// lock of one of this host that is gone (killed, crashed) is broken rather
-// than left to its lease, since no process of it can write any more; any
-// other holder is named at once. Host names are taken to name one machine.
-Status open_rados(const DaemonOptions& opt, std::function<void(const std::string&)> on_lost,
-                  std::unique_ptr<RadosTier>* out) {
-    RadosOptions ro;
-    ro.conf_path = opt.ceph_conf;
-    ro.client_id = opt.ceph_id;
-    ro.pool = opt.rados_pool;
-    ro.timeout = std::chrono::seconds(opt.rados_timeout);
-    std::unique_ptr<RadosTier> tier;
-    HIODSFS_TRY(RadosTier::open(ro, opt.rados_store, &tier));
-    const std::string host = host_name();
-    const std::string holder = host + " pid " + std::to_string(::getpid());
-    const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
-    for (;;) {
-        Status st = tier->lock(holder, std::chrono::seconds(opt.rados_lease), on_lost);
-        if (st) break;
-        std::vector<RadosLocker> holders;
-        const pid_t local = st.err() == EBUSY && tier->lockers(&holders).is_ok() && !holders.empty()
-                                ? pid_of_local_holder(holders.front().cookie, host)
-                                : 0;
-        const bool gone = local > 0 && ::kill(local, 0) != 0 && errno == ESRCH;
-        if (gone && std::chrono::steady_clock::now() <= deadline) {
-            print_error("breaking the lock of '" + holders.front().cookie + "' on " + opt.rados_source +
-                        ": that daemon of this host is gone");
-            Status broke = tier->break_lock(holders.front());
-            if (!broke && broke.err() != ENOENT) return broke;
-            continue;
-        }
-        if (local == 0 || store_is_mounted(opt.rados_source) || std::chrono::steady_clock::now() > deadline) {
-            if (st.err() == EBUSY) return Status::error(EBUSY, "store " + opt.rados_source + " is in use: " + st.message());
-            return st;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    *out = std::move(tier);
-    return Status::ok();
-}
-#endif
-
 int serve(fuse_session* se, const DaemonOptions& opt) {
     if (opt.single_thread) return fuse_session_loop(se);
     std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
@@ -514,7 +447,13 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
             fuse_log(FUSE_LOG_ERR, "hiodsfs: %s\n", why.c_str());
             if (Engine* e = leased_engine.load()) e->stop(why);
         };
-        Status opened = open_rados(opt, on_lost, &tier);
+        RadosOptions ro;
+        ro.conf_path = opt.ceph_conf;
+        ro.client_id = opt.ceph_id;
+        ro.pool = opt.rados_pool;
+        ro.timeout = std::chrono::seconds(opt.rados_timeout);
+        Status opened = open_locked_tier(ro, opt.rados_store, std::chrono::seconds(opt.rados_lease), kReleaseWait,
+                                         on_lost, print_error, &tier);
         if (!opened) return fail(opened.message());
         eo.segments.tier = tier.get();
         eo.segments.cache_bytes = opt.cache_size;

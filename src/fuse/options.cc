@@ -460,33 +460,42 @@ bool apply_rados_source(DaemonOptions* out, std::string* error) {
         }
         return true;
     }
-    const std::string rest = out->store.substr(prefix.size());
-    const std::size_t slash = rest.find('/');
-    if (slash == std::string::npos || slash == 0) {
-        *error = "'" + out->store + "' is not rados:POOL/STORE";
-        return false;
-    }
-    const std::string name = rest.substr(slash + 1);
-    bool valid = !name.empty() && name.size() <= 64 && name[0] != '.';
-    for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
-    if (!valid) {
-        *error = "store name '" + name + "' in " + out->store +
-                 ": expected 1 to 64 letters, digits, '_', '-' or '.', not starting with '.'";
-        return false;
-    }
+    std::string pool, name;
+    if (!parse_rados_source(out->store, &pool, &name, error)) return false;
     if (out->cache_dir.empty()) {
         *error = out->store + " needs -o cache_dir=DIR: the local directory of its metadata and cache";
         return false;
     }
     out->rados = true;
     out->rados_source = out->store;
-    out->rados_pool = rest.substr(0, slash);
+    out->rados_pool = pool;
     out->rados_store = name;
     out->store = out->cache_dir;
     return true;
 }
 
 }  // namespace
+
+bool parse_rados_source(const std::string& source, std::string* pool, std::string* store, std::string* error) {
+    const std::string prefix = "rados:";
+    const std::string rest = source.rfind(prefix, 0) == 0 ? source.substr(prefix.size()) : "";
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string::npos || slash == 0) {
+        *error = "'" + source + "' is not rados:POOL/STORE";
+        return false;
+    }
+    const std::string name = rest.substr(slash + 1);
+    bool valid = !name.empty() && name.size() <= 64 && name[0] != '.';
+    for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    if (!valid) {
+        *error = "store name '" + name + "' in " + source +
+                 ": expected 1 to 64 letters, digits, '_', '-' or '.', not starting with '.'";
+        return false;
+    }
+    *pool = rest.substr(0, slash);
+    *store = name;
+    return true;
+}
 
 std::vector<std::string> split_option_list(const std::string& list) {
     std::vector<std::string> items;

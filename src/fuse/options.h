@@ -77,6 +77,10 @@ struct DaemonOptions {
 // needs cache_dir, and sets `store` to it.
 bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, std::string* error);
 
+// "rados:POOL/STORE" -> its pool and store name (1 to 64 of [A-Za-z0-9_.-],
+// not starting with '.'); false with a one-line *error otherwise.
+bool parse_rados_source(const std::string& source, std::string* pool, std::string* store, std::string* error);
+
 // The --help text.
 std::string usage_text();
 

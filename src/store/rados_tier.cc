@@ -4,6 +4,13 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "common/mountinfo.h"
 
 namespace hiodsfs {
 namespace {
@@ -20,7 +27,56 @@ bool valid_store_name(const std::string& name) {
     return true;
 }
 
+std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+    return name;
+}
+
+// The pid of a lock cookie "HOST pid PID" of this host, or 0.
+pid_t pid_of_local_holder(const std::string& cookie, const std::string& host) {
+    const std::string prefix = host + " pid ";
+    if (cookie.rfind(prefix, 0) != 0) return 0;
+    const std::string digits = cookie.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+    return static_cast<pid_t>(std::stol(digits));
+}
+
 }  // namespace
+
+Status open_locked_tier(const RadosOptions& options, const std::string& store, std::chrono::seconds lease,
+                        std::chrono::seconds release_wait, std::function<void(const std::string&)> on_lost,
+                        const std::function<void(const std::string&)>& log, std::unique_ptr<RadosTier>* out) {
+    std::unique_ptr<RadosTier> tier;
+    HIODSFS_TRY(RadosTier::open(options, store, &tier));
+    const std::string source = tier->describe();
+    const std::string host = host_name();
+    const std::string holder = host + " pid " + std::to_string(::getpid());
+    const auto deadline = std::chrono::steady_clock::now() + release_wait;
+    for (;;) {
+        Status st = tier->lock(holder, lease, on_lost);
+        if (st) break;
+        std::vector<RadosLocker> holders;
+        const pid_t local = st.err() == EBUSY && tier->lockers(&holders).is_ok() && !holders.empty()
+                                ? pid_of_local_holder(holders.front().cookie, host)
+                                : 0;
+        const bool gone = local > 0 && ::kill(local, 0) != 0 && errno == ESRCH;
+        if (gone && std::chrono::steady_clock::now() <= deadline) {
+            if (log) log("breaking the lock of '" + holders.front().cookie + "' on " + source +
+                         ": that process of this host is gone");
+            Status broke = tier->break_lock(holders.front());
+            if (!broke && broke.err() != ENOENT) return broke;
+            continue;
+        }
+        if (local == 0 || fuse_source_mounted(source) || std::chrono::steady_clock::now() > deadline) {
+            if (st.err() == EBUSY) return Status::error(EBUSY, "store " + source + " is in use: " + st.message());
+            return st;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    *out = std::move(tier);
+    return Status::ok();
+}
 
 RadosTier::RadosTier(std::unique_ptr<RadosPool> pool, std::string store, std::chrono::seconds timeout)
     : pool_(std::move(pool)), store_(std::move(store)), timeout_(timeout) {}

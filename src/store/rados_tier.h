@@ -84,4 +84,17 @@ private:
     std::thread renewer_;
 };
 
+// Connects to options.pool and takes the lock of `store` there as this
+// process ("HOST pid N"): how the daemon and hiodsfs-fsck both come to
+// hold a store. The lock of a holder of this host that is gone (killed,
+// crashed) is broken (said through `log`) rather than left to its lease,
+// since no process of it can write any more; one of this host that still
+// runs but has the store mounted nowhere (a daemon just unmounted, still
+// writing out what is left) is waited for up to release_wait; any other
+// holder fails at once: EBUSY, "store rados:P/S is in use: ... is held by
+// HOLDER". Host names are taken to name one machine.
+Status open_locked_tier(const RadosOptions& options, const std::string& store, std::chrono::seconds lease,
+                        std::chrono::seconds release_wait, std::function<void(const std::string&)> on_lost,
+                        const std::function<void(const std::string&)>& log, std::unique_ptr<RadosTier>* out);
+
 }  // namespace hiodsfs

@@ -244,6 +244,29 @@ Status scan_tail(SegmentReader& r, TailScan* out) {
     return Status::ok();
 }
 
+// A segment read whole from the tier, for a read-only store that leaves
+// its directory as it is (tier_reads_in_memory).
+class SegmentInMemory : public File {
+public:
+    explicit SegmentInMemory(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+    Status pwrite(const void*, std::size_t, std::uint64_t) override { return refused(); }
+    Status pread(void* data, std::size_t len, std::uint64_t offset, std::size_t* got) override {
+        *got = offset < bytes_.size() ? static_cast<std::size_t>(std::min<std::uint64_t>(len, bytes_.size() - offset)) : 0;
+        if (*got > 0) std::memcpy(data, bytes_.data() + offset, *got);
+        return Status::ok();
+    }
+    Status sync() override { return Status::ok(); }
+    Status size(std::uint64_t* out) override {
+        *out = bytes_.size();
+        return Status::ok();
+    }
+    Status truncate(std::uint64_t) override { return refused(); }
+
+private:
+    static Status refused() { return Status::error(EROFS, "a segment read from the tier is not written"); }
+    std::vector<char> bytes_;
+};
+
 }  // namespace
 
 struct SegmentStore::Impl {
@@ -319,6 +342,9 @@ struct SegmentStore::Impl {
     // One fetch or tier removal at a time: a removal never races a fetch
     // that would bring the segment back into the directory.
     std::mutex fetch_mu;
+    // tier_reads_in_memory: the segment read last from the tier (fetch_mu).
+    SegmentId in_memory_id = 0;
+    std::shared_ptr<File> in_memory;
 
     std::string path(SegmentId id) const { return dir + "/" + hex8(id) + ".seg"; }
     std::string fetch_path(SegmentId id) const { return dir + "/" + hex8(id) + ".fetch"; }
@@ -355,6 +381,13 @@ struct SegmentStore::Impl {
     }
 
     Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
+        if (options.tier_reads_in_memory && options.read_only && options.tier != nullptr) {
+            std::unique_lock lock(files_mu);
+            if (!cache.contains(id) && remote.count(id) != 0) {
+                lock.unlock();
+                return read_into_memory(id, out);
+            }
+        }
         {
             std::lock_guard lock(files_mu);
             auto it = files.find(id);
@@ -437,6 +470,27 @@ struct SegmentStore::Impl {
             fetched_bytes += size;
         }
         tier_cv.notify_all();  // the uploader evicts what no longer fits
+        return Status::ok();
+    }
+
+    // The segment whole from the tier into memory, replacing the one read
+    // before (readers that still hold that one keep it until they are done).
+    Status read_into_memory(SegmentId id, std::shared_ptr<File>* out) {
+        std::lock_guard serial(fetch_mu);
+        if (in_memory_id != id) {
+            in_memory.reset();  // before the next, so two never add up
+            std::vector<char> bytes;
+            Status st = options.tier->get(id, &bytes);
+            if (!st) return Status::error(st.err(), "reading segment " + std::to_string(id) + " from " +
+                                                        options.tier->describe() + ": " + st.message());
+            const std::size_t size = bytes.size();
+            in_memory = std::make_shared<SegmentInMemory>(std::move(bytes));
+            in_memory_id = id;
+            std::lock_guard lock(files_mu);
+            ++misses;
+            fetched_bytes += size;
+        }
+        *out = in_memory;
         return Status::ok();
     }
 
@@ -599,7 +653,16 @@ struct SegmentStore::Impl {
     Status add_sealed_files(const SegmentId* begin, const SegmentId* end) {
         for (const SegmentId* id = begin; id != end; ++id) {
             std::shared_ptr<File> f;
-            HIODSFS_TRY(file_for_read(*id, &f));
+            // With a tier, the file itself: file_for_read keeps no handle of
+            // a segment the cache does not list yet, and would read one the
+            // tier also holds from there in memory.
+            if (options.tier != nullptr) {
+                std::unique_ptr<File> file;
+                HIODSFS_TRY(env->open(path(*id), OpenMode::kRead, &file));
+                f = std::move(file);
+            } else {
+                HIODSFS_TRY(file_for_read(*id, &f));
+            }
             std::uint64_t size = 0;
             HIODSFS_TRY(f->size(&size));
             add_sealed_local(*id, size);
@@ -1311,6 +1374,13 @@ Status SegmentStore::push_to_tier(SegmentPosition upto) {
         }
     }
     return Status::ok();
+}
+
+bool SegmentStore::in_directory(SegmentId segment) {
+    Impl& m = *impl_;
+    if (m.options.tier == nullptr) return true;
+    std::lock_guard lock(m.files_mu);
+    return m.cache.contains(segment) || segment == m.active_id.load();
 }
 
 bool SegmentStore::tier_stats(SegmentTierStats* out) {

@@ -6,7 +6,8 @@
 // removes objects, the command line's errors are one line each, and
 // segments that cannot be uploaded stay in the cache directory, and a new
 // empty cache_dir recovers the store from RADOS alone (after kill -9: the
-// journal; after a clean unmount: the snapshot). Skipped, saying why, where
+// journal; after a clean unmount: the snapshot), and hiodsfs-fsck checks
+// the objects against the metadata under the store's lock. Skipped, saying why, where
 // Ceph is not installed.
 
 #include <catch2/catch.hpp>
@@ -162,12 +163,100 @@ TEST_CASE("rados: a tree copied in reads back byte for byte from a remount with 
     stat = run({HIODSFS_STAT_BIN, "--json", fx.store()});
     REQUIRE(stat.ok());
     CHECK(nlohmann::json::parse(stat.out).at("backend") == "rados:" + cluster.pool + "/" + name);
-    // hiodsfs-fsck cannot read RADOS yet: it says so, never that segments
-    // are lost.
-    CmdResult fsck = run({HIODSFS_FSCK_BIN, fx.store()});
+    // hiodsfs-fsck on the cache directory, whose FORMAT names the pool:
+    // segments only the pool holds are there, not lost.
+    CmdResult fsck = run({HIODSFS_FSCK_BIN, fx.store(), "--ceph-conf", cluster.conf});
     INFO(fsck.describe());
-    CHECK(fsck.status == 8);
-    CHECK(fsck.err.find("cannot read yet: nothing was checked") != std::string::npos);
+    CHECK(fsck.status == 0);
+    CHECK(fsck.out.find("rados:" + cluster.pool + "/" + name + ": clean") != std::string::npos);
+}
+
+TEST_CASE("rados: hiodsfs-fsck checks the objects against the metadata, and is refused while the store is mounted",
+          "[mount][rados][fsck]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    const std::string name = fresh_store_name("fsck");
+    const std::string source = "rados:" + cluster.pool + "/" + name;
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name, "cache_size=1M");
+    auto fsck = [&](const std::string& cache_dir, std::vector<std::string> extra = {}) {
+        std::vector<std::string> argv = {HIODSFS_FSCK_BIN, source, "--cache-dir", cache_dir, "--ceph-conf",
+                                         cluster.conf};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return run(argv, {}, 120s);
+    };
+    // Two mounts, two trees: a segment each (sealed and uploaded at unmount).
+    const std::string ref = fx.scratch("ref");
+    make_dir(ref);
+    write_random_tree(ref + "/one", 31);
+    write_random_tree(ref + "/two", 52);
+    for (const char* tree : {"one", "two"}) {
+        fx.mount();
+        CmdResult cp = run({"cp", "-a", ref + "/" + tree, fx.path("")});
+        INFO(cp.describe());
+        REQUIRE(cp.ok());
+        if (std::string(tree) == "two") {
+            // Mounted: refused at once, in one line naming the daemon.
+            const auto began = Clock::now();
+            CmdResult r = fsck(fx.store());
+            INFO(r.describe());
+            CHECK(r.status == 8);
+            CHECK(lines_of(r.err) == 1);
+            CHECK(r.err.find("is in use") != std::string::npos);
+            CHECK(r.err.find(host_name_for_test() + " pid " + std::to_string(fx.daemon_pid())) != std::string::npos);
+            CHECK(Clock::now() - began < 20s);
+        }
+        fx.unmount();
+    }
+    const std::vector<std::string> segs = objects(cluster, name + ".segment.");
+    REQUIRE(segs.size() == 2);
+
+    CmdResult r = fsck(fx.store());
+    INFO(r.describe());
+    CHECK(r.status == 0);
+    CHECK(r.out.find(source + ": clean") != std::string::npos);
+    r = fsck(fx.store(), {"--scrub"});
+    INFO(r.describe());
+    CHECK(r.status == 0);
+    CHECK(r.out.find("scrubbed ") != std::string::npos);
+    // From an empty cache directory, as another host would: the metadata
+    // comes from the pool first.
+    TempDir other;
+    r = fsck(other.path() + "/cache");
+    INFO(r.describe());
+    CHECK(r.status == 0);
+    CHECK(r.out.find("recovered the metadata of " + source) != std::string::npos);
+    CHECK(r.out.find(source + ": clean") != std::string::npos);
+    // Unlocked at the end: a mount takes the store at once.
+    fx.mount();
+    REQUIRE(read_file(fx.path("two/sub/small.txt")) == "a small file\n");
+    fx.unmount();
+
+    // The first tree's object gone, and no copy in the cache: its files are named.
+    for (const auto& e : std::filesystem::directory_iterator(fx.store() + "/segments"))
+        std::filesystem::remove(e.path());
+    CmdResult rm = run({"rados", "-c", cluster.conf, "-p", cluster.pool, "rm", segs.front()});
+    INFO(rm.describe());
+    REQUIRE(rm.ok());
+    for (const std::string& dir : {fx.store(), other.path() + "/fresh"}) {
+        r = fsck(dir);
+        INFO(r.describe());
+        CHECK(r.status == 4);
+        CHECK(r.out.find("which is missing; it holds /one/a.bin bytes 0-") != std::string::npos);
+        // (Only the small file, whose chunk both trees share, is hit in the second.)
+        CHECK(r.out.find("/two/sub/small.txt") != std::string::npos);
+        CHECK(r.out.find("/two/a.bin") == std::string::npos);
+    }
+
+    // Options that do not fit the store: one line, exit 8.
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{HIODSFS_FSCK_BIN, source},
+          std::vector<std::string>{HIODSFS_FSCK_BIN, fx.scratch("ref"), "--cache-dir", fx.store()},
+          std::vector<std::string>{HIODSFS_FSCK_BIN, source, "--cache-dir", fx.store(), "--upgrade"}}) {
+        r = run(bad);
+        INFO(r.describe());
+        CHECK(r.status == 8);
+        CHECK(lines_of(r.err) == 1);
+    }
 }
 
 TEST_CASE("rados: a second daemon is refused with one line naming the holder", "[mount][rados]") {

@@ -1,7 +1,8 @@
 // SegmentStore with a SegmentTier: sealed segments uploaded in the
 // background, the directory as an LRU cache in front of the tier, fetches
-// on a miss, removal from both, what open does with both, and uploads that
-// fail. The tier is in memory here (memory_tier.h; tests/mount uses RADOS).
+// on a miss, removal from both, what open does with both, uploads that
+// fail, and a read-only store (fsck's) that reads the tier into memory.
+// The tier is in memory here (memory_tier.h; tests/mount uses RADOS).
 
 #include <chrono>
 #include <condition_variable>
@@ -262,6 +263,55 @@ TEST_CASE("tier: open appends after the tier's newest segment, takes the tier's 
     Status st = SegmentStore::open(Env::posix(), other.path(), tiered(&tier, 1 << 30), &fresh);
     REQUIRE(st.err() == EEXIST);
     REQUIRE(st.message().find("memory tier already holds") != std::string::npos);
+}
+
+TEST_CASE("tier: a read-only store that reads the tier into memory leaves its directory as it was",
+          "[tier]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::vector<Written> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+        recs = write_records(*s, 20, 7);  // four segments
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+    }
+    REQUIRE(tier.holds(3));
+    // Segment 1 cached, segment 2 a stale short copy, the rest in the tier only.
+    REQUIRE(::truncate(segment_path(dir.path(), 2).c_str(), 100) == 0);
+    REQUIRE(::unlink(segment_path(dir.path(), 3).c_str()) == 0);
+    std::vector<std::string> before;
+    REQUIRE_OK(Env::posix()->list_dir(dir.path(), &before));
+
+    SegmentStoreOptions o = tiered(&tier, 1);
+    o.read_only = true;
+    o.tier_reads_in_memory = true;
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+    CHECK(s->in_directory(1));
+    CHECK_FALSE(s->in_directory(2));  // the tier's copy is the segment
+    CHECK_FALSE(s->in_directory(3));
+    require_reads(*s, recs);
+    std::size_t scanned = 0;
+    REQUIRE_OK(s->scan(3, true, [&](const SegmentRecord& r) {
+        scanned += r.payload_ok ? 1 : 0;
+        return true;
+    }));
+    CHECK(scanned == 6);
+    // Segments 2 and 3 read from the tier once each (the reads went in
+    // order; the scan found 3 still held, 4 having been read from its file).
+    CHECK(stats_of(*s).cache_misses == 2);
+    std::vector<std::string> after;
+    REQUIRE_OK(Env::posix()->list_dir(dir.path(), &after));
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    CHECK(after == before);
+    std::uint64_t stale = 0;
+    std::unique_ptr<File> f;
+    REQUIRE_OK(Env::posix()->open(segment_path(dir.path(), 2), OpenMode::kRead, &f));
+    REQUIRE_OK(f->size(&stale));
+    CHECK(stale == 100);
 }
 
 TEST_CASE("tier: a fetch that fails is an error of the read, not damage; a segment gone from the "
