@@ -284,6 +284,10 @@ public:
     // lock on the store): from now on every change and fsync fails with
     // EIO, as after a failed commit, and what was not committed is not.
     virtual void stop(const std::string& why) = 0;
+    // With a tier: ok if the tier's metadata is as this engine left it (no
+    // commit of another writer past its own). Asked by the daemon after its
+    // lock on the store lapsed and was taken again; ok without a tier.
+    virtual Status check_tier_unchanged() = 0;
 };
 
 }  // namespace hiodsfs

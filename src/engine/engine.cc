@@ -357,6 +357,11 @@ Status EngineImpl::check_tier(const StoreFormat& format) const {
                                      ", not in " + tier_name());
 }
 
+Status EngineImpl::check_tier_unchanged() {
+    if (!journal_) return Status::ok();
+    return journal_->check_unchanged(meta_->committed_journal_seq());
+}
+
 void EngineImpl::stop(const std::string& why) {
     if (meta_) meta_->stop(why);
 }
@@ -583,8 +588,8 @@ Status EngineImpl::commit_now(bool* reached_limit) {
     // With a journal, the same for the synced bytes the tier needs first.
     SegmentPosition early;
     HIODSFS_TRY(segs_->sync(&early));
-    if (journal_) HIODSFS_TRY(segs_->push_to_tier(early));
-    Status st = meta_->commit_group([this](SuperState* state) {
+    Status st = journal_ ? segs_->push_to_tier(early) : Status::ok();
+    if (st) st = meta_->commit_group([this](SuperState* state) {
         SegmentPosition synced;
         HIODSFS_TRY(segs_->sync(&synced));
         // Writes held back after the group took the last ones appended

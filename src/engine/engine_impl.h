@@ -184,6 +184,7 @@ public:
 
     Status close() override;
     void abandon() override;
+    Status check_tier_unchanged() override;
     void stop(const std::string& why) override;
     // The tier's name for FORMAT ("" without one), and whether the store's
     // FORMAT lets this open use it.

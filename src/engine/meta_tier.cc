@@ -112,7 +112,15 @@ Status TierJournal::write(std::uint64_t seq, std::string_view record) {
     std::lock_guard lock(mu_);
     const bool fresh = object_.empty() || object_bytes_ >= kJournalObjectBytes;
     const std::string object = fresh ? journal_object_name(seq) : object_;
-    HIODSFS_TRY(tier_->append_object(object, record.data(), record.size()));
+    Status st = tier_->append_object(object, record.data(), record.size());
+    if (!st) {
+        std::vector<JournalRecord> recs;
+        std::size_t end = 0;
+        decode_journal(record, &recs, &end);
+        if (recs.size() == 1) failed_.push_back(Attempt{seq, std::string(recs[0].super), recs[0].ops.size()});
+        return st;
+    }
+    failed_.clear();
     if (fresh) {
         object_ = object;
         object_bytes_ = 0;
@@ -141,6 +149,29 @@ std::uint64_t TierJournal::last_seq() {
 void TierJournal::snapshot_taken() {
     std::lock_guard lock(mu_);
     since_snapshot_ = 0;
+}
+
+Status TierJournal::check_unchanged(std::uint64_t committed) {
+    std::uint64_t snapshot = 0;
+    bool have_snapshot = false;
+    HIODSFS_TRY(snapshot_seq(tier_, &snapshot, &have_snapshot));
+    if (have_snapshot && snapshot > committed)
+        return Status::error(ESTALE, tier_->describe() + " holds a metadata snapshot of record " +
+                                         std::to_string(snapshot) + ", past this client's last commit (" +
+                                         std::to_string(committed) + ")");
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    HIODSFS_TRY(read_journal(tier_, committed, &bytes, &recs, &last));
+    std::lock_guard lock(mu_);
+    for (const JournalRecord& r : recs) {
+        bool mine = false;
+        for (const Attempt& a : failed_) mine = mine || (a.seq == r.seq && a.super == r.super && a.ops_bytes == r.ops.size());
+        if (!mine)
+            return Status::error(ESTALE, tier_->describe() + "'s metadata journal holds record " +
+                                             std::to_string(r.seq) + ", which this client did not write");
+    }
+    return Status::ok();
 }
 
 Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vector<char>>* bytes,

@@ -47,12 +47,25 @@ public:
     std::string current_object();
     std::uint64_t last_seq();
     void snapshot_taken();
+    // Whether the tier's metadata is as this journal left it: no snapshot
+    // past `committed` and no record after it but the appends of this
+    // journal that failed since (and may have landed). Asked after the
+    // tier's lock lapsed and was taken again: anything else is another
+    // writer's, which had the store meanwhile.
+    Status check_unchanged(std::uint64_t committed);
 
 private:
+    // An append that failed since the last one that did not.
+    struct Attempt {
+        std::uint64_t seq = 0;
+        std::string super;
+        std::size_t ops_bytes = 0;
+    };
     SegmentTier* tier_;
     std::mutex mu_;
     std::string object_;
     std::uint64_t object_bytes_ = 0, last_seq_ = 0, since_snapshot_ = 0;
+    std::vector<Attempt> failed_;
 };
 
 std::string journal_object_name(std::uint64_t first_seq);

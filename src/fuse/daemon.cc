@@ -485,6 +485,17 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     Status st = open_store(open_engine, eo, opt.rados ? opt.rados_source : opt.store, &engine);
     if (!st.is_ok()) return fail(st.to_string());
     leased_engine.store(engine.get());
+#ifdef HIODSFS_HAVE_RADOS
+    // A lease that lapses while the cluster is away is taken again when it
+    // is back, if no other client had the store meanwhile.
+    if (tier)
+        tier->set_lapse_handling(
+            [&leased_engine] {
+                Engine* e = leased_engine.load();
+                return e != nullptr ? e->check_tier_unchanged() : Status::error(ESHUTDOWN, "the store was closed");
+            },
+                                 [](const std::string& line) { fuse_log(FUSE_LOG_ERR, "%s\n", line.c_str()); });
+#endif
     state.vfs = std::make_unique<vfs::Vfs>(*engine);
 
     ShutdownWatcher watcher(se.get(), opt.mountpoint);

@@ -78,8 +78,12 @@ Status open_locked_tier(const RadosOptions& options, const std::string& store, s
     return Status::ok();
 }
 
-RadosTier::RadosTier(std::unique_ptr<RadosPool> pool, std::string store, std::chrono::seconds timeout)
-    : pool_(std::move(pool)), store_(std::move(store)), timeout_(timeout) {}
+RadosTier::RadosTier(std::unique_ptr<RadosPool> pool, const RadosOptions& options, std::string store)
+    : pool_(std::shared_ptr<RadosPool>(std::move(pool))),
+      options_(options),
+      pool_name_(options.pool),
+      store_(std::move(store)),
+      timeout_(options.timeout) {}
 
 RadosTier::~RadosTier() { (void)unlock(); }
 
@@ -88,7 +92,7 @@ Status RadosTier::open(const RadosOptions& options, const std::string& store,
     if (!valid_store_name(store)) return Status::error(EINVAL, "bad store name '" + store + "'");
     std::unique_ptr<RadosPool> pool;
     HIODSFS_TRY(RadosPool::connect(options, &pool));
-    out->reset(new RadosTier(std::move(pool), store, options.timeout));
+    out->reset(new RadosTier(std::move(pool), options, store));
     return Status::ok();
 }
 
@@ -103,73 +107,82 @@ Status RadosTier::fenced_error(const char* what, SegmentId segment) const {
 }
 
 Status RadosTier::fenced_error(const char* what, const std::string& name) const {
+    std::lock_guard guard(reason_mu_);
     return Status::error(EIO, std::string("refusing to ") + what + " " + name + " in " + describe() + ": " +
                                   fence_reason_);
 }
 
+void RadosTier::fence(const std::string& why) {
+    {
+        std::lock_guard guard(reason_mu_);
+        fence_reason_ = why;
+    }
+    fenced_.store(true);
+}
+
 Status RadosTier::put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) {
     if (fenced_.load()) return fenced_error("write", segment);
-    return pool_->write(object_name(segment), offset, data, len);
+    return conn()->write(object_name(segment), offset, data, len);
 }
 
 Status RadosTier::put_object(const std::string& name, const void* data, std::size_t len) {
     if (fenced_.load()) return fenced_error("write", name);
-    return pool_->write_full(store_ + "." + name, data, len);
+    return conn()->write_full(store_ + "." + name, data, len);
 }
 
 Status RadosTier::append_object(const std::string& name, const void* data, std::size_t len) {
     if (fenced_.load()) return fenced_error("append to", name);
-    return pool_->append(store_ + "." + name, data, len);
+    return conn()->append(store_ + "." + name, data, len);
 }
 
 Status RadosTier::get_object(const std::string& name, std::vector<char>* out) {
     std::vector<std::uint8_t> bytes;
-    HIODSFS_TRY(pool_->read(store_ + "." + name, &bytes));
+    HIODSFS_TRY(conn()->read(store_ + "." + name, &bytes));
     out->assign(bytes.begin(), bytes.end());
     return Status::ok();
 }
 
 Status RadosTier::remove_object(const std::string& name) {
     if (fenced_.load()) return fenced_error("remove", name);
-    return pool_->remove(store_ + "." + name);
+    return conn()->remove(store_ + "." + name);
 }
 
 Status RadosTier::list_objects(const std::string& prefix, std::vector<std::string>* out) {
     out->clear();
-    HIODSFS_TRY(pool_->list(store_ + "." + prefix, out));
+    HIODSFS_TRY(conn()->list(store_ + "." + prefix, out));
     for (std::string& name : *out) name.erase(0, store_.size() + 1);
     return Status::ok();
 }
 
 Status RadosTier::put(SegmentId segment, const void* data, std::size_t len) {
     if (fenced_.load()) return fenced_error("write", segment);
-    return pool_->write_full(object_name(segment), data, len);
+    return conn()->write_full(object_name(segment), data, len);
 }
 
 Status RadosTier::get(SegmentId segment, std::vector<char>* out) {
     std::vector<std::uint8_t> bytes;
-    HIODSFS_TRY(pool_->read(object_name(segment), &bytes));
+    HIODSFS_TRY(conn()->read(object_name(segment), &bytes));
     out->assign(bytes.begin(), bytes.end());
     return Status::ok();
 }
 
 Status RadosTier::remove(SegmentId segment) {
     if (fenced_.load()) return fenced_error("remove", segment);
-    return pool_->remove(object_name(segment));
+    return conn()->remove(object_name(segment));
 }
 
 Status RadosTier::list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
     out->clear();
     const std::string prefix = store_ + ".segment.";
     std::vector<std::string> names;
-    HIODSFS_TRY(pool_->list(prefix, &names));
+    HIODSFS_TRY(conn()->list(prefix, &names));
     for (const std::string& name : names) {
         const std::string hex = name.substr(prefix.size());
         char* end = nullptr;
         const unsigned long id = std::strtoul(hex.c_str(), &end, 16);
         if (hex.size() != 8 || *end != '\0' || id == 0) continue;  // not one of ours
         std::uint64_t size = 0;
-        HIODSFS_TRY(pool_->stat(name, &size));
+        HIODSFS_TRY(conn()->stat(name, &size));
         out->emplace_back(static_cast<SegmentId>(id), size);
     }
     return Status::ok();
@@ -178,7 +191,7 @@ Status RadosTier::list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
 Status RadosTier::lock(const std::string& holder, std::chrono::seconds lease,
                        std::function<void(const std::string&)> on_lost) {
     RadosLock lock{store_ + ".lock", kLockName, holder, "hiodsfs daemon"};
-    HIODSFS_TRY(pool_->lock_exclusive(lock, lease));
+    HIODSFS_TRY(conn()->lock_exclusive(lock, lease));
     std::lock_guard guard(renew_mu_);
     lock_ = std::move(lock);
     lease_ = lease;
@@ -187,6 +200,12 @@ Status RadosTier::lock(const std::string& holder, std::chrono::seconds lease,
     stopping_ = false;
     renewer_ = std::thread([this] { renew_loop(); });
     return Status::ok();
+}
+
+void RadosTier::set_lapse_handling(std::function<Status()> retaken, std::function<void(const std::string&)> log) {
+    std::lock_guard guard(renew_mu_);
+    retaken_ = std::move(retaken);
+    log_ = std::move(log);
 }
 
 void RadosTier::renew_loop() {
@@ -199,7 +218,7 @@ void RadosTier::renew_loop() {
         if (stopping_) return;
         guard.unlock();
         const Clock::time_point sent = Clock::now();
-        const Status st = pool_->renew_lock(lock_, lease_);
+        const Status st = conn()->renew_lock(lock_, lease_);
         guard.lock();
         if (st) {
             held_until = sent + lease_;
@@ -208,14 +227,90 @@ void RadosTier::renew_loop() {
         // Another try may fail too and take up to the timeout: give up
         // while the lease still holds, so nothing is written after it.
         if (st.err() != ENOENT && Clock::now() + timeout_ < held_until) continue;
-        fence_reason_ = "the lock on " + describe() + " could not be renewed (" + st.message() +
-                        "); the store takes no more writes until it is mounted again";
-        fenced_.store(true);
+        const std::string lapsed = "the lock on " + describe() + " could not be renewed (" + st.message() + ")";
+        if (!retaken_ || st.err() == ENOENT) {
+            // ENOENT: the lock was taken from this client (broken), not left to lapse.
+            const std::string why = lapsed + "; the store takes no more writes until it is mounted again";
+            fence(why);
+            const auto on_lost = on_lost_;
+            guard.unlock();
+            if (on_lost) on_lost(why);
+            return;
+        }
+        fence(lapsed + "; writes wait until it is taken again");
+        if (log_) {
+            const auto log = log_;
+            guard.unlock();
+            log("hiodsfs: " + lapsed + "; writes to the pool wait until it is taken again");
+            guard.lock();
+        }
+        if (!take_back(guard)) return;
+        held_until = Clock::now() + lease_ - std::chrono::seconds(1);
+    }
+}
+
+bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
+    while (!stopping_) {
+        renew_cv_.wait_for(guard, lease_ / 4, [&] { return stopping_; });
+        if (stopping_) return false;
+        const auto retaken = retaken_;
+        const auto log = log_;
         const auto on_lost = on_lost_;
         guard.unlock();
-        if (on_lost) on_lost(fence_reason_);
-        return;
+        Status st = take_lock_with(*conn());
+        if (!st && st.err() != EBUSY) {
+            // A client cut off may not get through again by itself: after a
+            // whole cluster restarts, its tickets are for keys the daemons
+            // no longer have. A new connection takes the lock if it can.
+            std::unique_ptr<RadosPool> fresh;
+            if (RadosPool::connect(options_, &fresh)) {
+                const Status taken = take_lock_with(*fresh);
+                if (taken) pool_.store(std::shared_ptr<RadosPool>(std::move(fresh)));
+                if (taken || taken.err() == EBUSY) st = taken;
+            }
+        }
+        std::string lost;
+        if (st) {
+            // Held again; but another client may have had it meanwhile.
+            const Status same = retaken();
+            if (same) {
+                fenced_.store(false);
+                if (log) log("hiodsfs: the lock on " + describe() + " is taken again; writes resume");
+                guard.lock();
+                return true;
+            }
+            lost = "the lock on " + describe() + " was taken again after it lapsed, but " + same.message() +
+                   "; the store takes no more writes until it is mounted again";
+            (void)conn()->unlock(lock_);
+        } else if (st.err() == EBUSY) {
+            lost = "the lock on " + describe() + " lapsed and another client took it (" + st.message() +
+                   "); the store takes no more writes until it is mounted again";
+        }
+        if (!lost.empty()) {
+            fence(lost);
+            if (on_lost) on_lost(lost);
+            guard.lock();
+            locked_ = false;
+            return false;
+        }
+        guard.lock();  // the cluster is still away: try again
     }
+    return false;
+}
+
+Status RadosTier::take_lock_with(RadosPool& pool) {
+    Status st = pool.lock_exclusive(lock_, lease_);
+    if (st.err() == EEXIST) return pool.renew_lock(lock_, lease_);  // the lease had not run out there
+    if (st.err() != EBUSY) return st;
+    std::vector<RadosLocker> holders;
+    if (!pool.lockers(store_ + ".lock", kLockName, &holders) || holders.empty()) return st;
+    for (const RadosLocker& h : holders)
+        if (h.cookie != lock_.cookie) return st;  // another process's
+    for (const RadosLocker& h : holders) {
+        const Status broke = pool.break_lock(store_ + ".lock", kLockName, h);
+        if (!broke && broke.err() != ENOENT) return broke;
+    }
+    return pool.lock_exclusive(lock_, lease_);
 }
 
 Status RadosTier::unlock() {
@@ -231,15 +326,15 @@ Status RadosTier::unlock() {
     renew_cv_.notify_all();
     if (renewer.joinable()) renewer.join();
     if (!was_locked || fenced_.load()) return Status::ok();
-    return pool_->unlock(lock_);
+    return conn()->unlock(lock_);
 }
 
 Status RadosTier::lockers(std::vector<RadosLocker>* out) {
-    return pool_->lockers(store_ + ".lock", kLockName, out);
+    return conn()->lockers(store_ + ".lock", kLockName, out);
 }
 
 Status RadosTier::break_lock(const RadosLocker& holder) {
-    return pool_->break_lock(store_ + ".lock", kLockName, holder);
+    return conn()->break_lock(store_ + ".lock", kLockName, holder);
 }
 
 }  // namespace hiodsfs

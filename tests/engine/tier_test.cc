@@ -333,6 +333,42 @@ TEST_CASE("engine with a tier: a journal write that fails fails fsync with EIO; 
     }
 }
 
+TEST_CASE("engine with a tier: after a lapse, the tier is as it left it unless another wrote a record",
+          "[engine][tier][journal]") {
+    TempDir dir;
+    MemoryTier tier;
+    tier.failed_appends_land = true;
+    std::mt19937_64 rng(23);
+    auto e = open_engine(tiered_options(dir.store(), &tier, 1ull << 30));
+    write_synced(*e, "a", random_bytes(rng, 20000));
+    CHECK(e->check_tier_unchanged().is_ok());
+    // Its own appends that failed but landed are its own.
+    const Attr f = make_file(*e, "b");
+    write_all(*e, f.ino, 0, random_bytes(rng, 10000));
+    tier.set_objects_failing(ETIMEDOUT);
+    REQUIRE(e->fsync(f.ino, false).err() == EIO);
+    tier.set_objects_failing(0);
+    Status st = e->check_tier_unchanged();
+    INFO(st.to_string());
+    CHECK(st.is_ok());
+    REQUIRE(e->fsync(f.ino, false).is_ok());
+    CHECK(e->check_tier_unchanged().is_ok());
+    // A record it did not write: another client had the store.
+    std::uint64_t last = 0;
+    {
+        std::vector<std::vector<char>> bytes;
+        std::vector<JournalRecord> recs;
+        REQUIRE(read_journal(&tier, 0, &bytes, &recs, &last).is_ok());
+        REQUIRE(last >= 2);
+    }
+    const std::string foreign = encode_journal_record(last + 1, "someone else's", "");
+    REQUIRE(tier.append_object(journal_object_name(last + 1), foreign.data(), foreign.size()).is_ok());
+    st = e->check_tier_unchanged();
+    CHECK(st.err() == ESTALE);
+    CHECK(st.message().find("did not write") != std::string::npos);
+    e->abandon();
+}
+
 TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") {
     TempDir dir;
     auto e = open_engine(options_for(dir.store(), ChunkingParams::fixed(4096)));

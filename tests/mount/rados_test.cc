@@ -11,6 +11,7 @@
 // Ceph is not installed.
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -463,7 +464,9 @@ TEST_CASE("rados: a lease that cannot be renewed stops the store: changes fail w
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("lease");
     MountFixture fx({}, false);
-    use_rados(fx, cluster, name, "rados_lease=4");  // renewed every second
+    fx.set_source("rados:" + cluster.pool + "/" + name);
+    // Renewed every second.
+    fx.set_options({"ceph_conf=" + cluster.conf, "cache_dir=" + fx.store(), "rados_timeout=1", "rados_lease=4"});
     fx.mount();
     write_file(fx.path("before"), "kept\n");
     REQUIRE(run({"sync", fx.path("before")}).ok());
@@ -524,6 +527,7 @@ TEST_CASE("rados: the command line's errors are one line and a non-zero exit", "
         {{"rados:no-such-pool/x", mnt, "-o", conf + "," + cache}, "opening pool 'no-such-pool'"},
         {{source, mnt, "-o", "ceph_conf=" + t.path() + "/missing.conf," + cache}, "missing.conf"},
         {{source, mnt, "-o", "ceph_conf=" + dead_conf + "," + cache + ",rados_timeout=3"}, "connecting to"},
+        {{source, mnt, "-o", conf + "," + cache + ",rados_timeout=10,rados_lease=20"}, "more than twice"},
     };
     for (const Case& c : cases) {
         const auto began = Clock::now();
@@ -593,28 +597,19 @@ TEST_CASE("rados: compaction deletes the objects of the segments it removes", "[
 TEST_CASE("rados: segments that cannot be uploaded stay in the cache directory", "[mount][rados]") {
     REQUIRE_CEPH_CLUSTER(shared);
     // A cluster of its own, stopped under the mounted store.
-    TempDir dir;
-    const std::string cluster_dir = dir.path() + "/ceph";
-    CmdResult started = run({HIODSFS_CEPH_DEV, "start", cluster_dir, "--while-pid", std::to_string(::getpid())},
-                            {"HIODSFS_CEPH_POOL=faults"}, 180s);
-    INFO(started.describe());
-    REQUIRE(started.ok());
-    struct StopCluster {
-        std::string dir;
-        ~StopCluster() { run({HIODSFS_CEPH_DEV, "stop", dir}); }
-    } stop_at_end{cluster_dir};
-    std::string conf = started.out;
-    while (!conf.empty() && conf.back() == '\n') conf.pop_back();
-    conf = conf.substr(conf.rfind('\n') + 1);
+    test::OwnCephCluster own("memstore");
+    const std::string conf = own.cluster().conf;
+    INFO(own.cluster().error);
+    REQUIRE(own.cluster().error.empty());
 
     MountFixture fx({}, false);
-    fx.set_source("rados:faults/cut");
+    fx.set_source("rados:" + own.cluster().pool + "/cut");
     fx.set_options({"ceph_conf=" + conf, "cache_dir=" + fx.store(), "rados_timeout=3"});
     fx.mount();
     const std::string data = random_bytes(3 * kMiB, 9);
     write_file(fx.path("f"), data);
     REQUIRE(run({"sync", fx.path("f")}).ok());
-    REQUIRE(run({HIODSFS_CEPH_DEV, "stop", cluster_dir}).ok());
+    REQUIRE(own.down().empty());
     // An fsync must reach RADOS: it fails with EIO (within rados_timeout).
     CmdResult dd = sh("dd if=/dev/urandom of=" + shq(fx.path("g")) + " bs=64k count=1 conv=fsync");
     INFO(dd.describe());
@@ -632,6 +627,66 @@ TEST_CASE("rados: segments that cannot be uploaded stay in the cache directory",
     REQUIRE(segment_bytes >= data.size());
     SpaceCounters c = fx.counters();
     REQUIRE(c.logical_bytes == data.size());
+}
+
+// Writes data to path (created or truncated) and fsyncs it: 0, or the errno
+// of the step that failed.
+int write_and_fsync(const std::string& path, const std::string& data) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return errno;
+    int err = 0;
+    if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) err = errno != 0 ? errno : EIO;
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    ::close(fd);
+    return err;
+}
+
+TEST_CASE("rados: the cluster stopped and restarted under a mounted store: EIO meanwhile, then it goes on",
+          "[mount][rados]") {
+    REQUIRE_CEPH_CLUSTER(shared);
+    // On bluestore, which keeps the objects across the restart.
+    test::OwnCephCluster own("bluestore");
+    const test::CephCluster& cluster = own.cluster();
+    INFO(cluster.error);
+    REQUIRE(cluster.error.empty());
+    MountFixture fx({}, false);
+    fx.set_source("rados:" + cluster.pool + "/" + fresh_store_name("restart"));
+    // A lease shorter than the outage: it lapses and must be taken again.
+    fx.set_options({"ceph_conf=" + cluster.conf, "cache_dir=" + fx.store(), "rados_timeout=3", "rados_lease=8"});
+    fx.mount();
+    const std::string a = random_bytes(3 * kMiB + 1, 51), b = random_bytes(1 * kMiB, 52),
+                      c = random_bytes(2 * kMiB + 3, 53);
+    REQUIRE(write_and_fsync(fx.path("a.bin"), a) == 0);
+
+    REQUIRE(own.down().empty());
+    // What the cache holds reads on; an fsync needs the cluster: EIO, in bounded time.
+    CHECK(read_file(fx.path("a.bin")) == a);
+    const auto asked = Clock::now();
+    CHECK(write_and_fsync(fx.path("b.bin"), b) == EIO);
+    CHECK(Clock::now() - asked < 60s);
+    std::this_thread::sleep_for(10s);  // past the lease
+    REQUIRE(own.up().empty());
+
+    // The daemon takes its lock again and commits what waited.
+    bool resumed = false;
+    for (const auto until = Clock::now() + 120s; !resumed && Clock::now() < until;) {
+        resumed = write_and_fsync(fx.path("c.bin"), c) == 0;
+        if (!resumed) std::this_thread::sleep_for(1s);  // each EIO is a line of the daemon's log
+    }
+    INFO(fx.daemon_log());
+    REQUIRE(resumed);
+    CHECK(fx.daemon_log().find("could not be renewed") != std::string::npos);
+    CHECK(fx.daemon_log().find("is taken again; writes resume") != std::string::npos);
+    CHECK(read_file(fx.path("b.bin")) == b);
+    fx.unmount();
+
+    // From the pool alone, in an empty cache_dir: every file.
+    replace_cache_dir(fx);
+    fx.mount();
+    CHECK(read_file(fx.path("a.bin")) == a);
+    CHECK(read_file(fx.path("b.bin")) == b);
+    CHECK(read_file(fx.path("c.bin")) == c);
+    fx.unmount();
 }
 
 }  // namespace

@@ -45,8 +45,10 @@ void stop() {
     cluster_dir.clear();
 }
 
-CephCluster start() {
+// Starts a cluster in a new temporary directory (*dir, "" if none was made).
+CephCluster start_in_new_dir(const std::string& env, std::string* dir) {
     CephCluster c;
+    dir->clear();
 #ifndef HIODSFS_HAVE_RADOS
     c.skip_reason = "built without librados (librados-dev; scripts/install-deps installs it)";
     return c;
@@ -56,14 +58,10 @@ CephCluster start() {
         c.error = "mkdtemp " + tmpl + " failed";
         return c;
     }
-    cluster_dir = tmpl;
-    // At exit, whichever way the cases went (a failed REQUIRE ends only its
-    // test case); a process killed instead is ceph-dev's watchdog's.
-    std::atexit(stop);
+    *dir = tmpl;
     std::string output;
-    int rc = run("HIODSFS_CEPH_POOL=" + std::string(kPool) + " " + shell_quoted(HIODSFS_CEPH_DEV) +
-                     " start " + shell_quoted(cluster_dir) + " --while-pid " +
-                     std::to_string(::getpid()),
+    int rc = run("HIODSFS_CEPH_POOL=" + std::string(kPool) + " " + env + " " + shell_quoted(HIODSFS_CEPH_DEV) +
+                     " start " + shell_quoted(*dir) + " --while-pid " + std::to_string(::getpid()),
                  &output);
     while (!output.empty() && output.back() == '\n') output.pop_back();
     if (rc == 3) {  // ceph-dev: the Ceph packages are not installed
@@ -72,10 +70,26 @@ CephCluster start() {
         c.error = "scripts/ceph-dev start failed (exit " + std::to_string(rc) + "):\n" + output;
     } else {
         c.conf = output.substr(output.rfind('\n') + 1);
-        c.keyring = cluster_dir + "/keyring";
+        c.keyring = *dir + "/keyring";
         c.pool = kPool;
     }
     return c;
+}
+
+CephCluster start() {
+    std::string dir;
+    // Stopped at exit, whichever way the cases went (a failed REQUIRE ends
+    // only its test case); a process killed instead is ceph-dev's watchdog's.
+    std::atexit(stop);
+    CephCluster c = start_in_new_dir("", &dir);
+    cluster_dir = dir;
+    return c;
+}
+
+std::string ceph_dev(const std::string& action, const std::string& dir) {
+    std::string output;
+    if (run(shell_quoted(HIODSFS_CEPH_DEV) + " " + action + " " + shell_quoted(dir), &output) == 0) return "";
+    return "scripts/ceph-dev " + action + " " + dir + " failed: " + output;
 }
 
 }  // namespace
@@ -84,5 +98,18 @@ const CephCluster& ceph_cluster() {
     static const CephCluster cluster = start();
     return cluster;
 }
+
+OwnCephCluster::OwnCephCluster(const std::string& objectstore) {
+    c_ = start_in_new_dir("HIODSFS_CEPH_OBJECTSTORE=" + shell_quoted(objectstore), &dir_);
+}
+
+OwnCephCluster::~OwnCephCluster() {
+    if (dir_.empty()) return;
+    const std::string failed = ceph_dev("stop", dir_);
+    if (!failed.empty()) std::fprintf(stderr, "%s\n", failed.c_str());
+}
+
+std::string OwnCephCluster::down() { return ceph_dev("down", dir_); }
+std::string OwnCephCluster::up() { return ceph_dev("up", dir_); }
 
 }  // namespace hiodsfs::test

@@ -20,6 +20,24 @@ struct CephCluster {
 
 const CephCluster& ceph_cluster();
 
+// A cluster of one test case's own, stopped when destroyed: one it may take
+// down and bring up again (on bluestore, which keeps its objects across that).
+class OwnCephCluster {
+public:
+    explicit OwnCephCluster(const std::string& objectstore);
+    ~OwnCephCluster();
+    OwnCephCluster(const OwnCephCluster&) = delete;
+    OwnCephCluster& operator=(const OwnCephCluster&) = delete;
+    const CephCluster& cluster() const { return c_; }
+    // scripts/ceph-dev down / up; "" or what went wrong.
+    std::string down();
+    std::string up();
+
+private:
+    CephCluster c_;
+    std::string dir_;
+};
+
 }  // namespace hiodsfs::test
 
 // Skips the test case where Ceph is not installed; fails it where the
