@@ -465,7 +465,7 @@ struct SegmentStore::Impl {
         }
         {
             std::lock_guard lock(files_mu);
-            cache.add(id, size, true);
+            cache.add(id, size, true, true);
             ++misses;
             fetched_bytes += size;
         }
