@@ -29,6 +29,9 @@ public:
     virtual Status put(SegmentId segment, const void* data, std::size_t len) = 0;
     // The whole segment.
     virtual Status get(SegmentId segment, std::vector<char>* out) = 0;
+    // Up to len bytes of the segment at offset (fewer past its end): how a
+    // fetch brings a segment back without holding all of it in memory.
+    virtual Status get_range(SegmentId segment, std::uint64_t offset, std::size_t len, std::vector<char>* out) = 0;
     // Writes len bytes at offset into the segment's object (creating it):
     // bytes of a segment not yet put whole, which a metadata journal record
     // is about to refer to. Never changes bytes already there.

@@ -166,6 +166,13 @@ Status RadosTier::get(SegmentId segment, std::vector<char>* out) {
     return Status::ok();
 }
 
+Status RadosTier::get_range(SegmentId segment, std::uint64_t offset, std::size_t len, std::vector<char>* out) {
+    std::vector<std::uint8_t> bytes;
+    HIODSFS_TRY(conn()->read(object_name(segment), offset, len, &bytes));
+    out->assign(bytes.begin(), bytes.end());
+    return Status::ok();
+}
+
 Status RadosTier::remove(SegmentId segment) {
     if (fenced_.load()) return fenced_error("remove", segment);
     return conn()->remove(object_name(segment));

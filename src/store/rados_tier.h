@@ -40,6 +40,7 @@ public:
     std::string describe() const override { return "rados:" + pool_name_ + "/" + store_; }
     Status put(SegmentId segment, const void* data, std::size_t len) override;
     Status get(SegmentId segment, std::vector<char>* out) override;
+    Status get_range(SegmentId segment, std::uint64_t offset, std::size_t len, std::vector<char>* out) override;
     Status put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) override;
     Status remove(SegmentId segment) override;
     Status list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) override;

@@ -429,8 +429,10 @@ struct SegmentStore::Impl {
 
     // Brings a segment the tier holds back into the directory, whole: to a
     // temporary file, synced, then renamed, so a crash never leaves a
-    // partial copy under the segment's name.
+    // partial copy under the segment's name. In pieces, so a fetch holds
+    // fetch_piece_bytes of memory, not the segment.
     Status fetch(SegmentId id) {
+        const std::size_t piece_bytes = std::max<std::size_t>(options.fetch_piece_bytes, 1);
         std::lock_guard serial(fetch_mu);
         std::uint64_t size = 0;
         {
@@ -443,26 +445,39 @@ struct SegmentStore::Impl {
             }
             size = it->second;
         }
-        std::vector<char> bytes;
-        Status st = options.tier->get(id, &bytes);
-        if (!st) return Status::error(st.err(), "fetching segment " + std::to_string(id) + ": " + st.message());
-        if (bytes.size() != size) {
-            return Status::error(EIO, "segment " + std::to_string(id) + " in " + options.tier->describe() +
-                                          " has " + std::to_string(bytes.size()) + " bytes, " +
-                                          std::to_string(size) + " expected");
-        }
         const std::string tmp = fetch_path(id);
         (void)env->unlink(tmp);  // a copy a failed fetch left
         std::unique_ptr<File> f;
-        st = env->open(tmp, OpenMode::kCreateNew, &f);
-        if (st) st = f->pwrite(bytes.data(), bytes.size(), 0);
-        if (st) st = f->sync();
+        HIODSFS_TRY(env->open(tmp, OpenMode::kCreateNew, &f));
+        struct RemoveUnlessKept {
+            Env* env;
+            const std::string& path;
+            bool kept = false;
+            ~RemoveUnlessKept() {
+                if (!kept) (void)env->unlink(path);
+            }
+        } cleanup{env, tmp};
+        std::vector<char> piece;
+        std::uint64_t at = 0;
+        for (;;) {
+            Status st = options.tier->get_range(id, at, piece_bytes, &piece);
+            if (!st) return Status::error(st.err(), "fetching segment " + std::to_string(id) + ": " + st.message());
+            if (piece.empty()) break;
+            st = f->pwrite(piece.data(), piece.size(), at);
+            if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
+            at += piece.size();
+            if (piece.size() < piece_bytes) break;
+        }
+        if (at != size) {
+            return Status::error(EIO, "segment " + std::to_string(id) + " in " + options.tier->describe() +
+                                          " has " + std::to_string(at) + " bytes, " + std::to_string(size) +
+                                          " expected");
+        }
+        Status st = f->sync();
         f.reset();
         if (st) st = env->rename(tmp, path(id));
-        if (!st) {
-            (void)env->unlink(tmp);
-            return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
-        }
+        if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
+        cleanup.kept = true;
         {
             std::lock_guard lock(files_mu);
             cache.add(id, size, true, true);

@@ -38,6 +38,18 @@ public:
         *out = it->second;
         return Status::ok();
     }
+    Status get_range(SegmentId id, std::uint64_t offset, std::size_t len, std::vector<char>* out) override {
+        std::lock_guard lock(mu);
+        if (fail_errno != 0) return Status::error(fail_errno, "memory tier: get refused");
+        auto it = objects.find(id);
+        if (it == objects.end()) return Status::error(ENOENT, "memory tier: no segment");
+        const std::vector<char>& o = it->second;
+        const std::size_t from = static_cast<std::size_t>(std::min<std::uint64_t>(offset, o.size()));
+        const std::size_t n = std::min(len, o.size() - from);
+        out->assign(o.begin() + static_cast<std::ptrdiff_t>(from), o.begin() + static_cast<std::ptrdiff_t>(from + n));
+        ++range_gets;
+        return Status::ok();
+    }
     Status put_range(SegmentId id, std::uint64_t offset, const void* data, std::size_t len) override {
         if (before_range) before_range(id);
         std::lock_guard lock(mu);
@@ -120,6 +132,7 @@ public:
     bool failed_appends_land = false;  // appends that fail (object_fail_errno) are made all the same
     int puts = 0;
     int ranges = 0;
+    int range_gets = 0;
 };
 
 }  // namespace hiodsfs::test

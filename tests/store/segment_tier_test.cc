@@ -34,6 +34,7 @@ SegmentStoreOptions tiered(MemoryTier* tier, std::uint64_t cache_bytes) {
     o.write_buffer_bytes = 16 << 10;
     o.tier = tier;
     o.cache_bytes = cache_bytes;
+    o.fetch_piece_bytes = 4096;  // a fetch in sixteen pieces
     return o;
 }
 
@@ -176,9 +177,11 @@ TEST_CASE("tier: sealed segments are uploaded, evicted past the cache size, and 
     REQUIRE(st.evictions >= 4);
     REQUIRE_FALSE(file_exists(segment_path(dir.path(), 1)));
 
-    // Reads of evicted segments fetch them; every byte comes back.
+    // Reads of evicted segments fetch them, in pieces; every byte comes back.
+    const int range_gets = tier.range_gets;
     require_reads(*s, recs);
     st = stats_of(*s);
+    CHECK(tier.range_gets - range_gets >= 4 * static_cast<int>(kSegment / 4096));
     REQUIRE(st.cache_misses >= 4);
     REQUIRE(st.fetched_bytes >= 4 * (kSegment - kRecord));
     REQUIRE(st.cache_hits > 0);
