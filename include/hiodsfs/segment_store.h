@@ -56,9 +56,10 @@ struct SegmentStoreOptions {
     // deleting uploaded segments (the active segment, segments not yet
     // uploaded and the one read last always stay).
     std::uint64_t cache_bytes = 1ull << 30;
-    // With a tier: a fetch brings a segment back this many bytes at a time
-    // (its memory; tests make it small to see the pieces).
+    // With a tier: a fetch brings a segment back, and an upload sends it,
+    // this many bytes at a time (their memory; tests make it small).
     std::size_t fetch_piece_bytes = 8u << 20;
+    std::size_t upload_piece_bytes = 8u << 20;
     // With a tier: told of a failed upload (retried until it works), once
     // per run of failures; may be empty.
     std::function<void(const std::string&)> log;

@@ -1,7 +1,8 @@
 // SegmentTier: where sealed segments live beyond the local disk (Ceph RADOS
-// for the daemon, memory for tests). A segment is put once, whole, after it
-// is sealed and never changes there after; before that, the synced bytes a
-// metadata commit refers to are written into it by range (put_range). The
+// for the daemon, memory for tests). A segment is uploaded once after it is
+// sealed (whole, or by range in pieces) and never changes there after;
+// before that, the synced bytes a metadata commit refers to are written
+// into it by range (put_range). The
 // segment store keeps the local segments/ directory as a bounded cache in
 // front of it (segment_store.h). The tier also keeps the store's metadata
 // objects, by names of the store's own (engine/meta_tier.h).
@@ -34,7 +35,8 @@ public:
     virtual Status get_range(SegmentId segment, std::uint64_t offset, std::size_t len, std::vector<char>* out) = 0;
     // Writes len bytes at offset into the segment's object (creating it):
     // bytes of a segment not yet put whole, which a metadata journal record
-    // is about to refer to. Never changes bytes already there.
+    // is about to refer to, or a piece of an upload. Never changes bytes
+    // already there (it writes the same ones again at most).
     virtual Status put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) = 0;
     // ENOENT when it is not there.
     virtual Status remove(SegmentId segment) = 0;

@@ -509,13 +509,15 @@ struct SegmentStore::Impl {
         return Status::ok();
     }
 
-    // Reads a sealed segment's file and puts it in the tier; *size
-    // is its length. Synced first, so the directory's copy is never
-    // shorter than the tier's after a crash. The bytes commits already
-    // pushed (push_to_tier) are not sent again: only the rest, at its
-    // offset. A crash half-way leaves an object shorter than the file,
-    // which open then takes as the segment: every byte committed metadata
-    // refers to was pushed before the commit.
+    // Reads a sealed segment's file and puts it in the tier; *size is its
+    // length. Synced first, so the directory's copy is never shorter than
+    // the tier's after a crash. The bytes commits already pushed
+    // (push_to_tier) are not sent again: only the rest, at its offset. A
+    // segment of one piece goes whole; a larger one by range, piece after
+    // piece, so an upload holds upload_piece_bytes of memory. A crash
+    // half-way leaves an object shorter than the file, which open then
+    // takes as a partial upload: the file stays the segment and is sent
+    // again (reconcile_with_tier).
     Status upload(SegmentId id, std::uint64_t* size) {
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
@@ -527,13 +529,18 @@ struct SegmentStore::Impl {
             auto p = pushed.find(id);
             if (p != pushed.end()) from = std::min(p->second, *size);
         }
-        std::vector<char> bytes(*size - from);
-        std::size_t got = 0;
-        HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), from, &got));
-        if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
-        if (from == 0) return options.tier->put(id, bytes.data(), bytes.size());
-        if (bytes.empty()) return Status::ok();
-        return options.tier->put_range(id, from, bytes.data(), bytes.size());
+        const std::uint64_t piece = std::max<std::size_t>(options.upload_piece_bytes, 1);
+        std::vector<char> bytes;
+        for (std::uint64_t at = from; at < *size;) {
+            bytes.resize(static_cast<std::size_t>(std::min(piece, *size - at)));
+            std::size_t got = 0;
+            HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), at, &got));
+            if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
+            if (at == 0 && bytes.size() == *size) return options.tier->put(id, bytes.data(), bytes.size());
+            HIODSFS_TRY(options.tier->put_range(id, at, bytes.data(), bytes.size()));
+            at += bytes.size();
+        }
+        return Status::ok();
     }
 
     // Records how an upload of `id` ended; files_mu held.
@@ -627,9 +634,12 @@ struct SegmentStore::Impl {
         return Status::ok();
     }
 
-    // At open: what the tier holds, a fetch a crash cut short removed,
-    // and local copies that differ in size from the tier's dropped (the
-    // tier's is the segment once it has it). ids keeps the rest.
+    // At open: what the tier holds, a fetch a crash cut short removed, and
+    // local copies shorter than the tier's dropped (the tier's is the
+    // segment once it has it whole). A local copy longer than the tier's
+    // is the segment: the object holds a prefix of it (the bytes commits
+    // pushed, or an upload cut short), which the next upload completes.
+    // ids keeps the rest.
     Status reconcile_with_tier(const std::vector<std::string>& names, std::vector<SegmentId>* ids) {
         std::vector<std::pair<SegmentId, std::uint64_t>> held;
         HIODSFS_TRY(options.tier->list(&held));
@@ -653,7 +663,10 @@ struct SegmentStore::Impl {
                 std::unique_ptr<File> f;
                 HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
                 HIODSFS_TRY(f->size(&size));
-                if (size != it->second) {
+                if (size > it->second) {
+                    pushed[id] = it->second;
+                    remote.erase(it);
+                } else if (size < it->second) {
                     if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
                     continue;
                 }

@@ -4,9 +4,12 @@
 // fail, and a read-only store (fsck's) that reads the tier into memory.
 // The tier is in memory here (memory_tier.h; tests/mount uses RADOS).
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -303,6 +306,64 @@ TEST_CASE("tier: open appends after the tier's newest segment, takes the tier's 
     Status st = SegmentStore::open(Env::posix(), other.path(), tiered(&tier, 1 << 30), &fresh);
     REQUIRE(st.err() == EEXIST);
     REQUIRE(st.message().find("memory tier already holds") != std::string::npos);
+}
+
+TEST_CASE("tier: an upload cut short by a crash is completed at the next open, over the longer local copy",
+          "[tier]") {
+    TempDir dir, other;
+    MemoryTier tier;
+    SegmentStoreOptions o = tiered(&tier, 1 << 30);
+    o.upload_piece_bytes = 4096;  // a segment goes in sixteen pieces
+    std::vector<Written> recs;
+    SegmentPosition pos;
+    std::atomic<int> pieces{0};
+    // The cluster goes away after three pieces of the first upload.
+    tier.before_range = [&](SegmentId) {
+        if (++pieces == 4) tier.set_failing(EIO);
+    };
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+        recs = write_records(*s, 20, 5);
+        REQUIRE_OK(s->sync(&pos));
+        REQUIRE(pos.segment >= 3);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (stats_of(*s).upload_failures == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        REQUIRE(stats_of(*s).upload_failures > 0);
+    }  // a crash: nothing more is uploaded
+    tier.before_range = nullptr;
+    tier.set_failing(0);
+    std::uint64_t partial = 0;
+    {
+        std::lock_guard lock(tier.mu);
+        REQUIRE(tier.objects.count(1) == 1);
+        partial = tier.objects[1].size();
+    }
+    REQUIRE(partial == 3 * 4096);
+    REQUIRE(file_exists(segment_path(dir.path(), 1)));
+
+    // The local copy is longer: it stays the segment, and goes up again.
+    o.committed = pos;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+        REQUIRE(file_exists(segment_path(dir.path(), 1)));
+        require_reads(*s, recs);
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+        for (SegmentId id = 1; id < pos.segment; ++id) {
+            INFO("segment " << id);
+            std::ifstream in(segment_path(dir.path(), id), std::ios::binary);
+            const std::vector<char> local((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            std::lock_guard lock(tier.mu);
+            CHECK(tier.objects[id] == local);
+        }
+    }
+    // From the tier alone, every record.
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), other.path(), o, &s));
+    require_reads(*s, recs);
 }
 
 TEST_CASE("tier: a read-only store that reads the tier into memory leaves its directory as it was",
