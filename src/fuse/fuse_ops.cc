@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log_limiter.h"
 #include "fuse/kernel_channel.h"
 
 namespace hiodsfs::fuse {
@@ -54,9 +55,19 @@ int errno_of(const Status& st) {
     if (st.is_ok()) return 0;
     int err = st.err() > 0 ? st.err() : EIO;
     // Errors that mean "something is broken" go to the log with the
-    // engine's words; the usual ones (ENOENT, EEXIST, ...) do not.
-    if (err == EIO || err == EUCLEAN || err == ENOMEM || err == EFBIG)
-        fuse_log(FUSE_LOG_ERR, "hiodsfs: %s\n", st.to_string().c_str());
+    // engine's words; the usual ones (ENOENT, EEXIST, ...) do not. A line
+    // repeated within 10 s is counted, and the count logged with the next.
+    if (err == EIO || err == EUCLEAN || err == ENOMEM || err == EFBIG) {
+        static LogLimiter limiter;
+        const std::string line = st.to_string();
+        std::uint64_t held = 0;
+        if (limiter.admit(line, LogLimiter::Clock::now(), &held)) {
+            if (held > 0)
+                fuse_log(FUSE_LOG_ERR, "hiodsfs: (the error before was answered %llu more times, not logged)\n",
+                         static_cast<unsigned long long>(held));
+            fuse_log(FUSE_LOG_ERR, "hiodsfs: %s\n", line.c_str());
+        }
+    }
     return err;
 }
 
