@@ -235,6 +235,20 @@ Status try_open(const EngineOptions& o) {
     return Engine::open(o, &e);
 }
 
+// A store refused read-write and read-only alike: EUCLEAN, in one line
+// that names `advice`.
+void check_refused(const EngineOptions& o, const std::string& advice) {
+    for (bool read_only : {false, true}) {
+        EngineOptions again = o;
+        again.read_only = read_only;
+        Status st = try_open(again);
+        INFO(st.to_string());
+        CHECK(st.err() == EUCLEAN);
+        CHECK(st.message().find(advice) != std::string::npos);
+        CHECK(st.message().find('\n') == std::string::npos);
+    }
+}
+
 EngineOptions small_segments(const std::string& store) {
     EngineOptions o = options_for(store, kFixed);
     o.segments.max_segment_bytes = 1 << 20;
@@ -261,15 +275,7 @@ TEST_CASE("a store whose metadata is missing or made anew is refused and left un
                 REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 30, false, &m).is_ok());
             }
         }
-        for (bool read_only : {false, true}) {
-            EngineOptions again = o;
-            again.read_only = read_only;
-            Status st = try_open(again);
-            INFO(st.to_string());
-            CHECK(st.err() == EUCLEAN);
-            CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
-            CHECK(st.message().find('\n') == std::string::npos);
-        }
+        check_refused(o, "hiodsfs-fsck");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         CHECK(segment_files(dir.store()) == before);
         // fsck refuses too, rather than checking a fresh environment.
@@ -360,15 +366,7 @@ TEST_CASE("a FORMAT that disagrees with the metadata's copy is refused until fsc
     edited.replace(edited.find(was), was.size(), "chunking " + ChunkingParams::fixed(8192).describe());
     std::ofstream(format_path, std::ios::trunc) << edited;
     o.chunking_given = false;
-    for (bool read_only : {false, true}) {
-        EngineOptions again = o;
-        again.read_only = read_only;
-        Status st = try_open(again);
-        INFO(st.to_string());
-        CHECK(st.err() == EUCLEAN);
-        CHECK(st.message().find("hiodsfs-fsck --repair") != std::string::npos);
-        CHECK(st.message().find('\n') == std::string::npos);
-    }
+    check_refused(o, "hiodsfs-fsck --repair");
     CHECK(slurp(format_path) == edited);
     CHECK(fsck_exit(dir.store(), false) == 4);
     CHECK(fsck_exit(dir.store(), true) == 1);
