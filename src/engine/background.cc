@@ -73,11 +73,10 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         HIODSFS_TRY(extents_in(*t, ino, offset, end, &ex));
         bool any_raw = false;
         for (const auto& m : ex) {
-            std::string_view v;
             bool found = false;
             ChunkRecord rec;
-            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
-            if (found && decode(v, &rec) && !(rec.flags & ChunkRecord::kIndexed)) {
+            HIODSFS_TRY(get_chunk(*t, m.e.chunk, &rec, &found));
+            if (found && !(rec.flags & ChunkRecord::kIndexed)) {
                 any_raw = true;
                 break;
             }
@@ -243,10 +242,9 @@ void EngineImpl::mark_damaged(ChunkId id) {
     if (meta_->read_only()) return;
     std::unique_ptr<Txn> t;
     if (!meta_->begin(&t)) return;
-    std::string_view v;
     bool found = false;
     ChunkRecord rec;
-    if (!t->get(Db::kChunks, key_u64(id), &v, &found) || !found || !decode(v, &rec)) return;
+    if (!get_chunk(*t, id, &rec, &found) || !found) return;
     if (rec.flags & ChunkRecord::kDamaged) return;
     // Out of the index: the next write of this content stores a fresh copy
     // and takes the fingerprint over, instead of sharing bad bytes.
@@ -263,10 +261,9 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
         {
             std::unique_ptr<Txn> t;
             HIODSFS_TRY(meta_->begin_read(&t));
-            std::string_view v;
             bool found = false;
-            HIODSFS_TRY(t->get(Db::kChunks, key_u64(id), &v, &found));
-            if (!found || !decode(v, &rec)) return st;
+            HIODSFS_TRY(get_chunk(*t, id, &rec, &found));
+            if (!found) return st;
         }
         if (rec.location() == loc) return st;
         loc = rec.location();

@@ -1,5 +1,7 @@
 #include "engine/chunk_index.h"
 
+#include "meta/chunk_table.h"
+
 namespace hiodsfs {
 
 namespace {
@@ -37,11 +39,10 @@ Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord
     std::vector<ChunkId> candidates;
     HIODSFS_TRY(index_candidates(t, digest, &candidates));
     for (ChunkId cand : candidates) {
-        std::string_view v;
         bool found = false;
         ChunkRecord r;
-        HIODSFS_TRY(t.get(Db::kChunks, key_u64(cand), &v, &found));
-        if (!found || !decode(v, &r)) continue;
+        HIODSFS_TRY(get_chunk(t, cand, &r, &found));
+        if (!found) continue;
         if ((r.flags & ChunkRecord::kIndexed) && !(r.flags & ChunkRecord::kDamaged) && r.digest == digest) {
             *id = cand;
             *rec = r;
@@ -64,7 +65,7 @@ Status flag_damaged(Txn& t, ChunkId id, ChunkRecord* rec) {
     if (rec->flags & ChunkRecord::kDamaged) return Status::ok();
     rec->flags |= ChunkRecord::kDamaged;
     HIODSFS_TRY(unindex_chunk(t, id, *rec));
-    return t.put(Db::kChunks, key_u64(id), encode(*rec));
+    return put_chunk(t, id, *rec);
 }
 
 }  // namespace hiodsfs

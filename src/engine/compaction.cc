@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "meta/chunk_table.h"
 #include "meta/records.h"
 
 namespace hiodsfs {
@@ -24,10 +25,9 @@ Status segment_live(Txn& t, SegmentId seg, std::uint64_t* live, bool* present) {
 
 // Whether chunk `id`'s record points exactly at `loc` (it is live there).
 Status points_at(Txn& t, ChunkId id, const ChunkLocation& loc, ChunkRecord* rec, bool* yes) {
-    std::string_view v;
     bool found = false;
-    HIODSFS_TRY(t.get(Db::kChunks, key_u64(id), &v, &found));
-    *yes = found && decode(v, rec) && rec->segment == loc.segment && rec->offset == loc.offset &&
+    HIODSFS_TRY(get_chunk(t, id, rec, &found));
+    *yes = found && rec->segment == loc.segment && rec->offset == loc.offset &&
            rec->length == loc.length;
     return Status::ok();
 }
@@ -215,7 +215,7 @@ Status Compactor::finish_job() {
             }
             rec.segment = m.to.segment;
             rec.offset = m.to.offset;
-            HIODSFS_TRY(t->put(Db::kChunks, key_u64(m.chunk), encode(rec)));
+            HIODSFS_TRY(put_chunk(*t, m.chunk, rec));
             gained[m.to.segment] += m.to.length;
             moved += m.to.length;
             ++moved_chunks;

@@ -173,11 +173,10 @@ Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline, Write
 Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
     *out = false;
     if (m.e.chunk_off != 0) return Status::ok();
-    std::string_view v;
     bool found = false;
     ChunkRecord rec;
-    HIODSFS_TRY(t.get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
-    *out = found && decode(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+    HIODSFS_TRY(get_chunk(t, m.e.chunk, &rec, &found));
+    *out = found && (rec.flags & ChunkRecord::kIndexed);
     return Status::ok();
 }
 
@@ -396,11 +395,10 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         HIODSFS_TRY(extents_in(*t, ino, in, off, off + n, &ex));
         for (const auto& m : ex) {
             std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), off + n);
-            std::string_view v;
             bool found = false;
-            HIODSFS_TRY(t->get(Db::kChunks, key_u64(m.e.chunk), &v, &found));
             ChunkRecord rec;
-            if (!found || !decode(v, &rec)) {
+            HIODSFS_TRY(get_chunk(*t, m.e.chunk, &rec, &found));
+            if (!found) {
                 if (!quiet) read_errors_.fetch_add(1);
                 return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
                                               std::to_string(m.e.chunk));
@@ -696,11 +694,10 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
         e.chunk_off = static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start));
         e.length = static_cast<std::uint32_t>(b - a);
         if (!any_raw) {
-            std::string_view v;
             bool found = false;
             ChunkRecord rec;
-            HIODSFS_TRY(t->get(Db::kChunks, key_u64(e.chunk), &v, &found));
-            any_raw = found && decode(v, &rec) && !(rec.flags & ChunkRecord::kIndexed);
+            HIODSFS_TRY(get_chunk(*t, e.chunk, &rec, &found));
+            any_raw = found && !(rec.flags & ChunkRecord::kIndexed);
         }
         HIODSFS_TRY(chunk_ref(*t, e.chunk, +1));
         HIODSFS_TRY(map_extent(*t, dst, din, dst_off + (a - src_off), e));

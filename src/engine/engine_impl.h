@@ -46,6 +46,7 @@
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "chunk/fingerprint.h"
+#include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/history.h"
 #include "meta/meta_store.h"

@@ -105,12 +105,10 @@ Status EngineImpl::extents_in(Txn& t, InodeId ino, const Inode& in, std::uint64_
 
 Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     if (delta == 0) return Status::ok();
-    std::string k = key_u64(id);
-    std::string_view v;
     bool found = false;
-    HIODSFS_TRY(t.get(Db::kChunks, k, &v, &found));
     ChunkRecord rec;
-    if (!found || !decode(v, &rec))
+    HIODSFS_TRY(get_chunk(t, id, &rec, &found));
+    if (!found)
         return Status::error(EUCLEAN, "chunk " + std::to_string(id) + " is missing or damaged");
     const std::uint64_t refs = rec.refs();
     if (delta < 0 && refs < static_cast<std::uint64_t>(-delta))
@@ -118,10 +116,10 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     if (delta > 0 && ChunkRecord::kMaxRefs - refs < static_cast<std::uint64_t>(delta))
         return Status::error(EOVERFLOW, "chunk " + std::to_string(id) + " is shared by too many extents");
     rec.set_refs(refs + static_cast<std::uint64_t>(delta));
-    if (rec.refs() > 0) return t.put(Db::kChunks, k, encode(rec));
+    if (rec.refs() > 0) return put_chunk(t, id, rec);
 
     // Last reference gone: the bytes are dead (reclaimable by compaction).
-    HIODSFS_TRY(t.del(Db::kChunks, k));
+    HIODSFS_TRY(del_chunk(t, id));
     HIODSFS_TRY(unindex_chunk(t, id, rec));
     HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
     auto& c = t.super().counters;
@@ -178,7 +176,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;
-    HIODSFS_TRY(t.put(Db::kChunks, key_u64(id), encode(rec)));
+    HIODSFS_TRY(put_chunk(t, id, rec));
     HIODSFS_TRY(index_chunk(t, id, digest));
     if (gains == nullptr) {
         HIODSFS_TRY(add_segment_live(t, loc.segment, len));

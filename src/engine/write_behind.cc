@@ -170,7 +170,7 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
             rec.length = h.loc.length;
             rec.set_refs(1);
             rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
-            HIODSFS_TRY(t->put(Db::kChunks, key_u64(h.chunk), encode(rec)));
+            HIODSFS_TRY(put_chunk(*t, h.chunk, rec));
             if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
             gains.back().second += h.loc.length;
             sup.counters.stored_bytes += h.loc.length;

@@ -32,6 +32,7 @@
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
 #include "chunk/fingerprint.h"
+#include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -597,22 +598,28 @@ private:
 
     // ---- stage 2: chunks and file maps ----
     Status load_chunks() {
-        Cursor c = t_.cursor(Db::kChunks);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ChunkInfo ci;
-            ChunkId id = 0;
-            const bool key_ok = parse_key_u64(c.key(), &id);
-            if (!key_ok || !decode(c.value(), &ci.r)) {
-                std::string key(c.key());
-                HIODSFS_TRY(fix("chunk record with a damaged key or value",
-                                [&] { return t_.del(Db::kChunks, key); }));
-                if (key_ok) damaged_chunks_.insert(id);
-                continue;
+        std::vector<std::string> damaged;
+        HIODSFS_TRY(for_each_chunk_block(t_, [&](const StoredChunkBlock& b) -> Status {
+            if (!b.value_ok) {
+                // The records of its ids are lost: the files that map them
+                // are named below, as reading a missing chunk.
+                damaged.emplace_back(b.key);
+                if (b.key_ok)
+                    for (ChunkId id = b.block * kChunksPerBlock; id < (b.block + 1) * kChunksPerBlock; ++id)
+                        damaged_chunks_.insert(id);
+                return Status::ok();
             }
-            max_chunk_ = std::max(max_chunk_, id);
-            chunks_.emplace(id, ci);
-        }
-        HIODSFS_TRY(c.status());
+            for (const auto& [id, r] : b.chunks) {
+                ChunkInfo ci;
+                ci.r = r;
+                max_chunk_ = std::max(max_chunk_, id);
+                chunks_.emplace(id, ci);
+            }
+            return Status::ok();
+        }));
+        for (const std::string& key : damaged)
+            HIODSFS_TRY(fix("chunk record block with a damaged key or value",
+                            [&] { return t_.del(Db::kChunks, key); }));
         rep_.chunks = chunks_.size();
         return Status::ok();
     }
@@ -712,7 +719,7 @@ private:
                     ci.r.digest = d;
                     HIODSFS_TRY(index_chunk(t_, id, d));
                 }
-                HIODSFS_TRY(t_.put(Db::kChunks, key_u64(id), encode(ci.r)));
+                HIODSFS_TRY(put_chunk(t_, id, ci.r));
                 chunks_.emplace(id, ci);
                 max_chunk_ = std::max(max_chunk_, id);
                 for (const Use& use : uses) users_of(id, use);
@@ -735,7 +742,7 @@ private:
 
     Status drop_chunk(ChunkId id) {
         const ChunkRecord& r = chunks_.at(id).r;
-        HIODSFS_TRY(t_.del(Db::kChunks, key_u64(id)));
+        HIODSFS_TRY(del_chunk(t_, id));
         HIODSFS_TRY(unindex_chunk(t_, id, r));
         t_.super().counters.dead_bytes += r.length;
         chunks_.erase(id);
@@ -759,7 +766,7 @@ private:
                                     u(ci.counted) + " extents refer to it",
                                 [&, id = id] {
                                     ci.r.set_refs(ci.counted);
-                                    return t_.put(Db::kChunks, key_u64(id), encode(ci.r));
+                                    return put_chunk(t_, id, ci.r);
                                 }));
             }
         }
@@ -817,7 +824,7 @@ private:
                                 [&, id = id, fk = fk, listed = listed]() -> Status {
                                     if (listed) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
                                     ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
-                                    return t_.put(Db::kChunks, key_u64(id), encode(ci.r));
+                                    return put_chunk(t_, id, ci.r);
                                 }));
             } else if (!listed) {
                 HIODSFS_TRY(fix("chunk " + u(id) + " is marked deduplicated but the fingerprint "
@@ -1018,7 +1025,7 @@ private:
             ChunkInfo& g = chunks_.at(good_id);
             g.counted += b.counted;
             g.r.set_refs(g.r.refs() + b.counted);
-            HIODSFS_TRY(t_.put(Db::kChunks, key_u64(good_id), encode(g.r)));
+            HIODSFS_TRY(put_chunk(t_, good_id, g.r));
             auto& counters = t_.super().counters;
             counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
             counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);

@@ -13,6 +13,7 @@
 #include "engine/chunk_index.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
+#include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -58,6 +59,56 @@ bool read_v1(std::string_view in, T* out, bool exact = true) {
     if (in.size() < sizeof(T) || (exact && in.size() != sizeof(T))) return false;
     std::memcpy(out, in.data(), sizeof(T));
     return true;
+}
+
+// A chunk record of format 1 (a fixed struct).
+bool decode_chunk_v1(std::string_view v1, ChunkRecord* out) {
+    ChunkV1 o;
+    if (!read_v1(v1, &o) || (o.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
+    ChunkRecord r;
+    r.segment = o.segment, r.length = o.length, r.offset = o.offset, r.flags = o.flags;
+    r.set_refs(o.refs_low | std::uint64_t{o.refs_high[0]} << 32 | std::uint64_t{o.refs_high[1]} << 40 |
+               std::uint64_t{o.refs_high[2]} << 48);
+    std::memcpy(r.digest.bytes.data(), o.digest, sizeof o.digest);
+    *out = r;
+    return true;
+}
+
+// A chunk record of formats 2 and 3, one LMDB record each: flags, segment,
+// offset, length, reference count as varints, then the digest if the chunk
+// is fingerprinted. Format 4 keeps them in blocks (meta/chunk_table.h).
+bool decode_chunk_v3(std::string_view in, ChunkRecord* out) {
+    if (in.empty()) return false;
+    ChunkRecord r;
+    r.flags = static_cast<std::uint8_t>(in[0]);
+    std::size_t pos = 1;
+    std::uint64_t segment = 0, offset = 0, length = 0, refs = 0;
+    if ((r.flags & ~ChunkRecord::kKnownFlags) != 0 || !get_varint(in, &pos, &segment) ||
+        !get_varint(in, &pos, &offset) || !get_varint(in, &pos, &length) || !get_varint(in, &pos, &refs) ||
+        segment > std::numeric_limits<SegmentId>::max() || length > std::numeric_limits<std::uint32_t>::max() ||
+        refs > ChunkRecord::kMaxRefs)
+        return false;
+    r.segment = static_cast<SegmentId>(segment);
+    r.offset = offset;
+    r.length = static_cast<std::uint32_t>(length);
+    r.set_refs(refs);
+    if (r.flags & ChunkRecord::kIndexed) {
+        if (in.size() - pos < r.digest.bytes.size()) return false;
+        std::memcpy(r.digest.bytes.data(), in.data() + pos, r.digest.bytes.size());
+        pos += r.digest.bytes.size();
+    }
+    if (pos != in.size()) return false;
+    *out = r;
+    return true;
+}
+
+// The chunk id of an old chunk record's key: 8 big-endian bytes before
+// format 3, meta/keys.h's form in format 3.
+bool old_chunk_id(std::string_view key, std::uint32_t version, ChunkId* id) {
+    if (version >= 3) return parse_key_u64(key, id) && *id != 0;
+    if (key.size() != 8) return false;
+    *id = get_be64(key);
+    return *id != 0;
 }
 
 // The format-3 key of a format-1 or 2 key of db, which had its numbers as
@@ -108,10 +159,6 @@ bool valid_value(Db db, std::string_view key, std::string_view value) {
             DirentValue d;
             return decode(value, &d);
         }
-        case Db::kChunks: {
-            ChunkRecord c;
-            return decode(value, &c);
-        }
         case Db::kExtents: {
             std::uint64_t ino = 0, start = 0;
             std::vector<MappedExtent> block;
@@ -142,17 +189,6 @@ bool convert_value(Db db, std::string_view v1, std::string* out) {
         }
         case Db::kExtents:
             return false;  // whole blocks, made in copy_metadata; this one is damaged
-        case Db::kChunks: {
-            ChunkV1 o;
-            if (!read_v1(v1, &o) || (o.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
-            ChunkRecord r;
-            r.segment = o.segment, r.length = o.length, r.offset = o.offset, r.flags = o.flags;
-            r.set_refs(o.refs_low | std::uint64_t{o.refs_high[0]} << 32 | std::uint64_t{o.refs_high[1]} << 40 |
-                       std::uint64_t{o.refs_high[2]} << 48);
-            std::memcpy(r.digest.bytes.data(), o.digest, sizeof o.digest);
-            *out = encode(r);
-            return true;
-        }
         case Db::kDirents: {
             DirentV1 o;
             if (!read_v1(v1, &o) || (o.type & ~static_cast<std::uint32_t>(S_IFMT)) != 0) return false;
@@ -182,9 +218,9 @@ Status remove_tree(const std::string& path) {
     return Status::ok();
 }
 
-// Whether the metadata in dir (a finished copy) has format 3's keys: its
-// root inode's record is under key_u64(1), where formats 1 and 2 have 8
-// bytes. Every store has a root inode.
+// Whether the metadata in dir (a finished copy) is of this format: the
+// copy of FORMAT that copy_metadata writes last says so. A copy made by an
+// older hiodsfs has none, or its own version.
 Status holds_current_format(const std::string& dir, bool* out) {
     MetaStoreOptions ro;
     ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * file_size(dir + "/data.mdb") + (256ull << 20));
@@ -194,8 +230,11 @@ Status holds_current_format(const std::string& dir, bool* out) {
     HIODSFS_TRY(MetaStore::open(dir, ro, &m));
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(m->begin(&t));
-    std::string_view v;
-    return t->get(Db::kInodes, key_u64(kRootInode), &v, out);
+    StoreFormat copy;
+    bool found = false;
+    HIODSFS_TRY(read_format_copy(*t, &copy, &found));
+    *out = found && copy.version == kFormatVersion;
+    return Status::ok();
 }
 
 Status rename_durably(Env* env, const std::string& store, const std::string& from, const std::string& to) {
@@ -211,7 +250,8 @@ Status rename_durably(Env* env, const std::string& store, const std::string& fro
 // queueing the copy for the background pass, which then re-cut only the
 // source: the copy kept the raw bytes, stored twice, for good. Every file
 // that maps a raw chunk is queued for the pass once more.
-Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, UpgradeReport* report) {
+Status copy_metadata(MetaStore& from, const StoreFormat& format, MetaStore& to, UpgradeReport* report) {
+    const std::uint32_t version = format.version;
     constexpr std::uint64_t kBatch = 65536;
     std::unique_ptr<Txn> rd, wr;
     HIODSFS_TRY(from.begin(&rd));
@@ -284,6 +324,21 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
                 HIODSFS_TRY(put(db, fingerprint_key(d, get_be64(value)), std::string_view("", 0)));
                 continue;
             }
+            if (db == Db::kChunks) {
+                // Format 4 keeps chunk records in blocks; one that does not
+                // convert is copied under a key no reader takes for a block.
+                ChunkId id = 0;
+                ChunkRecord r;
+                if (old_chunk_id(key, version, &id) &&
+                    (version == 1 ? decode_chunk_v1(value, &r) : decode_chunk_v3(value, &r))) {
+                    HIODSFS_TRY(put_chunk(*wr, id, r));
+                    HIODSFS_TRY(counted());
+                } else {
+                    ++report->damaged_records;
+                    HIODSFS_TRY(put(db, damaged_key(key), value));
+                }
+                continue;
+            }
             ExtentV1 ext;
             if (version == 1 && db == Db::kExtents && key.size() == 16 && read_v1(value, &ext) &&
                 ext.length != 0) {
@@ -309,7 +364,7 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
             }
             if (db == Db::kExtents) HIODSFS_TRY(flush_block());  // a damaged record between blocks
             std::string new_key, converted;
-            bool whole = convert_key(db, key, &new_key);
+            bool whole = version >= 3 ? (new_key = std::string(key), true) : convert_key(db, key, &new_key);
             if (!whole) new_key = damaged_key(key);
             if (version != 1) {
                 whole = whole && valid_value(db, new_key, value);
@@ -341,6 +396,8 @@ Status copy_metadata(MetaStore& from, std::uint32_t version, MetaStore& to, Upgr
         sup.counters.backlog_bytes += range.second - range.first;
         ++report->files_queued;
     }
+    // Last: what says the copy is whole and of this format (holds_current_format).
+    HIODSFS_TRY(write_format_copy(*wr, StoreFormat{kFormatVersion, format.chunking, format.tier}));
     HIODSFS_TRY(wr->commit());
     wr.reset();
     return to.commit_group(nullptr);
@@ -364,7 +421,7 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     report->from_version = format.version;
     report->to_version = kFormatVersion;
     if (format.version > kFormatVersion) return check_format_version(dir, format);
-    if (format.version != 1 && format.version != 2 && format.version != kFormatVersion)
+    if (format.version < 1 || format.version > kFormatVersion)
         return Status::error(EPROTO, "store " + dir + " has format version " + std::to_string(format.version) +
                                          ", which this hiodsfs cannot upgrade");
     std::unique_ptr<StoreLock> lock;
@@ -431,7 +488,7 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
             rw.map_bytes = ro.map_bytes;
             std::unique_ptr<MetaStore> to;
             HIODSFS_TRY(MetaStore::open(new_meta, rw, &to));
-            HIODSFS_TRY(copy_metadata(*from, format.version, *to, report));
+            HIODSFS_TRY(copy_metadata(*from, format, *to, report));
         }
         HIODSFS_TRY(env->sync_dir(new_meta));
         HIODSFS_TRY(step("copied"));

@@ -1,5 +1,7 @@
 #include "meta/meta_store.h"
 
+#include "meta/chunk_table.h"
+
 #include "meta/journal.h"
 #include "meta/records.h"
 
@@ -511,12 +513,13 @@ Status MetaStore::ensure_group() {
         MDB_stat fp{}, ch{};
         mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
         mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
-        // Entry sizes of format 3 with LMDB's node header: a key of 9-16
-        // bytes and no value; a chunk record of about 50 bytes and its key.
+        // Entry sizes with LMDB's node header: a fingerprint key of 9-16
+        // bytes and no value; a block of 16 chunk records of about 40 bytes.
         fingerprint_pages_.reset(fp, 24);
-        chunk_pages_.reset(ch, 64);
+        chunk_pages_.reset(ch, 16 * 40 + 16);
         chunk_ids_at_start_ = std::min(super_.next_chunk, chunk_ids_taken_from_);
-        chunks_appended_ = 0;
+        blocks_appended_ = 0;
+        last_block_appended_ = ~std::uint64_t{0};
     }
     return Status::ok();
 }
@@ -553,11 +556,14 @@ void MetaStore::note_write(Db db, std::string_view key) {
     if (group_dirty_limit_ == 0 || group_ == nullptr) return;
     if (db == Db::kFingerprints && key.size() >= 8) {
         fingerprint_pages_.note(get_be64(key));
-    } else if (std::uint64_t id = 0; db == Db::kChunks && parse_key_u64(key, &id)) {
-        // Chunk ids are dense: new ones append at the end of the tree, old
-        // ones (counts changed by duplicates, chunks freed) lie anywhere.
-        if (id >= chunk_ids_at_start_) {
-            ++chunks_appended_;
+    } else if (std::uint64_t block = 0; db == Db::kChunks && parse_key_u64(key, &block)) {
+        // Chunk ids are dense: new ones append at the end of the tree, a
+        // block at a time; old ones (counts changed by duplicates, chunks
+        // freed) lie anywhere.
+        const std::uint64_t id = block * kChunksPerBlock;
+        if (id + kChunksPerBlock > chunk_ids_at_start_) {
+            if (block != last_block_appended_) ++blocks_appended_;
+            last_block_appended_ = block;
         } else {
             chunk_pages_.note(static_cast<std::uint64_t>((static_cast<Wide>(id) << 64) /
                                                          chunk_ids_at_start_));
@@ -567,7 +573,7 @@ void MetaStore::note_write(Db db, std::string_view key) {
 
 std::uint64_t MetaStore::dirty_pages_locked() const {
     if (group_dirty_limit_ == 0 || group_ == nullptr) return 0;
-    return fingerprint_pages_.pages() + chunk_pages_.pages() + chunks_appended_ / chunk_pages_.per_leaf + 1;
+    return fingerprint_pages_.pages() + chunk_pages_.pages() + blocks_appended_ / chunk_pages_.per_leaf + 1;
 }
 
 void MetaStore::maybe_group_full() {

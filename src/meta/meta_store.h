@@ -325,7 +325,8 @@ private:
     std::uint64_t chunk_ids_taken_from_ = ~std::uint64_t{0};
     HeldBack* held_ = nullptr;
     bool applying_held_ = false;
-    std::uint64_t chunks_appended_ = 0;
+    std::uint64_t blocks_appended_ = 0;  // distinct chunk blocks of new ids this group
+    std::uint64_t last_block_appended_ = ~std::uint64_t{0};
     std::uint64_t resident_limit_ = 0;
     void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)
     int statm_fd_ = -1;  // /proc/self/statm, read by trim_resident

@@ -128,35 +128,6 @@ bool decode(std::string_view in, InodeRecord* out, std::string* target) {
     return true;
 }
 
-// flags, segment, offset, length, reference count, then the digest if
-// the chunk is fingerprinted (a raw chunk has none yet).
-std::string encode(const ChunkRecord& r) {
-    std::string out;
-    out.reserve(48);
-    out.push_back(static_cast<char>(r.flags));
-    put_varint(&out, r.segment);
-    put_varint(&out, r.offset);
-    put_varint(&out, r.length);
-    put_varint(&out, r.ref_count);
-    if (r.flags & ChunkRecord::kIndexed)
-        out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
-    return out;
-}
-
-bool decode(std::string_view in, ChunkRecord* out) {
-    Reader rd(in);
-    ChunkRecord r;
-    if (!rd.byte(&r.flags) || (r.flags & ~ChunkRecord::kKnownFlags) != 0) return false;
-    if (!rd.u(&r.segment) || !rd.u(&r.offset) || !rd.u(&r.length) || !rd.u(&r.ref_count) ||
-        r.ref_count > ChunkRecord::kMaxRefs)
-        return false;
-    if ((r.flags & ChunkRecord::kIndexed) && !rd.bytes(r.digest.bytes.data(), r.digest.bytes.size()))
-        return false;
-    if (!rd.at_end()) return false;
-    *out = r;
-    return true;
-}
-
 // child inode, then its type (the S_IFMT bits shifted down: one byte).
 std::string encode(const DirentValue& r) {
     std::string out;

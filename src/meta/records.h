@@ -19,8 +19,9 @@ namespace hiodsfs {
 
 // The version STORE/FORMAT records; 1 had fixed-size records and the full
 // SHA-256 as the fingerprint index's key, 2 the numbers in keys as 8
-// big-endian bytes (3: meta/keys.h).
-constexpr std::uint32_t kFormatVersion = 3;
+// big-endian bytes (3: meta/keys.h), 3 a chunk record per LMDB record
+// (4: meta/chunk_table.h).
+constexpr std::uint32_t kFormatVersion = 4;
 
 struct InodeRecord {
     std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
@@ -74,14 +75,12 @@ struct DirentValue {
 // extent block at offset 0 (meta/extent_map.h, the only code that reads
 // or writes that one).
 std::string encode(const InodeRecord& r, std::string_view tail = {});
-std::string encode(const ChunkRecord& r);
 std::string encode(const DirentValue& r);
 // False if in is not one whole, well-formed record of the type. target may
 // be null; it gets the tail of anything but a regular file.
 bool decode(std::string_view in, InodeRecord* out, std::string* target = nullptr);
 // The inode's fields and its tail, whatever the type (a view into in).
 bool decode_inode_tail(std::string_view in, InodeRecord* out, std::string_view* tail);
-bool decode(std::string_view in, ChunkRecord* out);
 bool decode(std::string_view in, DirentValue* out);
 
 // Variable-length unsigned integers (LEB128: seven bits a byte, low first).

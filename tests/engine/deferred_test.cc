@@ -228,11 +228,10 @@ std::vector<MapEntry> file_map(const std::string& store, InodeId ino) {
         MapEntry me;
         me.start = m.start;
         me.e = m.e;
-        std::string_view v;
         bool found = false;
         ChunkRecord rec;
-        REQUIRE(t->get(Db::kChunks, key_u64(me.e.chunk), &v, &found).is_ok());
-        me.indexed = found && decode(v, &rec) && (rec.flags & ChunkRecord::kIndexed);
+        REQUIRE(get_chunk(*t, me.e.chunk, &rec, &found).is_ok());
+        me.indexed = found && (rec.flags & ChunkRecord::kIndexed);
         out.push_back(me);
     }
     return out;

@@ -22,6 +22,7 @@
 
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
+#include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -141,6 +142,18 @@ inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
     return out;
 }
 
+// The ids and records of every chunk (their blocks must all decode).
+inline std::map<ChunkId, ChunkRecord> all_chunk_records(Txn& t) {
+    std::map<ChunkId, ChunkRecord> out;
+    Status st = for_each_chunk_block(t, [&](const StoredChunkBlock& b) {
+        REQUIRE(b.value_ok);
+        for (const auto& [id, r] : b.chunks) out[id] = r;
+        return Status::ok();
+    });
+    REQUIRE(st.is_ok());
+    return out;
+}
+
 // The number of a key that holds one number (a malformed key fails the test).
 inline std::uint64_t key_number(std::string_view key) {
     std::uint64_t v = 0;
@@ -176,17 +189,9 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
             logical += m.e.length;
         }
     }
-    std::map<ChunkId, ChunkRecord> chunks;
+    const std::map<ChunkId, ChunkRecord> chunks = all_chunk_records(*t);
     std::uint64_t stored = 0;
-    {
-        Cursor c = t->cursor(Db::kChunks);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ChunkRecord r;
-            decode(c.value(), &r);
-            chunks[key_number(c.key())] = r;
-            stored += r.length;
-        }
-    }
+    for (const auto& [id, r] : chunks) stored += r.length;
     for (const auto& [id, n] : refs) {
         auto it = chunks.find(id);
         if (it == chunks.end()) problems.push_back("extent refers to missing chunk " + std::to_string(id));

@@ -53,19 +53,13 @@ std::vector<std::string> check_segments(const std::string& store) {
     std::unique_ptr<Txn> t;
     if (!m->begin(&t)) return {"begin"};
     std::map<SegmentId, std::uint64_t> live;
-    {
-        Cursor c = t->cursor(Db::kChunks);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ChunkRecord r;
-            decode(c.value(), &r);
-            live[r.segment] += r.length;
-            auto f = files.find(r.segment);
-            if (f == files.end())
-                problems.push_back("chunk " + std::to_string(key_number(c.key())) + " is in missing segment " +
-                                   std::to_string(r.segment));
-            else if (r.offset + r.length > f->second)
-                problems.push_back("chunk " + std::to_string(key_number(c.key())) + " lies past its segment's end");
-        }
+    for (const auto& [id, r] : all_chunk_records(*t)) {
+        live[r.segment] += r.length;
+        auto f = files.find(r.segment);
+        if (f == files.end())
+            problems.push_back("chunk " + std::to_string(id) + " is in missing segment " + std::to_string(r.segment));
+        else if (r.offset + r.length > f->second)
+            problems.push_back("chunk " + std::to_string(id) + " lies past its segment's end");
     }
     std::map<SegmentId, std::uint64_t> counted;
     {

@@ -45,17 +45,6 @@ long first_difference(const std::vector<std::uint8_t>& got, const std::vector<st
     return got.size() == want.size() ? -1 : static_cast<long>(n);
 }
 
-// The ids and records of every chunk.
-std::map<ChunkId, ChunkRecord> chunk_records(Txn& t) {
-    std::map<ChunkId, ChunkRecord> out;
-    Cursor c = t.cursor(Db::kChunks);
-    for (bool ok = c.first(); ok; ok = c.next()) {
-        ChunkRecord r;
-        REQUIRE(decode(c.value(), &r));
-        out[key_number(c.key())] = r;
-    }
-    return out;
-}
 }  // namespace
 
 TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[engine][trust]") {
@@ -71,13 +60,13 @@ TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[e
     // Stand in for 2^32 - 1 extents sharing the chunk (too many to write).
     ChunkId id = 0;
     edit_metadata(dir.store(), [&](Txn& t) {
-        auto chunks = chunk_records(t);
+        auto chunks = all_chunk_records(t);
         REQUIRE(chunks.size() == 1);
         id = chunks.begin()->first;
         ChunkRecord r = chunks.begin()->second;
         REQUIRE(r.refs() == 1);
         r.set_refs(0xffffffffull);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
+        REQUIRE(put_chunk(t, id, r).is_ok());
     });
     {
         auto e = open_engine(options_for(dir.store(), kFixed));
@@ -86,7 +75,7 @@ TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[e
         REQUIRE(e->close().is_ok());
     }
     edit_metadata(dir.store(), [&](Txn& t) {
-        auto chunks = chunk_records(t);
+        auto chunks = all_chunk_records(t);
         REQUIRE(chunks.count(id) == 1);
         CHECK(chunks[id].refs() == 0x100000000ull);
     });
@@ -98,13 +87,13 @@ TEST_CASE("a reference count past 2^32 does not wrap and free a live chunk", "[e
         REQUIRE(e->close().is_ok());
     }
     edit_metadata(dir.store(), [&](Txn& t) {
-        auto chunks = chunk_records(t);
+        auto chunks = all_chunk_records(t);
         REQUIRE(chunks.count(id) == 1);
         CHECK(chunks[id].refs() == 0xffffffffull);
         // Back to the truth, so the store checks clean.
         ChunkRecord r = chunks[id];
         r.set_refs(1);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
+        REQUIRE(put_chunk(t, id, r).is_ok());
     });
     CHECK(check_invariants(dir.store()).empty());
 }
@@ -119,12 +108,12 @@ TEST_CASE("a chunk shared as often as its count can say refuses one more referen
         REQUIRE(e->close().is_ok());
     }
     edit_metadata(dir.store(), [&](Txn& t) {
-        auto chunks = chunk_records(t);
+        auto chunks = all_chunk_records(t);
         REQUIRE(chunks.size() == 1);
         ChunkRecord r = chunks.begin()->second;
         r.set_refs(ChunkRecord::kMaxRefs);
         REQUIRE(r.refs() == ChunkRecord::kMaxRefs);
-        REQUIRE(t.put(Db::kChunks, key_u64(chunks.begin()->first), encode(r)).is_ok());
+        REQUIRE(put_chunk(t, chunks.begin()->first, r).is_ok());
     });
     auto e = open_engine(options_for(dir.store(), kFixed));
     InodeId b = make_file(*e, "b").ino;
@@ -631,11 +620,10 @@ TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heal
         REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m).is_ok());
         std::unique_ptr<Txn> t;
         REQUIRE(m->begin(&t).is_ok());
-        std::string_view v;
         bool found = false;
         const ExtentRecord ext = extent_at(*t, a_ino, 8192);
-        REQUIRE(t->get(Db::kChunks, key_u64(ext.chunk), &v, &found).is_ok());
-        REQUIRE(decode(v, &rec));
+        REQUIRE(get_chunk(*t, ext.chunk, &rec, &found).is_ok());
+        REQUIRE(found);
     }
     {
         char name[64];

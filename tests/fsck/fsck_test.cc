@@ -98,11 +98,9 @@ struct Store {
     ChunkRecord chunk(ChunkId id) {
         ChunkRecord r;
         edit([&](Txn& t) {
-            std::string_view v;
             bool found = false;
-            REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
+            REQUIRE(get_chunk(t, id, &r, &found).is_ok());
             REQUIRE(found);
-            REQUIRE(decode(v, &r));
         });
         return r;
     }
@@ -193,13 +191,12 @@ TEST_CASE("fsck: wrong reference counts and counters are recomputed", "[fsck]") 
     Store s;
     ChunkId id = s.extent(s.a, 0).chunk;
     s.edit([&](Txn& t) {
-        std::string_view v;
         bool found = false;
-        REQUIRE(t.get(Db::kChunks, key_u64(id), &v, &found).is_ok());
         ChunkRecord r;
-        REQUIRE(decode(v, &r));
+        REQUIRE(get_chunk(t, id, &r, &found).is_ok());
+        REQUIRE(found);
         r.set_refs(7);
-        REQUIRE(t.put(Db::kChunks, key_u64(id), encode(r)).is_ok());
+        REQUIRE(put_chunk(t, id, r).is_ok());
         t.super().counters.stored_bytes += 123;
         REQUIRE(t.put(Db::kSegments, key_u64(r.segment), be64(1)).is_ok());
     });
@@ -225,10 +222,25 @@ TEST_CASE("fsck: a deleted extent leaves an unreferenced chunk that is dropped",
 TEST_CASE("fsck: a deleted chunk record is rebuilt from its segment record", "[fsck]") {
     Store s;
     ChunkId id = s.extent(s.a, 4096).chunk;
-    s.edit([&](Txn& t) { REQUIRE(t.del(Db::kChunks, key_u64(id)).is_ok()); });
+    s.edit([&](Txn& t) { REQUIRE(del_chunk(t, id).is_ok()); });
     find_repair_clean(s, "chunk " + std::to_string(id) + " has no record (missing); it holds /a bytes 4096-8191");
     CHECK(s.read(s.a) == s.a_data);
     CHECK((s.chunk(id).flags & ChunkRecord::kIndexed) != 0);
+}
+
+TEST_CASE("fsck: a damaged block of chunk records is dropped and its records rebuilt", "[fsck]") {
+    Store s;
+    // All of the test's chunks share the first block of ids.
+    const ChunkId a0 = s.extent(s.a, 0).chunk, a1 = s.extent(s.a, 4096).chunk;
+    REQUIRE(chunk_block_of(a0) == chunk_block_of(a1));
+    s.edit([&](Txn& t) { REQUIRE(t.put(Db::kChunks, chunk_block_key(a0), std::string("\xff\xff\x09", 3)).is_ok()); });
+    auto out = fsck({s.path()});
+    CHECK(has(out, "chunk record block with a damaged key or value"));
+    CHECK(has(out, "chunk " + std::to_string(a1) + " has no record (damaged); it holds /a bytes 4096-8191"));
+    find_repair_clean(s, "chunk " + std::to_string(a0) + " has no record (damaged)");
+    CHECK(s.read(s.a) == s.a_data);
+    CHECK(s.read(s.b) == s.b_data);
+    CHECK((s.chunk(a1).flags & ChunkRecord::kIndexed) != 0);
 }
 
 TEST_CASE("fsck: fingerprint index entries missing or dangling", "[fsck]") {
@@ -259,7 +271,7 @@ TEST_CASE("fsck: two fingerprinted chunks with one digest keep one in the index"
         ChunkRecord b_rec = s.chunk(b_id);
         REQUIRE(t.del(Db::kFingerprints, fingerprint_key(b_rec.digest, b_id)).is_ok());
         b_rec.digest = a_rec.digest;
-        REQUIRE(t.put(Db::kChunks, key_u64(b_id), encode(b_rec)).is_ok());
+        REQUIRE(put_chunk(t, b_id, b_rec).is_ok());
         REQUIRE(index_chunk(t, b_id, b_rec.digest).is_ok());
     });
     find_repair_clean(s, "chunk " + std::to_string(b_id) + " has the fingerprint of chunk " +

@@ -1,4 +1,4 @@
-// hiodsfs-fsck --upgrade on stores written by hiodsfs of formats 1 and 2:
+// hiodsfs-fsck --upgrade on stores written by hiodsfs of formats 1, 2 and 3:
 // the daemon refuses them with the command to run; the upgrade keeps every
 // file; an upgrade stopped at any step (as a crash would) finishes when run
 // again.
@@ -17,6 +17,7 @@
 #include "fsck/fsck.h"
 #include "fsck/upgrade.h"
 #include "hiodsfs/env.h"
+#include "meta/keys.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "store_fixture.h"
@@ -130,7 +131,7 @@ void put_old_record(const std::string& store, Db db, std::string_view key, std::
 
 TEST_CASE("a store of an older format is refused with the upgrade command, and upgraded keeps every file",
           "[fsck][upgrade]") {
-    const int format = GENERATE(1, 2);
+    const int format = GENERATE(1, 2, 3);
     INFO("format " << format);
     const std::string v = std::to_string(format), now = std::to_string(kFormatVersion);
     OldStore s(format);
@@ -181,7 +182,7 @@ TEST_CASE("a store of an older format is refused with the upgrade command, and u
 }
 
 TEST_CASE("an upgrade stopped after any step finishes when run again", "[fsck][upgrade]") {
-    const int format = GENERATE(1, 2);
+    const int format = GENERATE(1, 2, 3);
     const char* step = GENERATE("copied", "old set aside", "new in place", "format written");
     INFO("format " << format << ", stopped after: " << step);
     OldStore s(format);
@@ -239,7 +240,7 @@ TEST_CASE("an upgrade to format 2 left unfinished by an older hiodsfs is made ag
 
 TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsck to name",
           "[fsck][upgrade]") {
-    const int format = GENERATE(1, 2);
+    const int format = GENERATE(1, 2, 3);
     INFO("format " << format);
     OldStore s(format);
     SECTION("in use") {
@@ -265,8 +266,10 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         CHECK(check.code == 4);
         return check.out;
     };
+    // Inode keys: 8 bytes before format 3, then as long as the number needs.
+    auto inode_key = [&](InodeId ino) { return format < 3 ? be64(ino) : key_u64(ino); };
     SECTION("a damaged inode record") {
-        const std::string out = upgrade_damaged(Db::kInodes, be64(999), "short");  // 8-byte keys before format 3
+        const std::string out = upgrade_damaged(Db::kInodes, inode_key(999), "short");
         CHECK(out.find("inode 999") != std::string::npos);
     }
     SECTION("a damaged inode record of a file with extents") {
@@ -281,19 +284,20 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
             REQUIRE(m->begin(&t).is_ok());
             std::string_view v;
             bool found = false;
-            REQUIRE(t->get(Db::kDirents, be64(kRootInode) + "shifted", &v, &found).is_ok());
+            const std::string key = format < 3 ? be64(kRootInode) + "shifted" : key_u64_str(kRootInode, "shifted");
+            REQUIRE(t->get(Db::kDirents, key, &v, &found).is_ok());
             DirentValue d;
             REQUIRE((found && decode(v, &d)));
             ino = d.ino;
         }
-        const std::string out = upgrade_damaged(Db::kInodes, be64(ino), "short");
+        const std::string out = upgrade_damaged(Db::kInodes, inode_key(ino), "short");
         CHECK(out.find("inode " + std::to_string(ino)) != std::string::npos);
     }
     SECTION("a damaged key") {
         // Not 8 bytes: no chunk id in it. Copied so that no format-3 reader
         // takes it for one (a leading 0xff).
         const std::string out = upgrade_damaged(Db::kChunks, std::string("\x01\x05", 2), "junk");
-        CHECK(out.find("chunk record with a damaged key") != std::string::npos);
+        CHECK(out.find("chunk record block with a damaged key") != std::string::npos);
         Run repair = run_tool("--repair '" + s.store() + "'");
         INFO(repair.out);
         CHECK(run_tool("'" + s.store() + "'").code == 0);

@@ -114,49 +114,6 @@ TEST_CASE("inode records round-trip and are small", "[meta][records]") {
     }
 }
 
-TEST_CASE("chunk records keep the digest only while fingerprinted", "[meta][records]") {
-    ChunkRecord r;
-    r.segment = 7;
-    r.offset = 123456789;
-    r.length = 8192;
-    r.set_refs(3);
-    r.flags = ChunkRecord::kIndexed;
-    std::mt19937_64 rng(5);
-    for (auto& b : r.digest.bytes) b = static_cast<std::uint8_t>(rng());
-    std::string v = encode(r);
-    CHECK(v.size() <= 32 + 12);  // was 56 bytes in format 1
-    ChunkRecord back;
-    REQUIRE(decode(v, &back));
-    CHECK(back.location() == r.location());
-    CHECK(back.refs() == 3);
-    CHECK(back.flags == r.flags);
-    CHECK(back.digest == r.digest);
-    check_truncations_refused<ChunkRecord>(v);
-
-    r.flags = 0;  // raw: not fingerprinted yet
-    v = encode(r);
-    CHECK(v.size() <= 12);
-    REQUIRE(decode(v, &back));
-    CHECK(back.digest == Digest{});
-    CHECK(back.location() == r.location());
-
-    r.flags = ChunkRecord::kIndexed | ChunkRecord::kDamaged;
-    r.set_refs(ChunkRecord::kMaxRefs);
-    r.segment = std::numeric_limits<SegmentId>::max();
-    r.offset = std::numeric_limits<std::uint64_t>::max();
-    r.length = std::numeric_limits<std::uint32_t>::max();
-    REQUIRE(decode(encode(r), &back));
-    CHECK(back.refs() == ChunkRecord::kMaxRefs);
-    CHECK(back.location() == r.location());
-    CHECK(back.flags == r.flags);
-
-    std::string bad = encode(r);
-    bad[0] = 0x10;  // an unknown flag
-    CHECK_FALSE(decode(bad, &back));
-    r.set_refs(ChunkRecord::kMaxRefs + 1);
-    CHECK_FALSE(decode(encode(r), &back));
-}
-
 TEST_CASE("directory entry records round-trip and refuse damage", "[meta][records]") {
     std::string v;
     for (std::uint32_t type : {S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK}) {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
@@ -41,10 +42,9 @@ std::pair<std::string, std::uint64_t> chunk_byte(const std::string& store, const
     REQUIRE(extents_overlapping(*t, d.ino, off, off + 1, &ex).is_ok());
     REQUIRE(ex.size() == 1);
     const ExtentRecord e = ex[0].e;
-    REQUIRE(t->get(Db::kChunks, key_u64(e.chunk), &v, &found).is_ok());
-    REQUIRE(found);
     ChunkRecord c;
-    REQUIRE(decode(v, &c));
+    REQUIRE(get_chunk(*t, e.chunk, &c, &found).is_ok());
+    REQUIRE(found);
     char seg[32];
     std::snprintf(seg, sizeof seg, "/segments/%08x.seg", c.segment);
     return {store + seg, c.offset + 1000};

@@ -1,0 +1,178 @@
+#include "meta/chunk_table.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "meta/keys.h"
+
+namespace hiodsfs {
+
+namespace {
+
+// Beside ChunkRecord's flags: same segment as the previous record of the
+// block, payload at (or after) its end; only the gap is stored.
+constexpr std::uint8_t kFollows = 4;
+static_assert((ChunkRecord::kKnownFlags & kFollows) == 0);
+
+bool follows(const ChunkRecord& prev, const ChunkRecord& r) {
+    return r.segment == prev.segment && r.offset >= prev.offset + prev.length;
+}
+
+template <typename T>
+bool get_field(std::string_view in, std::size_t* pos, T* out) {
+    std::uint64_t v = 0;
+    if (!get_varint(in, pos, &v) || v > std::numeric_limits<T>::max()) return false;
+    *out = static_cast<T>(v);
+    return true;
+}
+
+// The block's chunks as a vector, or an error naming a damaged block.
+Status load_block(Txn& t, const std::string& key, ChunkId id, std::vector<StoredChunk>* out, bool* damaged) {
+    out->clear();
+    *damaged = false;
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kChunks, key, &v, &found));
+    if (found && !decode_chunk_block(chunk_block_of(id), v, out)) {
+        out->clear();
+        *damaged = true;
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+std::string chunk_block_key(ChunkId id) { return key_u64(chunk_block_of(id)); }
+
+std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
+    std::string out;
+    out.reserve(2 + n * 40);
+    std::uint16_t map = 0;
+    for (std::size_t i = 0; i < n; ++i) map |= std::uint16_t(1u << (chunks[i].first % kChunksPerBlock));
+    out.push_back(static_cast<char>(map & 0xff));
+    out.push_back(static_cast<char>(map >> 8));
+    for (std::size_t i = 0; i < n; ++i) {
+        const ChunkRecord& r = chunks[i].second;
+        const bool after = i > 0 && follows(chunks[i - 1].second, r);
+        out.push_back(static_cast<char>(r.flags | (after ? kFollows : 0)));
+        if (after) {
+            put_varint(&out, r.offset - (chunks[i - 1].second.offset + chunks[i - 1].second.length));
+        } else {
+            put_varint(&out, r.segment);
+            put_varint(&out, r.offset);
+        }
+        put_varint(&out, r.length);
+        put_varint(&out, r.ref_count);
+        if (r.flags & ChunkRecord::kIndexed)
+            out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
+    }
+    return out;
+}
+
+bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<StoredChunk>* out) {
+    if (in.size() < 2 || block > std::numeric_limits<ChunkId>::max() / kChunksPerBlock) return false;
+    const auto map = static_cast<std::uint16_t>(static_cast<std::uint8_t>(in[0]) |
+                                                static_cast<std::uint8_t>(in[1]) << 8);
+    if (map == 0) return false;
+    std::size_t pos = 2;
+    const ChunkRecord* prev = nullptr;
+    const std::size_t first = out->size();
+    for (ChunkId slot = 0; slot < kChunksPerBlock; ++slot) {
+        if (!(map & (1u << slot))) continue;
+        if (pos >= in.size()) return false;
+        ChunkRecord r;
+        const auto flags = static_cast<std::uint8_t>(in[pos++]);
+        if ((flags & ~(ChunkRecord::kKnownFlags | kFollows)) != 0) return false;
+        r.flags = flags & ChunkRecord::kKnownFlags;
+        if (flags & kFollows) {
+            std::uint64_t gap = 0;
+            if (prev == nullptr || !get_varint(in, &pos, &gap)) return false;
+            const std::uint64_t end = prev->offset + prev->length;
+            if (gap > std::numeric_limits<std::uint64_t>::max() - end) return false;
+            r.segment = prev->segment;
+            r.offset = end + gap;
+        } else if (!get_field(in, &pos, &r.segment) || !get_field(in, &pos, &r.offset)) {
+            return false;
+        }
+        if (!get_field(in, &pos, &r.length) || !get_field(in, &pos, &r.ref_count) ||
+            r.ref_count > ChunkRecord::kMaxRefs || r.offset > std::numeric_limits<std::uint64_t>::max() - r.length)
+            return false;
+        if (r.flags & ChunkRecord::kIndexed) {
+            if (in.size() - pos < r.digest.bytes.size()) return false;
+            std::copy_n(in.data() + pos, r.digest.bytes.size(), r.digest.bytes.data());
+            pos += r.digest.bytes.size();
+        }
+        out->emplace_back(block * kChunksPerBlock + slot, r);
+        prev = &out->back().second;
+    }
+    if (pos != in.size() || (block == 0 && (map & 1))) {  // no chunk has id 0
+        out->resize(first);
+        return false;
+    }
+    return true;
+}
+
+Status get_chunk(Txn& t, ChunkId id, ChunkRecord* out, bool* found) {
+    *found = false;
+    std::string_view v;
+    bool present = false;
+    HIODSFS_TRY(t.get(Db::kChunks, chunk_block_key(id), &v, &present));
+    if (!present) return Status::ok();
+    // Most reads want one record: decode into a small buffer kept per thread.
+    thread_local std::vector<StoredChunk> chunks;
+    chunks.clear();
+    if (!decode_chunk_block(chunk_block_of(id), v, &chunks)) return Status::ok();
+    for (const StoredChunk& c : chunks) {
+        if (c.first != id) continue;
+        *out = c.second;
+        *found = true;
+        break;
+    }
+    return Status::ok();
+}
+
+Status put_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {
+    if (id == 0) return Status::error(EINVAL, "chunk id 0");
+    const std::string key = chunk_block_key(id);
+    std::vector<StoredChunk> chunks;
+    bool damaged = false;
+    HIODSFS_TRY(load_block(t, key, id, &chunks, &damaged));
+    // A damaged block's other records are lost already; this one is kept
+    // (fsck reports the chunks the block no longer has).
+    auto at = std::lower_bound(chunks.begin(), chunks.end(), id,
+                               [](const StoredChunk& c, ChunkId want) { return c.first < want; });
+    if (at != chunks.end() && at->first == id) {
+        at->second = rec;
+    } else {
+        chunks.emplace(at, id, rec);
+    }
+    return t.put(Db::kChunks, key, encode_chunk_block(chunks.data(), chunks.size()));
+}
+
+Status del_chunk(Txn& t, ChunkId id) {
+    const std::string key = chunk_block_key(id);
+    std::vector<StoredChunk> chunks;
+    bool damaged = false;
+    HIODSFS_TRY(load_block(t, key, id, &chunks, &damaged));
+    if (damaged) return Status::ok();
+    auto at = std::find_if(chunks.begin(), chunks.end(), [&](const StoredChunk& c) { return c.first == id; });
+    if (at == chunks.end()) return Status::ok();
+    chunks.erase(at);
+    if (chunks.empty()) return t.del(Db::kChunks, key);
+    return t.put(Db::kChunks, key, encode_chunk_block(chunks.data(), chunks.size()));
+}
+
+Status for_each_chunk_block(Txn& t, const std::function<Status(const StoredChunkBlock&)>& fn) {
+    Cursor c = t.cursor(Db::kChunks);
+    StoredChunkBlock b;
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        b.key = c.key();
+        b.chunks.clear();
+        b.key_ok = parse_key_u64(b.key, &b.block) && b.block <= std::numeric_limits<ChunkId>::max() / kChunksPerBlock;
+        b.value_ok = b.key_ok && decode_chunk_block(b.block, c.value(), &b.chunks);
+        HIODSFS_TRY(fn(b));
+    }
+    return c.status();
+}
+
+}  // namespace hiodsfs
