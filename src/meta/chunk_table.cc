@@ -9,10 +9,15 @@ namespace hiodsfs {
 
 namespace {
 
-// Beside ChunkRecord's flags: same segment as the previous record of the
-// block, payload at (or after) its end; only the gap is stored.
-constexpr std::uint8_t kFollows = 4;
-static_assert((ChunkRecord::kKnownFlags & kFollows) == 0);
+// A record's first byte: ChunkRecord's flags in bits 0-1, then
+constexpr std::uint8_t kFollows = 4;  // same segment as the previous record, payload after its end: only the gap is stored
+constexpr std::uint8_t kSameGap = 8;  // with kFollows: the gap of the previous record that had one (not stored)
+// and in bits 4-7 the reference count up to 14; 15 means 15 + a varint.
+// Chunks written in a row are one after another, a record header apart,
+// and most have one or two users: such a record's fields cost 3 bytes.
+constexpr unsigned kRefsShift = 4;
+constexpr std::uint64_t kRefsInline = 15;
+static_assert(ChunkRecord::kKnownFlags < kFollows);
 
 bool follows(const ChunkRecord& prev, const ChunkRecord& r) {
     return r.segment == prev.segment && r.offset >= prev.offset + prev.length;
@@ -51,18 +56,27 @@ std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) map |= std::uint16_t(1u << (chunks[i].first % kChunksPerBlock));
     out.push_back(static_cast<char>(map & 0xff));
     out.push_back(static_cast<char>(map >> 8));
+    std::uint64_t last_gap = 0;
+    bool have_gap = false;
     for (std::size_t i = 0; i < n; ++i) {
         const ChunkRecord& r = chunks[i].second;
         const bool after = i > 0 && follows(chunks[i - 1].second, r);
-        out.push_back(static_cast<char>(r.flags | (after ? kFollows : 0)));
-        if (after) {
-            put_varint(&out, r.offset - (chunks[i - 1].second.offset + chunks[i - 1].second.length));
-        } else {
+        const std::uint64_t gap = after ? r.offset - (chunks[i - 1].second.offset + chunks[i - 1].second.length) : 0;
+        const bool same_gap = after && have_gap && gap == last_gap;
+        const std::uint64_t refs = std::min(r.ref_count, kRefsInline);
+        const unsigned lead = (r.flags & ChunkRecord::kKnownFlags) | (after ? kFollows : 0) |
+                              (same_gap ? kSameGap : 0) | refs << kRefsShift;
+        out.push_back(static_cast<char>(lead));
+        if (after && !same_gap) {
+            put_varint(&out, gap);
+            last_gap = gap;
+            have_gap = true;
+        } else if (!after) {
             put_varint(&out, r.segment);
             put_varint(&out, r.offset);
         }
         put_varint(&out, r.length);
-        put_varint(&out, r.ref_count);
+        if (refs == kRefsInline) put_varint(&out, r.ref_count - kRefsInline);
         if (r.flags & ChunkRecord::kIndexed)
             out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
     }
@@ -76,27 +90,40 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
     if (map == 0) return false;
     std::size_t pos = 2;
     const ChunkRecord* prev = nullptr;
+    std::uint64_t last_gap = 0;
+    bool have_gap = false;
     const std::size_t first = out->size();
     for (ChunkId slot = 0; slot < kChunksPerBlock; ++slot) {
         if (!(map & (1u << slot))) continue;
         if (pos >= in.size()) return false;
         ChunkRecord r;
-        const auto flags = static_cast<std::uint8_t>(in[pos++]);
-        if ((flags & ~(ChunkRecord::kKnownFlags | kFollows)) != 0) return false;
-        r.flags = flags & ChunkRecord::kKnownFlags;
-        if (flags & kFollows) {
-            std::uint64_t gap = 0;
-            if (prev == nullptr || !get_varint(in, &pos, &gap)) return false;
+        const auto lead = static_cast<std::uint8_t>(in[pos++]);
+        r.flags = lead & ChunkRecord::kKnownFlags;
+        if (lead & kFollows) {
+            std::uint64_t gap = last_gap;
+            if (prev == nullptr) return false;
+            if (lead & kSameGap) {
+                if (!have_gap) return false;
+            } else if (!get_varint(in, &pos, &gap)) {
+                return false;
+            }
+            last_gap = gap;
+            have_gap = true;
             const std::uint64_t end = prev->offset + prev->length;
             if (gap > std::numeric_limits<std::uint64_t>::max() - end) return false;
             r.segment = prev->segment;
             r.offset = end + gap;
-        } else if (!get_field(in, &pos, &r.segment) || !get_field(in, &pos, &r.offset)) {
+        } else if ((lead & kSameGap) || !get_field(in, &pos, &r.segment) || !get_field(in, &pos, &r.offset)) {
             return false;
         }
-        if (!get_field(in, &pos, &r.length) || !get_field(in, &pos, &r.ref_count) ||
-            r.ref_count > ChunkRecord::kMaxRefs || r.offset > std::numeric_limits<std::uint64_t>::max() - r.length)
+        r.ref_count = lead >> kRefsShift;
+        std::uint64_t more_refs = 0;
+        if (!get_field(in, &pos, &r.length) ||
+            (r.ref_count == kRefsInline && !get_varint(in, &pos, &more_refs)) ||
+            more_refs > ChunkRecord::kMaxRefs - kRefsInline ||
+            r.offset > std::numeric_limits<std::uint64_t>::max() - r.length)
             return false;
+        r.ref_count += more_refs;
         if (r.flags & ChunkRecord::kIndexed) {
             if (in.size() - pos < r.digest.bytes.size()) return false;
             std::copy_n(in.data() + pos, r.digest.bytes.size(), r.digest.bytes.data());

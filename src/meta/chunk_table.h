@@ -2,12 +2,14 @@
 // in order, so the records of kChunksPerBlock consecutive ids share one
 // LMDB record of Db::kChunks: key = enc(id / kChunksPerBlock) (meta/keys.h),
 // value = a 16-bit little-endian map of the ids present, then their records
-// in id order. A record is a flags byte (ChunkRecord's, plus kFollows), the
-// segment and payload offset (with kFollows only the gap from the end of
-// the previous record's payload in the same segment: chunks written one
-// after another cost one byte there), the length, the reference count and,
-// when fingerprinted, the SHA-256. One key, LMDB node and page slot per 16
-// chunks instead of per chunk: 17 bytes a chunk less on a real tree.
+// in id order. A record is a lead byte (ChunkRecord's flags, "follows",
+// "same gap", and a reference count up to 14), the segment and payload
+// offset (when it follows the previous record's payload in the same
+// segment only the gap, and nothing if that gap is the last one stored),
+// the length, the rest of a larger reference count and, when
+// fingerprinted, the SHA-256. One key, LMDB node and page slot per 16
+// chunks instead of per chunk, and 3 bytes of fields for chunks written
+// in a row: about 36 bytes a chunk with its digest, against 56 in format 3.
 // Engine and fsck see single records; only this file knows the blocks.
 // Thread-safety: as the Txn the caller holds.
 #pragma once

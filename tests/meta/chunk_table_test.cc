@@ -63,8 +63,10 @@ TEST_CASE("a chunk block round-trips, costs about 38 bytes a chunk and refuses d
     const auto chunks = written_in_order(16, 16, rng);
     const std::string v = encode_chunk_block(chunks.data(), chunks.size());
     // Format 3 spent 41 bytes of value, a 4-byte key, an 8-byte node header
-    // and a 2-byte slot on each (56 with page slack).
-    CHECK(v.size() <= 2 + 16 * (32 + 6));
+    // and a 2-byte slot on each (56 with page slack). Here: the map, the
+    // first record's segment and offset and the second's gap, then per chunk
+    // a lead byte (flags, refs, same gap), the length and the digest.
+    CHECK(v.size() <= 2 + 3 + 16 * (1 + 3 + 32));
     std::vector<StoredChunk> back;
     REQUIRE(decode_chunk_block(1, v, &back));
     REQUIRE(back.size() == 16);
@@ -73,7 +75,7 @@ TEST_CASE("a chunk block round-trips, costs about 38 bytes a chunk and refuses d
         CHECK(same(back[i].second, chunks[i].second));
     }
 
-    // Every prefix, a byte more, an unknown flag, a "follows" on the first
+    // Every prefix, a byte more, a "follows" or a "same gap" on the first
     // record, an empty map: refused.
     for (std::size_t n = 0; n < v.size(); ++n) {
         INFO("length " << n);
@@ -81,7 +83,7 @@ TEST_CASE("a chunk block round-trips, costs about 38 bytes a chunk and refuses d
     }
     CHECK_FALSE(decode_chunk_block(1, v + '\x01', &back));
     std::string bad = v;
-    bad[2] = static_cast<char>(bad[2] | 0x40);
+    bad[2] = static_cast<char>(bad[2] | 0x08);
     CHECK_FALSE(decode_chunk_block(1, bad, &back));
     bad = v;
     bad[2] = static_cast<char>(bad[2] | 0x04);
@@ -93,8 +95,9 @@ TEST_CASE("a chunk block round-trips, costs about 38 bytes a chunk and refuses d
     CHECK_FALSE(decode_chunk_block(0, encode_chunk_block(zero.data(), zero.size()), &back));
     CHECK(decode_chunk_block(0, encode_chunk_block(zero.data() + 1, 1), &back));
 
-    // Fields at their limits, out of order in a segment, raw and damaged.
-    std::vector<StoredChunk> odd(3);
+    // Fields at their limits, out of order in a segment, raw and damaged,
+    // reference counts around the inline limit, gaps repeated.
+    std::vector<StoredChunk> odd(4);
     odd[0].first = 32;
     odd[0].second.segment = std::numeric_limits<SegmentId>::max();
     odd[0].second.offset = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint32_t>::max();
@@ -105,14 +108,19 @@ TEST_CASE("a chunk block round-trips, costs about 38 bytes a chunk and refuses d
     odd[1].second.segment = odd[0].second.segment;
     odd[1].second.offset = 5;  // before the previous one
     odd[1].second.length = 1;
-    odd[1].second.set_refs(1);
-    odd[2].first = 47;
+    odd[1].second.set_refs(15);
+    odd[2].first = 46;
     odd[2].second = odd[1].second;
     odd[2].second.offset = 6;  // right after it
+    odd[2].second.set_refs(14);
+    odd[3].first = 47;
+    odd[3].second = odd[2].second;
+    odd[3].second.offset = 7;  // the same gap again
+    odd[3].second.set_refs(0);
     back.clear();
     REQUIRE(decode_chunk_block(2, encode_chunk_block(odd.data(), odd.size()), &back));
-    REQUIRE(back.size() == 3);
-    for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(back.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
         CHECK(back[i].first == odd[i].first);
         CHECK(same(back[i].second, odd[i].second));
     }
