@@ -1,5 +1,8 @@
 #include "meta/journal.h"
 
+#include <string>
+#include <unordered_map>
+
 #include "chunk/fingerprint.h"
 #include "common/little_endian.h"
 
@@ -90,6 +93,36 @@ bool for_each_journal_op(std::string_view ops, const std::function<bool(const Jo
         if (!fn(op)) return false;
     }
     return true;
+}
+
+std::string coalesce_journal_ops(std::string_view ops) {
+    // The index of each key's last change; ops of well-formed captures only.
+    std::unordered_map<std::string, std::size_t> last;
+    std::size_t n = 0;
+    auto name = [](const JournalOp& op) {
+        std::string k(1, static_cast<char>(op.db));
+        k.append(op.key);
+        return k;
+    };
+    if (!for_each_journal_op(ops, [&](const JournalOp& op) {
+            last[name(op)] = n++;
+            return true;
+        }))
+        return std::string(ops);
+    if (last.size() == n) return std::string(ops);
+    std::string out;
+    n = 0;
+    for_each_journal_op(ops, [&](const JournalOp& op) {
+        if (last[name(op)] == n++) {
+            if (op.put) {
+                journal_put(&out, op.db, op.key, op.value);
+            } else {
+                journal_del(&out, op.db, op.key);
+            }
+        }
+        return true;
+    });
+    return out;
 }
 
 }  // namespace hiodsfs

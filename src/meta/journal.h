@@ -33,6 +33,12 @@ constexpr std::size_t kJournalHeaderBytes = 24;
 void journal_put(std::string* ops, Db db, std::string_view key, std::string_view value);
 void journal_del(std::string* ops, Db db, std::string_view key);
 
+// A group's captured ops with only each key's last change, in the order of
+// those changes: replayed, they leave the same databases (changes to
+// different keys commute), and a key rewritten by many operations of a
+// group (a block of chunk records, an inode) is journaled once.
+std::string coalesce_journal_ops(std::string_view ops);
+
 // One record's bytes.
 std::string encode_journal_record(std::uint64_t seq, std::string_view super, std::string_view ops);
 

@@ -767,8 +767,8 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     if (fault == 0 && journal_ != nullptr) {
         // Beyond the machine before it is durable here: a commit reported
         // to fsync must be in the journal.
-        journaled = journal_->write(super_.journal_seq,
-                                    encode_journal_record(super_.journal_seq, state, group_journal_));
+        journaled = journal_->write(super_.journal_seq, encode_journal_record(super_.journal_seq, state,
+                                                                             coalesce_journal_ops(group_journal_)));
         if (!journaled) {
             // Nothing is committed here, so nothing is lost: the group stays
             // open and the next commit writes its record again, under the

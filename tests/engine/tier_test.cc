@@ -365,6 +365,39 @@ TEST_CASE("engine with a tier: after a lapse, the tier is as it left it unless a
     e->abandon();
 }
 
+TEST_CASE("engine with a tier: a block rewritten by many writes of a group is journaled once",
+          "[engine][tier][journal]") {
+    // 2048 new chunks of 4 KiB, one write each: every write rewrites its
+    // chunk block (16 records) and the file's extent block and inode; each
+    // group's record keeps only the last of them.
+    TempDir dir;
+    MemoryTier tier;
+    std::mt19937_64 rng(21);
+    const std::size_t chunks = 2048;
+    const std::vector<std::uint8_t> data = random_bytes(rng, chunks * 4096);
+    EngineOptions o = tiered_options(dir.store(), &tier, 1ull << 30);
+    o.background_threads = 0;
+    auto e = open_engine(o);
+    const Attr f = make_file(*e, "f");
+    for (std::size_t i = 0; i < chunks; ++i) {
+        const std::vector<std::uint8_t> piece(data.begin() + i * 4096, data.begin() + (i + 1) * 4096);
+        write_all(*e, f.ino, i * 4096, piece);
+    }
+    REQUIRE(e->fsync(f.ino, false).is_ok());
+    std::size_t journal_bytes = 0;
+    {
+        std::lock_guard lock(tier.mu);
+        for (const auto& [name, bytes] : tier.named)
+            if (name.rfind("journal.", 0) == 0) journal_bytes += bytes.size();
+    }
+    INFO("journal bytes per chunk: " << journal_bytes / chunks);
+    // A chunk's own share: its record (about 40 bytes with the digest), its
+    // index entry and its extent; a block journaled per write would be
+    // hundreds.
+    CHECK(journal_bytes / chunks < 120);
+    REQUIRE(e->close().is_ok());
+}
+
 TEST_CASE("engine without a tier writes no journal", "[engine][tier][journal]") {
     TempDir dir;
     auto e = open_engine(options_for(dir.store(), ChunkingParams::fixed(4096)));

@@ -113,6 +113,30 @@ TEST_CASE("journal records decode as encoded, and a torn or damaged tail ends th
     CHECK_FALSE(for_each_journal_op(ops.substr(0, ops.size() - 1), [](const JournalOp&) { return true; }));
 }
 
+TEST_CASE("a group's ops are journaled with each key's last change only", "[meta][journal]") {
+    std::string ops;
+    journal_put(&ops, Db::kChunks, key_u64(1), "block v1");
+    journal_put(&ops, Db::kInodes, key_u64(1), "inode");
+    journal_put(&ops, Db::kChunks, key_u64(1), "block v2");
+    journal_del(&ops, Db::kInodes, key_u64(1));
+    journal_put(&ops, Db::kXattrs, key_u64(1), "same key, another database");
+    journal_put(&ops, Db::kChunks, key_u64(1), "block v3");
+    std::vector<std::string> seen;
+    REQUIRE(for_each_journal_op(coalesce_journal_ops(ops), [&](const JournalOp& op) {
+        seen.push_back(std::to_string(int(op.db)) + (op.put ? " put " : " del ") + std::string(op.value));
+        return true;
+    }));
+    const std::vector<std::string> want = {std::to_string(int(Db::kInodes)) + " del ",
+                                           std::to_string(int(Db::kXattrs)) + " put same key, another database",
+                                           std::to_string(int(Db::kChunks)) + " put block v3"};
+    CHECK(seen == want);
+    // Nothing repeated: the same bytes.
+    std::string once;
+    journal_put(&once, Db::kChunks, key_u64(1), "a");
+    journal_del(&once, Db::kChunks, key_u64(2));
+    CHECK(coalesce_journal_ops(once) == once);
+}
+
 TEST_CASE("a journaled store captures its committed changes, and replaying them rebuilds it",
           "[meta][journal]") {
     TempDir src, copy;
@@ -137,7 +161,8 @@ TEST_CASE("a journaled store captures its committed changes, and replaying them 
         t->super().next_ino = 42;
         REQUIRE(t->commit().is_ok());
     }
-    put(*m, Db::kXattrs, key_u64_str(1, "user.a"), "v");
+    put(*m, Db::kXattrs, key_u64_str(1, "user.a"), "v0");
+    put(*m, Db::kXattrs, key_u64_str(1, "user.a"), "v");  // journaled once, as "v"
     REQUIRE(m->commit_group(nullptr).is_ok());
     REQUIRE(journal.records.size() == 2);
     CHECK(m->committed_journal_seq() == 2);
@@ -154,6 +179,15 @@ TEST_CASE("a journaled store captures its committed changes, and replaying them 
         return true;
     }));
     CHECK(ops == 2);
+    recs.clear();
+    decode_journal(journal.records[1], &recs, &end);
+    REQUIRE(recs.size() == 1);
+    std::vector<std::string> values;
+    REQUIRE(for_each_journal_op(recs[0].ops, [&](const JournalOp& op) {
+        values.emplace_back(op.value);
+        return true;
+    }));
+    CHECK(values == std::vector<std::string>{"", "v"});  // the delete, the xattr's last value
 
     auto r = open_meta(copy.meta());
     for (const std::string& rec : journal.records) {
