@@ -1,37 +1,12 @@
 #include "engine/chunk_index.h"
 
 #include "meta/chunk_table.h"
+#include "meta/fingerprint_index.h"
 
 namespace hiodsfs {
 
-namespace {
-
-std::string_view prefix_of(const Digest& digest) {
-    return std::string_view(reinterpret_cast<const char*>(digest.bytes.data()), kFingerprintPrefix);
-}
-
-}  // namespace
-
-std::string fingerprint_key(const Digest& digest, ChunkId id) {
-    std::string key(prefix_of(digest));
-    append_tail_u64(&key, id);
-    return key;
-}
-
-bool parse_fingerprint_key(std::string_view key, ChunkId* id) {
-    // Not the shortest form, or id 0: not a key made here.
-    return key.size() > kFingerprintPrefix && read_tail_u64(key.substr(kFingerprintPrefix), id);
-}
-
 Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out) {
-    out->clear();
-    const std::string_view prefix = prefix_of(digest);
-    Cursor c = t.cursor(Db::kFingerprints);
-    for (bool ok = c.seek(prefix); ok && c.key().substr(0, kFingerprintPrefix) == prefix; ok = c.next()) {
-        ChunkId cand = 0;
-        if (parse_fingerprint_key(c.key(), &cand)) out->push_back(cand);
-    }
-    return c.status();
+    return fingerprint_ids(t, fingerprint_prefix(digest), out);
 }
 
 Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec) {
@@ -53,12 +28,12 @@ Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord
 }
 
 Status index_chunk(Txn& t, ChunkId id, const Digest& digest) {
-    return t.put(Db::kFingerprints, fingerprint_key(digest, id), std::string_view("", 0));
+    return add_fingerprint(t, fingerprint_prefix(digest), id);
 }
 
 Status unindex_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {
     if (!(rec.flags & ChunkRecord::kIndexed)) return Status::ok();
-    return t.del(Db::kFingerprints, fingerprint_key(rec.digest, id));
+    return remove_fingerprint(t, fingerprint_prefix(rec.digest), id);
 }
 
 Status flag_damaged(Txn& t, ChunkId id, ChunkRecord* rec) {

@@ -1,9 +1,10 @@
 // The fingerprint index and the rules of it that the engine and hiodsfs-fsck
-// share. An entry's key is the first 8 bytes of a digest and the id of the
-// chunk it names (its value is empty), so the full digest is stored once, in
-// the chunk record; a lookup checks it there, and chunks whose digests share
-// a prefix are told apart. Each fingerprinted chunk that is not damaged has
-// an entry, and no two such chunks have the same digest.
+// share. An entry is the first 8 bytes of a digest and the id of the chunk
+// it names (kept in buckets: meta/fingerprint_index.h), so the full digest is
+// stored once, in the chunk record; a lookup checks it there, and chunks
+// whose digests share a prefix are told apart. Each fingerprinted chunk
+// that is not damaged has an entry, and no two such chunks have the same
+// digest.
 // Thread-safety: as the Txn the caller holds.
 #pragma once
 
@@ -16,15 +17,6 @@
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
-
-constexpr std::size_t kFingerprintPrefix = 8;
-
-// The index key naming chunk id for digest: the prefix, then the id in as
-// few big-endian bytes as it needs (append_tail_u64: the key's end delimits
-// it, and entries under one prefix need no order, so no length byte).
-std::string fingerprint_key(const Digest& digest, ChunkId id);
-// The chunk id of an index key; false if the key is not a well-formed one.
-bool parse_fingerprint_key(std::string_view key, ChunkId* id);
 
 // The chunks the index lists under digest's prefix: candidates, whose
 // records say whether they have the digest.

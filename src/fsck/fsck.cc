@@ -34,6 +34,7 @@
 #include "chunk/fingerprint.h"
 #include "meta/chunk_table.h"
 #include "meta/extent_map.h"
+#include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "hiodsfs/segment_store.h"
@@ -776,34 +777,56 @@ private:
     }
 
     Status check_index() {
-        std::vector<std::pair<std::string, std::string>> dangling;  // key, why
-        {
-            Cursor c = t_.cursor(Db::kFingerprints);
-            for (bool ok = c.first(); ok; ok = c.next()) {
+        // Buckets: a damaged one (or a key no bucket has) is removed, its
+        // chunks added again below; an entry outside its bucket's range
+        // (no lookup finds it) or naming a chunk it must not is removed.
+        struct Kept {
+            std::string key;
+            std::vector<FingerprintEntry> entries;
+        };
+        std::vector<Kept> buckets;
+        HIODSFS_TRY(for_each_fingerprint_bucket(t_, [&](const StoredFingerprintBucket& b) -> Status {
+            if (!b.value_ok) {
                 ++rep_.fingerprints;
-                std::string key(c.key());
-                ChunkId id = 0;
-                if (!parse_fingerprint_key(key, &id) || !c.value().empty()) {
-                    dangling.emplace_back(key, "a damaged fingerprint index record");
+                const std::string key(b.key);
+                return fix("a damaged fingerprint index bucket; it is removed",
+                           [&, key] { return t_.del(Db::kFingerprints, key); });
+            }
+            rep_.fingerprints += b.entries.size();
+            buckets.push_back({std::string(b.key), b.entries});
+            return Status::ok();
+        }));
+        for (std::size_t i = 0; i < buckets.size(); ++i) {
+            Kept& b = buckets[i];
+            const bool last = i + 1 == buckets.size();
+            const std::uint64_t upper = last ? 0 : get_be64(buckets[i + 1].key);
+            std::vector<FingerprintEntry> keep;
+            for (const FingerprintEntry& e : b.entries) {
+                std::string why;
+                auto it = chunks_.find(e.id);
+                if (!last && e.prefix >= upper) {
+                    why = "fingerprint index entry of chunk " + u(e.id) + " lies outside its bucket";
+                } else if (it == chunks_.end()) {
+                    why = "fingerprint index entry names chunk " + u(e.id) + ", which does not exist";
+                } else if (it->second.r.flags & ChunkRecord::kDamaged) {
+                    why = "fingerprint index entry names chunk " + u(e.id) +
+                          ", which failed its checksum and must not be shared";
+                } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
+                           fingerprint_prefix(it->second.r.digest) != e.prefix) {
+                    why = "fingerprint index entry names chunk " + u(e.id) + ", whose fingerprint is another";
+                }
+                if (why.empty()) {
+                    keep.push_back(e);
                     continue;
                 }
-                auto it = chunks_.find(id);
-                if (it == chunks_.end()) {
-                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
-                                                   ", which does not exist");
-                } else if (it->second.r.flags & ChunkRecord::kDamaged) {
-                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
-                                                   ", which failed its checksum and must not be shared");
-                } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
-                           fingerprint_key(it->second.r.digest, id) != key) {
-                    dangling.emplace_back(key, "fingerprint index entry names chunk " + u(id) +
-                                                   ", whose fingerprint is another");
-                }
+                // The bucket is written once, below, without the entries removed.
+                HIODSFS_TRY(fix(why + "; the entry is removed", [] { return Status::ok(); }));
             }
-            HIODSFS_TRY(c.status());
+            if (!repair_ || keep.size() == b.entries.size()) continue;
+            HIODSFS_TRY(keep.empty() ? t_.del(Db::kFingerprints, b.key)
+                                     : t_.put(Db::kFingerprints, b.key,
+                                              encode_fingerprint_bucket(keep.data(), keep.size())));
         }
-        for (auto& [key, why] : dangling)
-            HIODSFS_TRY(fix(why + "; the entry is removed", [&, k = key] { return t_.del(Db::kFingerprints, k); }));
         // Every fingerprinted chunk is listed, and no two have one digest:
         // the lowest id keeps it, later ones become not-deduplicated chunks.
         std::vector<ChunkId> ids;
@@ -813,16 +836,16 @@ private:
         std::map<std::array<std::uint8_t, 32>, ChunkId> holder;
         for (ChunkId id : ids) {
             ChunkInfo& ci = chunks_.at(id);
-            const std::string fk = fingerprint_key(ci.r.digest, id);
-            std::string_view fv;
-            bool listed = false;
-            HIODSFS_TRY(t_.get(Db::kFingerprints, fk, &fv, &listed));
+            const std::uint64_t prefix = fingerprint_prefix(ci.r.digest);
+            std::vector<ChunkId> under;
+            HIODSFS_TRY(fingerprint_ids(t_, prefix, &under));
+            const bool listed = std::find(under.begin(), under.end(), id) != under.end();
             auto [it, first] = holder.emplace(ci.r.digest.bytes, id);
             if (!first) {
                 HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " + u(it->second) +
                                     "; it is kept as a not-deduplicated chunk",
-                                [&, id = id, fk = fk, listed = listed]() -> Status {
-                                    if (listed) HIODSFS_TRY(t_.del(Db::kFingerprints, fk));
+                                [&, id = id, prefix]() -> Status {
+                                    HIODSFS_TRY(remove_fingerprint(t_, prefix, id));
                                     ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
                                     return put_chunk(t_, id, ci.r);
                                 }));

@@ -15,6 +15,7 @@
 #include "hiodsfs/env.h"
 #include "meta/chunk_table.h"
 #include "meta/extent_map.h"
+#include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 
@@ -304,24 +305,21 @@ Status copy_metadata(MetaStore& from, const StoreFormat& format, MetaStore& to, 
         Cursor c = rd->cursor(db);
         for (bool ok = c.first(); ok; ok = c.next()) {
             const std::string_view key = c.key(), value = c.value();
-            if (db == Db::kFingerprints && version != 1) {
-                // The same in formats 2 and 3; one that does not parse is
-                // copied as it is, for fsck to drop.
-                ChunkId id = 0;
-                if (!parse_fingerprint_key(key, &id)) ++report->damaged_records;
-                HIODSFS_TRY(put(db, key, value));
-                continue;
-            }
             if (db == Db::kFingerprints) {
-                // Format 1: digest -> big-endian chunk id. Later formats key
-                // it by prefix and id; the digest is in the chunk record already.
-                if (key.size() != 32 || value.size() != 8) {
-                    ++report->damaged_records;  // fsck would drop it; the index loses nothing
+                // Format 4 keeps the index in buckets (meta/fingerprint_index.h).
+                // Formats 2 and 3: the digest's first 8 bytes + chunk id;
+                // format 1: digest -> big-endian chunk id. An entry that does
+                // not parse is left out: fsck adds the entries of indexed
+                // chunks the index lacks, so it loses nothing.
+                ChunkId id = 0;
+                const bool ok = version == 1 ? key.size() == 32 && value.size() == 8 && (id = get_be64(value)) != 0
+                                             : key.size() > 8 && read_tail_u64(key.substr(8), &id);
+                if (!ok) {
+                    ++report->damaged_records;
                     continue;
                 }
-                Digest d;
-                std::memcpy(d.bytes.data(), key.data(), 32);
-                HIODSFS_TRY(put(db, fingerprint_key(d, get_be64(value)), std::string_view("", 0)));
+                HIODSFS_TRY(add_fingerprint(*wr, get_be64(key), id));
+                HIODSFS_TRY(counted());
                 continue;
             }
             if (db == Db::kChunks) {

@@ -1,6 +1,7 @@
 #include "meta/meta_store.h"
 
 #include "meta/chunk_table.h"
+#include "meta/fingerprint_index.h"
 
 #include "meta/journal.h"
 #include "meta/records.h"
@@ -513,9 +514,10 @@ Status MetaStore::ensure_group() {
         MDB_stat fp{}, ch{};
         mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
         mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
-        // Entry sizes with LMDB's node header: a fingerprint key of 9-16
-        // bytes and no value; a block of 16 chunk records of about 40 bytes.
-        fingerprint_pages_.reset(fp, 24);
+        // Entry sizes with LMDB's node header: a fingerprint entry of about
+        // 12 bytes in buckets of 16-32; a block of 16 chunk records of
+        // about 40 bytes.
+        fingerprint_pages_.reset(fp, 12, kFingerprintBucketMax * 3 / 4);
         chunk_pages_.reset(ch, 16 * 40 + 16);
         chunk_ids_at_start_ = std::min(super_.next_chunk, chunk_ids_taken_from_);
         blocks_appended_ = 0;
@@ -530,11 +532,12 @@ Status MetaStore::ensure_group() {
 // counts them without asking LMDB, which does not tell. Every per_leaf
 // writes (inserts, mostly) split a leaf into a new page; branch pages count
 // as many as touched, at most all of them.
-void MetaStore::RandomPages::reset(const MDB_stat& st, std::uint64_t typical_entry_bytes) {
+void MetaStore::RandomPages::reset(const MDB_stat& st, std::uint64_t typical_entry_bytes,
+                                   std::uint64_t entries_per_record) {
     leaves = std::max<std::uint64_t>(1, st.ms_leaf_pages);
     branches = st.ms_branch_pages;
     // A tree of a few pages says little about how many entries a page holds.
-    per_leaf = st.ms_leaf_pages >= 8 ? std::max<std::uint64_t>(1, st.ms_entries / leaves)
+    per_leaf = st.ms_leaf_pages >= 8 ? std::max<std::uint64_t>(1, st.ms_entries * entries_per_record / leaves)
                                      : std::max<std::uint64_t>(1, st.ms_psize / typical_entry_bytes);
     distinct = 0;
     writes = 0;

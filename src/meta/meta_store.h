@@ -40,7 +40,7 @@ enum class Db : int {
     kDirents,       // parent ino + name -> child ino, type
     kExtents,       // ino + file offset -> a block of extents (meta/extent_map.h)
     kChunks,        // chunk id -> ChunkRecord
-    kFingerprints,  // digest prefix + chunk id -> "" (engine/chunk_index.h)
+    kFingerprints,  // buckets: lowest digest prefix -> (prefix, chunk id)... (meta/fingerprint_index.h)
     kDirty,         // sequence -> dirty record (work for the background pass)
     kXattrs,        // ino + name -> value
     kOrphans,       // ino -> "" (unlinked while still open; freed on next open)
@@ -303,7 +303,9 @@ private:
     struct RandomPages {
         std::vector<std::uint64_t> seen;  // a bit per leaf page at the group's start
         std::uint64_t leaves = 0, branches = 0, per_leaf = 1, distinct = 0, writes = 0;
-        void reset(const MDB_stat& st, std::uint64_t typical_entry_bytes);
+        // typical_entry_bytes: what one write adds; entries_per_record: how
+        // many such writes one LMDB record holds (a bucket of the index).
+        void reset(const MDB_stat& st, std::uint64_t typical_entry_bytes, std::uint64_t entries_per_record = 1);
         void note(std::uint64_t position);
         // Leaves touched, the pages their splits added, and the branch
         // pages above them.

@@ -13,6 +13,7 @@
 #include "../engine/engine_test_util.h"
 #include "engine/chunk_index.h"
 #include "fsck/fsck.h"
+#include "meta/fingerprint_index.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
@@ -247,18 +248,46 @@ TEST_CASE("fsck: fingerprint index entries missing or dangling", "[fsck]") {
     Store s;
     const ChunkId id = s.extent(s.a, 0).chunk;
     ChunkRecord r = s.chunk(id);
+    // Buckets made below the store's own (whose keys are digests' prefixes,
+    // far above 300), so that they cut none of its buckets' ranges.
+    const std::uint64_t low = 100;
     s.edit([&](Txn& t) {
-        bool existed = false;
-        REQUIRE(t.del(Db::kFingerprints, fingerprint_key(r.digest, id), &existed).is_ok());
-        REQUIRE(existed);
-        REQUIRE(t.put(Db::kFingerprints, fingerprint_key(r.digest, 999999), "").is_ok());
-        REQUIRE(t.put(Db::kFingerprints, std::string(5, 'x'), "").is_ok());
+        bool listed = false;
+        REQUIRE(remove_fingerprint(t, fingerprint_prefix(r.digest), id, &listed).is_ok());
+        REQUIRE(listed);
+        REQUIRE(add_fingerprint(t, fingerprint_prefix(r.digest), 999999).is_ok());
+        REQUIRE(t.put(Db::kFingerprints, std::string(5, 'x'), "").is_ok());  // not a bucket's key
+        REQUIRE(t.put(Db::kFingerprints, be64(low), std::string_view("\x01", 1)).is_ok());
+        // An entry above the next bucket's start: no lookup would find it.
+        const FingerprintEntry stray{low + 105, 999998};
+        REQUIRE(t.put(Db::kFingerprints, be64(low + 100), encode_fingerprint_bucket(&stray, 1)).is_ok());
+        const FingerprintEntry next{low + 101, 999997};
+        REQUIRE(t.put(Db::kFingerprints, be64(low + 101), encode_fingerprint_bucket(&next, 1)).is_ok());
     });
     auto out = fsck({s.path()});
     CHECK(has(out, "fingerprint index entry names chunk 999999, which does not exist"));
-    CHECK(has(out, "a damaged fingerprint index record"));
+    CHECK(has(out, "fingerprint index entry of chunk 999998 lies outside its bucket"));
+    CHECK(has(out, "fingerprint index entry names chunk 999997, which does not exist"));
+    std::size_t damaged = 0;
+    for (std::size_t at = 0; (at = out.out.find("a damaged fingerprint index bucket", at)) != std::string::npos; ++at)
+        ++damaged;
+    CHECK(damaged == 2);  // the key that is not a bucket's, the value that is not one
     find_repair_clean(s, "the fingerprint index does not list it");
-    CHECK_FALSE(has(fsck({s.path()}), "999999"));
+    out = fsck({s.path()});
+    CHECK_FALSE(has(out, "999999"));
+    CHECK_FALSE(has(out, "999998"));
+    std::size_t buckets = 0;
+    s.edit([&](Txn& t) {
+        REQUIRE(for_each_fingerprint_bucket(t, [&](const StoredFingerprintBucket& b) {
+                    CHECK(b.value_ok);
+                    ++buckets;
+                    return Status::ok();
+                }).is_ok());
+        std::vector<ChunkId> ids;
+        REQUIRE(fingerprint_ids(t, fingerprint_prefix(r.digest), &ids).is_ok());
+        CHECK(ids == std::vector<ChunkId>{id});
+    });
+    CHECK(buckets >= 1);
 }
 
 TEST_CASE("fsck: two fingerprinted chunks with one digest keep one in the index", "[fsck]") {
@@ -269,7 +298,7 @@ TEST_CASE("fsck: two fingerprinted chunks with one digest keep one in the index"
     const ChunkRecord a_rec = s.chunk(a_id);
     s.edit([&](Txn& t) {
         ChunkRecord b_rec = s.chunk(b_id);
-        REQUIRE(t.del(Db::kFingerprints, fingerprint_key(b_rec.digest, b_id)).is_ok());
+        REQUIRE(remove_fingerprint(t, fingerprint_prefix(b_rec.digest), b_id).is_ok());
         b_rec.digest = a_rec.digest;
         REQUIRE(put_chunk(t, b_id, b_rec).is_ok());
         REQUIRE(index_chunk(t, b_id, b_rec.digest).is_ok());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "meta_temp_dir.h"
@@ -340,12 +341,14 @@ TEST_CASE("verify finds a damaged page, and passes an intact store with any budg
 
 namespace {
 
-// A fingerprint-index key as the engine writes them: 8 random bytes first.
-std::string random_fingerprint_key(std::mt19937_64* rng) {
-    std::string k;
-    put_be64(&k, (*rng)());
-    put_be64(&k, (*rng)());
-    return k;
+// n entries of random prefixes added to the fingerprint index, as the
+// engine adds them, in one operation (ids unique within the process).
+void add_fingerprints(MetaStore& m, int n, std::mt19937_64* rng) {
+    static ChunkId next_id = 1;
+    std::unique_ptr<Txn> t;
+    REQUIRE(m.begin(&t).is_ok());
+    for (int i = 0; i < n; ++i) REQUIRE(add_fingerprint(*t, (*rng)(), next_id++).is_ok());
+    REQUIRE(t->commit().is_ok());
 }
 
 void put_keys(MetaStore& m, Db db, int n, const std::function<std::string()>& key) {
@@ -355,14 +358,14 @@ void put_keys(MetaStore& m, Db db, int n, const std::function<std::string()>& ke
     REQUIRE(t->commit().is_ok());
 }
 
-// A store whose fingerprint index holds `keys` random keys, committed and
+// A store whose fingerprint index holds `keys` random entries, committed and
 // opened anew with `o` (a fresh environment: no dirty pages to reuse).
 std::unique_ptr<MetaStore> fingerprint_index(const std::string& dir, int keys, std::mt19937_64* rng,
                                              MetaStoreOptions o) {
     {
         auto m = open_meta(dir);
         for (int done = 0; done < keys; done += 10000)
-            put_keys(*m, Db::kFingerprints, 10000, [&] { return random_fingerprint_key(rng); });
+            add_fingerprints(*m, 10000, rng);
         REQUIRE(m->commit_group(nullptr).is_ok());
     }
     o.map_bytes = 1ull << 30;
@@ -391,14 +394,13 @@ long long allocated_bytes() {
 TEST_CASE("a group's dirty pages of the fingerprint index are estimated from where its keys fall", "[meta]") {
     TempDir dir;
     std::mt19937_64 rng(5);
-    auto fingerprint = [&] { return random_fingerprint_key(&rng); };
     MetaStoreOptions o;
     o.group_dirty_bytes = 1ull << 40;  // estimated, never reached
     auto m = fingerprint_index(dir.meta(), 100000, &rng, o);
     CHECK(m->dirty_pages_estimate() == 0);  // no group open
 
     const long long before = allocated_bytes();
-    put_keys(*m, Db::kFingerprints, 300, fingerprint);
+    add_fingerprints(*m, 300, &rng);
     const std::uint64_t few = m->dirty_pages_estimate();
     // 100 000 keys fill some 500-900 leaves: 300 random keys land in 200-300 of them.
     CHECK(few >= 150);
@@ -410,11 +412,11 @@ TEST_CASE("a group's dirty pages of the fingerprint index are estimated from whe
     CHECK(m->dirty_pages_estimate() == few);
     // Many more writes than leaves: every leaf is dirty, once, and the new
     // ones their splits made.
-    put_keys(*m, Db::kFingerprints, 20000, fingerprint);
+    add_fingerprints(*m, 20000, &rng);
     const std::uint64_t all = m->dirty_pages_estimate();
     CHECK(all > 2 * few);
     CHECK(all < 1500);
-    put_keys(*m, Db::kFingerprints, 20000, fingerprint);
+    add_fingerprints(*m, 20000, &rng);
     const long long after_all = allocated_bytes();
     const std::uint64_t saturated = m->dirty_pages_estimate();
     CHECK(saturated >= all);
@@ -434,7 +436,6 @@ TEST_CASE("a group's dirty pages of the fingerprint index are estimated from whe
 TEST_CASE("a group that dirties group_dirty_bytes of index pages asks to be committed, once", "[meta]") {
     TempDir dir;
     std::mt19937_64 rng(9);
-    auto fingerprint = [&] { return random_fingerprint_key(&rng); };
     int told = 0;
     MetaStoreOptions o;
     o.group_dirty_bytes = 64 * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -446,16 +447,16 @@ TEST_CASE("a group that dirties group_dirty_bytes of index pages asks to be comm
     CHECK(told == 0);
     int writes = 0;
     while (told == 0 && writes < 1000) {
-        put_keys(*m, Db::kFingerprints, 1, fingerprint);
+        add_fingerprints(*m, 1, &rng);
         ++writes;
     }
     CHECK(told == 1);
     CHECK(m->dirty_pages_estimate() >= 64);
     CHECK(writes >= 40);   // a leaf each at most, and the branch pages above
     CHECK(writes <= 100);  // some 400 leaves: few writes share one
-    for (int i = 0; i < 100; ++i) put_keys(*m, Db::kFingerprints, 1, fingerprint);
+    for (int i = 0; i < 100; ++i) add_fingerprints(*m, 1, &rng);
     CHECK(told == 1);
     REQUIRE(m->commit_group(nullptr).is_ok());
-    for (int i = 0; i < 100; ++i) put_keys(*m, Db::kFingerprints, 1, fingerprint);
+    for (int i = 0; i < 100; ++i) add_fingerprints(*m, 1, &rng);
     CHECK(told == 2);
 }
