@@ -23,6 +23,9 @@ bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v) {
         if (shift == 63 && b > 1) return false;
         r |= std::uint64_t{b & 0x7fu} << shift;
         if (!(b & 0x80)) {
+            // A last byte of 0 (but for the value 0 itself) pads a shorter
+            // form: refused, so a value has one encoding.
+            if (b == 0 && shift != 0) return false;
             *v = r;
             return true;
         }

@@ -85,7 +85,8 @@ bool decode(std::string_view in, DirentValue* out);
 
 // Variable-length unsigned integers (LEB128: seven bits a byte, low first).
 void put_varint(std::string* out, std::uint64_t v);
-// Reads one at *pos and advances it; false if truncated or over 64 bits.
+// Reads one at *pos and advances it; false if truncated, over 64 bits or
+// not in its shortest form (put_varint writes only that).
 bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v);
 
 // Db::kHistory: key = big-endian wall-clock time (ns since the epoch), value

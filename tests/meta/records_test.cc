@@ -71,6 +71,16 @@ TEST_CASE("varints round-trip at every width and refuse overlong input", "[meta]
     std::string top = std::string(9, '\xff') + '\x02';
     pos = 0;
     CHECK_FALSE(get_varint(top, &pos, &v));  // the tenth byte past bit 63
+    // Padded forms of values that have a shorter one: 0 as two bytes and
+    // as ten, 1 as three, 127 as two.
+    for (const std::string& padded : {std::string("\x80\x00", 2), std::string(9, '\x80') + '\0',
+                                      std::string("\x81\x80\x00", 3), std::string("\xff\x00", 2)}) {
+        pos = 0;
+        CHECK_FALSE(get_varint(padded, &pos, &v));
+    }
+    pos = 0;
+    REQUIRE(get_varint(std::string(1, '\0'), &pos, &v));  // 0 itself is one zero byte
+    CHECK(v == 0);
 }
 
 TEST_CASE("inode records round-trip and are small", "[meta][records]") {
