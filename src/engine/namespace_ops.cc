@@ -310,7 +310,7 @@ Status EngineImpl::create(InodeId parent, std::string_view name, const NewNode& 
 
     InodeId ino = t->super().next_ino++;
     Inode in;
-    in.r.mode = node.mode;
+    in.r.mode = type | (node.mode & 07777);  // all an inode record holds
     in.r.uid = node.uid;
     in.r.gid = node.gid;
     in.r.rdev = (type == S_IFCHR || type == S_IFBLK) ? node.rdev : 0;

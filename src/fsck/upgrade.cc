@@ -103,6 +103,74 @@ bool decode_chunk_v3(std::string_view in, ChunkRecord* out) {
     return true;
 }
 
+template <typename T>
+bool get_field(std::string_view in, std::size_t* pos, T* out) {
+    std::uint64_t v = 0;
+    if (!get_varint(in, pos, &v) || v > std::numeric_limits<T>::max()) return false;
+    *out = static_cast<T>(v);
+    return true;
+}
+
+bool get_time(std::string_view in, std::size_t* pos, std::int64_t* s, std::uint32_t* ns) {
+    std::uint64_t zz = 0;
+    if (!get_varint(in, pos, &zz)) return false;
+    *s = static_cast<std::int64_t>((zz >> 1) ^ (~(zz & 1) + 1));
+    return get_field(in, pos, ns);
+}
+
+// An inode record of format 1: the struct, then a symlink's target.
+bool decode_inode_v1(std::string_view in, InodeRecord* out, std::string_view* tail) {
+    InodeV1 o;
+    if (!read_v1(in, &o, false)) return false;
+    InodeRecord r;
+    r.mode = o.mode, r.nlink = o.nlink, r.uid = o.uid, r.gid = o.gid;
+    r.rdev = o.rdev, r.size = o.size, r.mapped = o.mapped, r.parent = o.parent;
+    r.atime_s = o.atime_s, r.mtime_s = o.mtime_s, r.ctime_s = o.ctime_s;
+    r.atime_ns = o.atime_ns, r.mtime_ns = o.mtime_ns, r.ctime_ns = o.ctime_ns;
+    *tail = in.substr(sizeof(InodeV1));
+    *out = r;
+    return true;
+}
+
+// An inode record of formats 2 and 3: a byte saying which of atime (1) and
+// ctime (2) equal mtime, then mode nlink uid gid rdev size mapped parent as
+// varints, the times as zigzag seconds and ns (mtime, then the others unless
+// they equal it), then the tail: a symlink's target or (format 3) a regular
+// file's first extent block. Format 4 stores fewer bytes (meta/records.cc).
+bool decode_inode_v3(std::string_view in, InodeRecord* out, std::string_view* tail) {
+    if (in.empty() || (static_cast<std::uint8_t>(in[0]) & ~3u) != 0) return false;
+    const auto same = static_cast<std::uint8_t>(in[0]);
+    std::size_t pos = 1;
+    InodeRecord r;
+    if (!get_field(in, &pos, &r.mode) || !get_field(in, &pos, &r.nlink) ||
+        !get_field(in, &pos, &r.uid) || !get_field(in, &pos, &r.gid) ||
+        !get_field(in, &pos, &r.rdev) || !get_field(in, &pos, &r.size) ||
+        !get_field(in, &pos, &r.mapped) || !get_field(in, &pos, &r.parent) ||
+        !get_time(in, &pos, &r.mtime_s, &r.mtime_ns))
+        return false;
+    r.atime_s = r.ctime_s = r.mtime_s;
+    r.atime_ns = r.ctime_ns = r.mtime_ns;
+    if (!(same & 1) && !get_time(in, &pos, &r.atime_s, &r.atime_ns)) return false;
+    if (!(same & 2) && !get_time(in, &pos, &r.ctime_s, &r.ctime_ns)) return false;
+    *tail = in.substr(pos);
+    *out = r;
+    return true;
+}
+
+// The format-4 value of an inode read from an older record (false: a mode
+// format 4 cannot hold, which no hiodsfs wrote: the record is damaged).
+bool encode_inode(const InodeRecord& r, std::string_view tail, std::string* out) {
+    if ((r.mode & ~static_cast<std::uint32_t>(S_IFMT | 07777)) != 0) return false;
+    *out = encode(r, tail);
+    InodeRecord back;
+    std::string_view rest;
+    return decode_inode_tail(*out, &back, &rest);  // refuses a type that is not a file type
+}
+
+// An inode value that did not convert, copied so that no format-4 reader
+// takes it for a record (0xff is not a valid first byte): fsck names it.
+std::string damaged_inode(std::string_view old) { return "\xff" + std::string(old); }
+
 // The chunk id of an old chunk record's key: 8 big-endian bytes before
 // format 3, meta/keys.h's form in format 3.
 bool old_chunk_id(std::string_view key, std::uint32_t version, ChunkId* id) {
@@ -149,13 +217,10 @@ std::string damaged_key(std::string_view old) {
 
 // Whether a format-2 value of db (whose format-3 key is key) is a valid
 // record: format 3's values are the same, and are copied as they are, but
-// the report counts the damaged ones as it does for format 1.
+// the report counts the damaged ones as it does for format 1. (Inodes are
+// converted: decode_old_inode.)
 bool valid_value(Db db, std::string_view key, std::string_view value) {
     switch (db) {
-        case Db::kInodes: {
-            InodeRecord r;
-            return decode(value, &r);
-        }
         case Db::kDirents: {
             DirentValue d;
             return decode(value, &d);
@@ -174,20 +239,9 @@ bool valid_value(Db db, std::string_view key, std::string_view value) {
 }
 
 // The format-3 value of a format-1 record of db (false: not a valid one);
-// format 2's values are format 3's.
+// format 2's values are format 3's. (Inodes: decode_old_inode.)
 bool convert_value(Db db, std::string_view v1, std::string* out) {
     switch (db) {
-        case Db::kInodes: {
-            InodeV1 o;
-            if (!read_v1(v1, &o, false)) return false;
-            InodeRecord r;
-            r.mode = o.mode, r.nlink = o.nlink, r.uid = o.uid, r.gid = o.gid;
-            r.rdev = o.rdev, r.size = o.size, r.mapped = o.mapped, r.parent = o.parent;
-            r.atime_s = o.atime_s, r.mtime_s = o.mtime_s, r.ctime_s = o.ctime_s;
-            r.atime_ns = o.atime_ns, r.mtime_ns = o.mtime_ns, r.ctime_ns = o.ctime_ns;
-            *out = encode(r, v1.substr(sizeof(InodeV1)));
-            return true;
-        }
         case Db::kExtents:
             return false;  // whole blocks, made in copy_metadata; this one is damaged
         case Db::kDirents: {
@@ -364,7 +418,14 @@ Status copy_metadata(MetaStore& from, const StoreFormat& format, MetaStore& to, 
             std::string new_key, converted;
             bool whole = version >= 3 ? (new_key = std::string(key), true) : convert_key(db, key, &new_key);
             if (!whole) new_key = damaged_key(key);
-            if (version != 1) {
+            bool converts = true;
+            if (db == Db::kInodes) {
+                // Format 4 encodes an inode's fields anew; its tail is kept.
+                InodeRecord r;
+                std::string_view tail;
+                converts = decode_old_inode(version, value, &r, &tail) &&
+                           encode_inode(r, tail, &converted);
+            } else if (version != 1) {
                 whole = whole && valid_value(db, new_key, value);
                 std::uint64_t ino = 0, start = 0;
                 if (whole && db == Db::kExtents && parse_key_u64_u64(new_key, &ino, &start)) {
@@ -372,10 +433,13 @@ Status copy_metadata(MetaStore& from, const StoreFormat& format, MetaStore& to, 
                     continue;
                 }
                 converted = std::string(value);
-            } else if (!convert_value(db, value, &converted)) {
-                whole = false;
-                converted = std::string(value);  // as damaged as it was: fsck reports it
+            } else {
+                converts = convert_value(db, value, &converted);
             }
+            // One that does not convert is as damaged as it was: fsck reports it.
+            if (!converts)
+                converted = db == Db::kInodes ? damaged_inode(value) : std::string(value);
+            whole = whole && converts;
             if (!whole) ++report->damaged_records;
             HIODSFS_TRY(put(db, new_key, converted));
         }
@@ -402,6 +466,11 @@ Status copy_metadata(MetaStore& from, const StoreFormat& format, MetaStore& to, 
 }
 
 }  // namespace
+
+bool decode_old_inode(std::uint32_t version, std::string_view in, InodeRecord* out,
+                      std::string_view* tail) {
+    return version == 1 ? decode_inode_v1(in, out, tail) : decode_inode_v3(in, out, tail);
+}
 
 Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     *report = UpgradeReport{};

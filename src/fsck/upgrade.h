@@ -40,4 +40,13 @@ struct UpgradeReport {
 
 Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report);
 
+struct InodeRecord;
+
+// An inode record of format `version` (1 to 3) as the upgrade reads it,
+// and its tail (a symlink's target; in format 3 a regular file's first
+// extent block); false if it is damaged. Tests compare the upgraded inodes
+// with it.
+bool decode_old_inode(std::uint32_t version, std::string_view in, InodeRecord* out,
+                      std::string_view* tail);
+
 }  // namespace hiodsfs

@@ -23,6 +23,9 @@ bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v) {
         if (shift == 63 && b > 1) return false;
         r |= std::uint64_t{b & 0x7fu} << shift;
         if (!(b & 0x80)) {
+            // A last byte of 0 (but for the value 0 itself) pads a shorter
+            // form: refused, so a value has one encoding.
+            if (b == 0 && shift != 0) return false;
             *v = r;
             return true;
         }
@@ -72,31 +75,70 @@ private:
     std::size_t pos_ = 0;
 };
 
-// The inode's first byte: which times equal mtime (and are not stored).
-constexpr std::uint8_t kAtimeIsMtime = 1, kCtimeIsMtime = 2;
+// The inode's first byte: which of the fields that are mostly a default
+// value are stored (docs/architecture.md "Metadata").
+enum : std::uint8_t {
+    kHasNlink = 1,   // else 1
+    kHasRdev = 2,    // else 0
+    kHasMapped = 4,  // else the size for a regular file, 0 for anything else
+    kHasParent = 8,  // else 0
+    kHasCtime = 16,  // else mtime
+    kHasAtime = 32,  // else ctime
+    kInodeFields = 63,
+};
+
+// The S_IFMT values a mode may have, as a mask of (type >> 12).
+constexpr std::uint16_t kValidTypes =
+    1u << (S_IFIFO >> 12) | 1u << (S_IFCHR >> 12) | 1u << (S_IFDIR >> 12) | 1u << (S_IFBLK >> 12) |
+    1u << (S_IFREG >> 12) | 1u << (S_IFLNK >> 12) | 1u << (S_IFSOCK >> 12);
+
+std::uint64_t default_mapped(const InodeRecord& r) { return S_ISREG(r.mode) ? r.size : 0; }
+
+// Seconds from base to t, and back, modulo 2^64: any two times have one.
+std::int64_t since(std::int64_t t, std::int64_t base) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(t) -
+                                     static_cast<std::uint64_t>(base));
+}
+std::int64_t after(std::int64_t base, std::int64_t d) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(base) +
+                                     static_cast<std::uint64_t>(d));
+}
 
 }  // namespace
 
-// mode nlink uid gid rdev size mapped parent, then the times as zigzag
-// seconds and nanoseconds (mtime, then atime and ctime unless they equal it).
+// flags, mode (permission bits above the type: 2 bytes for 0100644), then
+// nlink uid gid size rdev mapped parent (each flagged one only if stored),
+// mtime as zigzag seconds and ns; ctime unless it is mtime, as zigzag
+// seconds since mtime (mtime is rarely far behind: a byte less on a
+// tar-extracted tree) and ns; atime unless it is ctime, as zigzag seconds
+// and ns since ctime (they are set together: a few bytes).
 std::string encode(const InodeRecord& r, std::string_view tail) {
     std::string out;
-    out.reserve(40 + tail.size());
-    const bool a_is_m = r.atime_s == r.mtime_s && r.atime_ns == r.mtime_ns;
+    out.reserve(32 + tail.size());
     const bool c_is_m = r.ctime_s == r.mtime_s && r.ctime_ns == r.mtime_ns;
-    out.push_back(static_cast<char>((a_is_m ? kAtimeIsMtime : 0) | (c_is_m ? kCtimeIsMtime : 0)));
-    for (std::uint64_t v : {std::uint64_t{r.mode}, std::uint64_t{r.nlink}, std::uint64_t{r.uid},
-                            std::uint64_t{r.gid}, r.rdev, r.size, r.mapped, r.parent})
-        put_varint(&out, v);
+    const bool a_is_c = r.atime_s == r.ctime_s && r.atime_ns == r.ctime_ns;
+    const std::uint8_t flags = (r.nlink != 1 ? kHasNlink : 0) | (r.rdev != 0 ? kHasRdev : 0) |
+                               (r.mapped != default_mapped(r) ? kHasMapped : 0) |
+                               (r.parent != 0 ? kHasParent : 0) | (c_is_m ? 0 : kHasCtime) |
+                               (a_is_c ? 0 : kHasAtime);
+    out.push_back(static_cast<char>(flags));
+    put_varint(&out, std::uint64_t{r.mode & 07777} << 4 | (r.mode & S_IFMT) >> 12);
+    if (flags & kHasNlink) put_varint(&out, r.nlink);
+    put_varint(&out, r.uid);
+    put_varint(&out, r.gid);
+    put_varint(&out, r.size);
+    if (flags & kHasRdev) put_varint(&out, r.rdev);
+    if (flags & kHasMapped) put_varint(&out, r.mapped);
+    if (flags & kHasParent) put_varint(&out, r.parent);
     put_svarint(&out, r.mtime_s);
     put_varint(&out, r.mtime_ns);
-    if (!a_is_m) {
-        put_svarint(&out, r.atime_s);
-        put_varint(&out, r.atime_ns);
-    }
-    if (!c_is_m) {
-        put_svarint(&out, r.ctime_s);
+    if (flags & kHasCtime) {
+        put_svarint(&out, since(r.ctime_s, r.mtime_s));
         put_varint(&out, r.ctime_ns);
+    }
+    if (flags & kHasAtime) {
+        put_svarint(&out, since(r.atime_s, r.ctime_s));
+        put_svarint(&out, std::int64_t{r.atime_ns} - r.ctime_ns);
     }
     out.append(tail);
     return out;
@@ -105,16 +147,39 @@ std::string encode(const InodeRecord& r, std::string_view tail) {
 bool decode_inode_tail(std::string_view in, InodeRecord* out, std::string_view* tail) {
     Reader rd(in);
     InodeRecord r;
-    std::uint8_t shared = 0;
-    if (!rd.byte(&shared) || (shared & ~(kAtimeIsMtime | kCtimeIsMtime)) != 0) return false;
-    if (!rd.u(&r.mode) || !rd.u(&r.nlink) || !rd.u(&r.uid) || !rd.u(&r.gid) || !rd.u(&r.rdev) ||
-        !rd.u(&r.size) || !rd.u(&r.mapped) || !rd.u(&r.parent) || !rd.s(&r.mtime_s) ||
-        !rd.u(&r.mtime_ns))
+    std::uint8_t flags = 0;
+    std::uint32_t mode = 0;
+    if (!rd.byte(&flags) || (flags & ~kInodeFields) != 0 || !rd.u(&mode) || mode >> 4 > 07777 ||
+        !(kValidTypes >> (mode & 0xf) & 1))
         return false;
-    r.atime_s = r.ctime_s = r.mtime_s;
-    r.atime_ns = r.ctime_ns = r.mtime_ns;
-    if (!(shared & kAtimeIsMtime) && (!rd.s(&r.atime_s) || !rd.u(&r.atime_ns))) return false;
-    if (!(shared & kCtimeIsMtime) && (!rd.s(&r.ctime_s) || !rd.u(&r.ctime_ns))) return false;
+    r.mode = (mode & 0xf) << 12 | mode >> 4;
+    r.nlink = 1;
+    if (((flags & kHasNlink) && !rd.u(&r.nlink)) || !rd.u(&r.uid) || !rd.u(&r.gid) ||
+        !rd.u(&r.size) || ((flags & kHasRdev) && !rd.u(&r.rdev)))
+        return false;
+    r.mapped = default_mapped(r);
+    if (((flags & kHasMapped) && !rd.u(&r.mapped)) || ((flags & kHasParent) && !rd.u(&r.parent)) ||
+        !rd.s(&r.mtime_s) || !rd.u(&r.mtime_ns))
+        return false;
+    std::int64_t c_since_m = 0, a_since_c = 0, a_ns_since_c = 0;
+    r.ctime_ns = r.mtime_ns;
+    if ((flags & kHasCtime) && (!rd.s(&c_since_m) || !rd.u(&r.ctime_ns))) return false;
+    r.ctime_s = after(r.mtime_s, c_since_m);
+    if ((flags & kHasAtime) &&
+        (!rd.s(&a_since_c) || !rd.s(&a_ns_since_c) || a_ns_since_c < -std::int64_t{r.ctime_ns} ||
+         a_ns_since_c > std::int64_t{std::numeric_limits<std::uint32_t>::max()} - r.ctime_ns))
+        return false;
+    r.atime_s = after(r.ctime_s, a_since_c);
+    r.atime_ns = static_cast<std::uint32_t>(r.ctime_ns + a_ns_since_c);
+    // A flag set for a value that is its default: not how encode() writes it.
+    if (((flags & kHasNlink) && r.nlink == 1) || ((flags & kHasRdev) && r.rdev == 0) ||
+        ((flags & kHasMapped) && r.mapped == default_mapped(r)) ||
+        ((flags & kHasParent) && r.parent == 0) ||
+        ((flags & kHasCtime) && c_since_m == 0 && r.ctime_ns == r.mtime_ns) ||
+        ((flags & kHasAtime) && a_since_c == 0 && a_ns_since_c == 0))
+        return false;
+    // Only a regular file (its first extent block) and a symlink (its target) have a tail.
+    if (!rd.at_end() && !S_ISREG(r.mode) && !S_ISLNK(r.mode)) return false;
     *tail = rd.rest();
     *out = r;
     return true;

@@ -1,5 +1,5 @@
 // The records of the metadata databases (see meta_store.h for the keys) and
-// their encodings. Formats 2 and 3 store each as variable-length integers, only
+// their encodings. Formats 2 to 4 store each as variable-length integers, only
 // the fields a record needs (docs/architecture.md "Metadata" has the
 // layout); decode() refuses a value that is short, has trailing bytes or a
 // field out of range, so a damaged record is found, not misread. Format 1's
@@ -24,13 +24,15 @@ namespace hiodsfs {
 constexpr std::uint32_t kFormatVersion = 4;
 
 struct InodeRecord {
-    std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
+    std::uint32_t mode = 0;  // the S_IFMT type and the 07777 bits (all encode() keeps)
+    std::uint32_t nlink = 0, uid = 0, gid = 0;
     std::uint64_t rdev = 0;
     std::uint64_t size = 0;
     std::uint64_t mapped = 0;  // bytes covered by extents (what st_blocks reports)
     std::uint64_t parent = 0;  // directories: the parent directory
     std::int64_t atime_s = 0, mtime_s = 0, ctime_s = 0;
     std::uint32_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const InodeRecord&) const = default;
 };
 
 // A file range [start, + length) maps to [chunk_off, + length) of a chunk;
@@ -70,10 +72,11 @@ struct DirentValue {
     std::uint32_t type = 0;  // S_IFMT bits
 };
 
-// Encodings of the records above (formats 2 and 3). An inode's fields may
-// be followed by a tail: a symlink's target, or (format 3) a regular file's
-// extent block at offset 0 (meta/extent_map.h, the only code that reads
-// or writes that one).
+// Encodings of the records above (inodes: format 4's; the older ones are in
+// src/fsck/upgrade.cc). An inode's fields may be followed by a tail: a
+// symlink's target, or a regular file's extent block at offset 0
+// (meta/extent_map.h, the only code that reads or writes that one); no
+// other type has one.
 std::string encode(const InodeRecord& r, std::string_view tail = {});
 std::string encode(const DirentValue& r);
 // False if in is not one whole, well-formed record of the type. target may
@@ -85,7 +88,8 @@ bool decode(std::string_view in, DirentValue* out);
 
 // Variable-length unsigned integers (LEB128: seven bits a byte, low first).
 void put_varint(std::string* out, std::uint64_t v);
-// Reads one at *pos and advances it; false if truncated or over 64 bits.
+// Reads one at *pos and advances it; false if truncated, over 64 bits or
+// not in its shortest form (put_varint writes only that).
 bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v);
 
 // Db::kHistory: key = big-endian wall-clock time (ns since the epoch), value

@@ -4,6 +4,7 @@
 // links, xattrs), the backlog of the old store drains, old content written
 // again is deduplicated against the converted index, and fsck is clean.
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -42,6 +43,17 @@ TEST_CASE("a store of an older format is refused at mount, and upgraded reads ba
     CHECK(r.out.find(from_to) != std::string::npos);
 
     fx.mount();
+    if (format == 3) {
+        // What make-format3-store set and format 4 stores only when it is
+        // not the default; before any read can change an atime.
+        CHECK(stat_of(fx.path("null-device")).st_rdev == makedev(1, 3));
+        const struct stat many = stat_of(fx.path("many-chunks"));
+        CHECK(many.st_atim.tv_sec == 981173106);  // 2001-02-03 04:05:06.7 UTC
+        CHECK(many.st_atim.tv_nsec == 700000000);
+        const struct stat sparse = stat_of(fx.path("sparse"));
+        CHECK(sparse.st_blocks > 0);
+        CHECK(sparse.st_blocks * 512 < sparse.st_size);  // 4 bytes in 256 KiB of hole
+    }
     for (const test::ManifestEntry& m : f.entries) {
         INFO(m.path);
         const std::string p = fx.path(m.path);
