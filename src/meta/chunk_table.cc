@@ -45,12 +45,9 @@ Status load_block(Txn& t, const std::string& key, ChunkId id, std::vector<Stored
     return Status::ok();
 }
 
-}  // namespace
 
-std::string chunk_block_key(ChunkId id) { return key_u64(chunk_block_of(id)); }
-
-std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
-    std::string out;
+void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::size_t n) {
+    out.clear();
     out.reserve(2 + n * 40);
     std::uint16_t map = 0;
     for (std::size_t i = 0; i < n; ++i) map |= std::uint16_t(1u << (chunks[i].first % kChunksPerBlock));
@@ -80,6 +77,23 @@ std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
         if (r.flags & ChunkRecord::kIndexed)
             out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
     }
+}
+
+// A block's changed value, built in a buffer each thread keeps: every
+// chunk record written goes through here.
+Status put_block(Txn& t, const std::string& key, const std::vector<StoredChunk>& chunks) {
+    thread_local std::string value;
+    encode_chunk_block_to(value, chunks.data(), chunks.size());
+    return t.put(Db::kChunks, key, value);
+}
+
+}  // namespace
+
+std::string chunk_block_key(ChunkId id) { return key_u64(chunk_block_of(id)); }
+
+std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
+    std::string out;
+    encode_chunk_block_to(out, chunks, n);
     return out;
 }
 
@@ -161,7 +175,7 @@ Status get_chunk(Txn& t, ChunkId id, ChunkRecord* out, bool* found) {
 Status put_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {
     if (id == 0) return Status::error(EINVAL, "chunk id 0");
     const std::string key = chunk_block_key(id);
-    std::vector<StoredChunk> chunks;
+    thread_local std::vector<StoredChunk> chunks;  // no allocation per record written
     bool damaged = false;
     HIODSFS_TRY(load_block(t, key, id, &chunks, &damaged));
     // A damaged block's other records are lost already; this one is kept
@@ -173,12 +187,12 @@ Status put_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {
     } else {
         chunks.emplace(at, id, rec);
     }
-    return t.put(Db::kChunks, key, encode_chunk_block(chunks.data(), chunks.size()));
+    return put_block(t, key, chunks);
 }
 
 Status del_chunk(Txn& t, ChunkId id) {
     const std::string key = chunk_block_key(id);
-    std::vector<StoredChunk> chunks;
+    thread_local std::vector<StoredChunk> chunks;
     bool damaged = false;
     HIODSFS_TRY(load_block(t, key, id, &chunks, &damaged));
     if (damaged) return Status::ok();
@@ -186,7 +200,7 @@ Status del_chunk(Txn& t, ChunkId id) {
     if (at == chunks.end()) return Status::ok();
     chunks.erase(at);
     if (chunks.empty()) return t.del(Db::kChunks, key);
-    return t.put(Db::kChunks, key, encode_chunk_block(chunks.data(), chunks.size()));
+    return put_block(t, key, chunks);
 }
 
 Status for_each_chunk_block(Txn& t, const std::function<Status(const StoredChunkBlock&)>& fn) {

@@ -32,7 +32,9 @@ struct Bucket {
 bool bucket_key(const Cursor& c) { return c.key().size() == 8; }
 
 Status find_bucket(Txn& t, std::uint64_t prefix, Bucket* out) {
-    *out = Bucket{};
+    out->found = out->damaged = false;
+    out->lower = 0;
+    out->entries.clear();  // keeps its capacity: lookups reuse one per thread
     Cursor c = t.cursor(Db::kFingerprints);
     const std::string want = be64(prefix);
     bool ok = c.seek(want) ? c.key() == want || c.prev() : c.status().is_ok() && c.last();
@@ -98,7 +100,8 @@ bool decode_fingerprint_bucket(std::uint64_t lower, std::string_view in, std::ve
 
 Status fingerprint_ids(Txn& t, std::uint64_t prefix, std::vector<ChunkId>* out) {
     out->clear();
-    Bucket b;
+    // Every write's lookup: no allocation once a thread has looked once.
+    thread_local Bucket b;
     HIODSFS_TRY(find_bucket(t, prefix, &b));
     auto it = std::lower_bound(b.entries.begin(), b.entries.end(), FingerprintEntry{prefix, 0}, entry_less);
     for (; it != b.entries.end() && it->prefix == prefix; ++it) out->push_back(it->id);
