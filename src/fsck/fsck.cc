@@ -785,17 +785,20 @@ private:
             std::vector<FingerprintEntry> entries;
         };
         std::vector<Kept> buckets;
+        std::vector<std::string> damaged;  // removed after the walk, which must not change t_
         HIODSFS_TRY(for_each_fingerprint_bucket(t_, [&](const StoredFingerprintBucket& b) -> Status {
             if (!b.value_ok) {
                 ++rep_.fingerprints;
-                const std::string key(b.key);
-                return fix("a damaged fingerprint index bucket; it is removed",
-                           [&, key] { return t_.del(Db::kFingerprints, key); });
+                damaged.emplace_back(b.key);
+                return Status::ok();
             }
             rep_.fingerprints += b.entries.size();
             buckets.push_back({std::string(b.key), b.entries});
             return Status::ok();
         }));
+        for (const std::string& key : damaged)
+            HIODSFS_TRY(fix("a damaged fingerprint index bucket; it is removed",
+                            [&] { return t_.del(Db::kFingerprints, key); }));
         for (std::size_t i = 0; i < buckets.size(); ++i) {
             Kept& b = buckets[i];
             const bool last = i + 1 == buckets.size();
