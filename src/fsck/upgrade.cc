@@ -103,19 +103,11 @@ bool decode_chunk_v3(std::string_view in, ChunkRecord* out) {
     return true;
 }
 
-template <typename T>
-bool get_field(std::string_view in, std::size_t* pos, T* out) {
-    std::uint64_t v = 0;
-    if (!get_varint(in, pos, &v) || v > std::numeric_limits<T>::max()) return false;
-    *out = static_cast<T>(v);
-    return true;
-}
-
 bool get_time(std::string_view in, std::size_t* pos, std::int64_t* s, std::uint32_t* ns) {
     std::uint64_t zz = 0;
     if (!get_varint(in, pos, &zz)) return false;
     *s = static_cast<std::int64_t>((zz >> 1) ^ (~(zz & 1) + 1));
-    return get_field(in, pos, ns);
+    return get_varint_as(in, pos, ns);
 }
 
 // An inode record of format 1: the struct, then a symlink's target.
@@ -142,10 +134,10 @@ bool decode_inode_v3(std::string_view in, InodeRecord* out, std::string_view* ta
     const auto same = static_cast<std::uint8_t>(in[0]);
     std::size_t pos = 1;
     InodeRecord r;
-    if (!get_field(in, &pos, &r.mode) || !get_field(in, &pos, &r.nlink) ||
-        !get_field(in, &pos, &r.uid) || !get_field(in, &pos, &r.gid) ||
-        !get_field(in, &pos, &r.rdev) || !get_field(in, &pos, &r.size) ||
-        !get_field(in, &pos, &r.mapped) || !get_field(in, &pos, &r.parent) ||
+    if (!get_varint_as(in, &pos, &r.mode) || !get_varint_as(in, &pos, &r.nlink) ||
+        !get_varint_as(in, &pos, &r.uid) || !get_varint_as(in, &pos, &r.gid) ||
+        !get_varint_as(in, &pos, &r.rdev) || !get_varint_as(in, &pos, &r.size) ||
+        !get_varint_as(in, &pos, &r.mapped) || !get_varint_as(in, &pos, &r.parent) ||
         !get_time(in, &pos, &r.mtime_s, &r.mtime_ns))
         return false;
     r.atime_s = r.ctime_s = r.mtime_s;

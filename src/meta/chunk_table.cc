@@ -23,14 +23,6 @@ bool follows(const ChunkRecord& prev, const ChunkRecord& r) {
     return r.segment == prev.segment && r.offset >= prev.offset + prev.length;
 }
 
-template <typename T>
-bool get_field(std::string_view in, std::size_t* pos, T* out) {
-    std::uint64_t v = 0;
-    if (!get_varint(in, pos, &v) || v > std::numeric_limits<T>::max()) return false;
-    *out = static_cast<T>(v);
-    return true;
-}
-
 // The block's chunks as a vector, or an error naming a damaged block.
 Status load_block(Txn& t, const std::string& key, ChunkId id, std::vector<StoredChunk>* out, bool* damaged) {
     out->clear();
@@ -127,12 +119,12 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
             if (gap > std::numeric_limits<std::uint64_t>::max() - end) return false;
             r.segment = prev->segment;
             r.offset = end + gap;
-        } else if ((lead & kSameGap) || !get_field(in, &pos, &r.segment) || !get_field(in, &pos, &r.offset)) {
+        } else if ((lead & kSameGap) || !get_varint_as(in, &pos, &r.segment) || !get_varint_as(in, &pos, &r.offset)) {
             return false;
         }
         r.ref_count = lead >> kRefsShift;
         std::uint64_t more_refs = 0;
-        if (!get_field(in, &pos, &r.length) ||
+        if (!get_varint_as(in, &pos, &r.length) ||
             (r.ref_count == kRefsInline && !get_varint(in, &pos, &more_refs)) ||
             more_refs > ChunkRecord::kMaxRefs - kRefsInline ||
             r.offset > std::numeric_limits<std::uint64_t>::max() - r.length)

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -91,6 +92,14 @@ void put_varint(std::string* out, std::uint64_t v);
 // Reads one at *pos and advances it; false if truncated, over 64 bits or
 // not in its shortest form (put_varint writes only that).
 bool get_varint(std::string_view in, std::size_t* pos, std::uint64_t* v);
+// One varint into a narrower field; false also if it does not fit.
+template <typename T>
+bool get_varint_as(std::string_view in, std::size_t* pos, T* out) {
+    std::uint64_t v = 0;
+    if (!get_varint(in, pos, &v) || v > std::numeric_limits<T>::max()) return false;
+    *out = static_cast<T>(v);
+    return true;
+}
 
 // Db::kHistory: key = big-endian wall-clock time (ns since the epoch), value
 // = one sample of the daemon's activity, written by the control loop (see
