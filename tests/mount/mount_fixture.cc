@@ -379,12 +379,13 @@ int MountFixture::unmount_status() {
     return decode_status(wstatus);
 }
 
-void MountFixture::crash() {
+void MountFixture::crash(const std::function<void()>& while_dead) {
     REQUIRE(mounted());
     REQUIRE(::kill(pid_, SIGKILL) == 0);
     int wstatus = 0;
     ::waitpid(pid_, &wstatus, 0);
     pid_ = -1;
+    if (while_dead) while_dead();
     // The connection is dead ("transport endpoint is not connected"); a
     // plain unmount detaches it, a lazy one if something still holds it.
     for (int attempt = 0; attempt < 20 && in_mountinfo(); ++attempt) {

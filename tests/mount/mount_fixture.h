@@ -107,8 +107,11 @@ public:
     // not from the kernel's caches.
     void remount();
     // SIGKILLs the daemon (a crash at a random moment), reaps it, and
-    // detaches the dead mount; mount() may follow.
-    void crash();
+    // detaches the dead mount; mount() may follow. while_dead runs between
+    // the kill and the detach: a writer still running must be joined there,
+    // while its calls fail with ENOTCONN, or it would go on writing into the
+    // bare mount point once the mount is gone.
+    void crash(const std::function<void()>& while_dead = {});
     bool mounted() const { return pid_ > 0; }
     pid_t daemon_pid() const { return pid_; }
     // The daemon's stdout+stderr of the current (or last) mount.
