@@ -4,7 +4,7 @@
 // metadata (the raw chunk records, the extents, the range for the pass, the
 // inode's size and times) in memory: the request needs neither the
 // metadata lock nor a transaction. MetaStore applies what is held (apply()
-// below), many writes in one nested transaction, before any other
+// below), many writes in one operation, before any other
 // operation begins and before each group commit, so every reader sees the
 // writes and a commit, fsync's included, carries each acknowledged one.
 #include "engine/engine_impl.h"

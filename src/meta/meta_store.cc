@@ -175,20 +175,63 @@ Txn::~Txn() {
         if (txn_ != nullptr && txn_ != store_->group_) mdb_txn_abort(txn_);
         return;
     }
-    if (!done_ && txn_ != nullptr && txn_ != store_->group_) {
-        mdb_txn_abort(txn_);
+    if (!done_ && direct_) {
+        rollback();
         store_->super_ = saved_;
     }
 }
 
+void Txn::rollback() {
+    done_ = true;
+    if (!broken_) {
+        for (auto u = undo_.rbegin(); u != undo_.rend(); ++u) {
+            MDB_val k = to_val(u->key), v = to_val(u->old);
+            const MDB_dbi dbi = store_->dbi_[static_cast<int>(u->db)];
+            const int rc = u->existed ? mdb_put(txn_, dbi, &k, &v, 0) : mdb_del(txn_, dbi, &k, nullptr);
+            if (rc != 0 && rc != MDB_NOTFOUND) {
+                broken_ = true;
+                break;
+            }
+        }
+    }
+    undo_.clear();
+    journal_.clear();
+    if (broken_) store_->lose_group_locked("an operation could not be undone after a metadata error");
+    txn_ = nullptr;
+}
+
+Status Txn::change_failed(int rc, const std::string& what) {
+    // LMDB marks a transaction unusable after most errors (a damaged page,
+    // no memory); it then refuses even to open a cursor.
+    MDB_cursor* probe = nullptr;
+    if (mdb_cursor_open(txn_, store_->dbi_[0], &probe) == 0) mdb_cursor_close(probe);
+    else broken_ = true;
+    return lmdb_error(rc, what);
+}
+
+Status Txn::save_undo(Db db, MDB_val* key, bool* existed) {
+    MDB_val old{};
+    const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return change_failed(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
+    *existed = rc == 0;
+    undo_.push_back(Undo{db, *existed, std::string(from_val(*key)),
+                         *existed ? std::string(from_val(old)) : std::string()});
+    return Status::ok();
+}
+
 Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* found) {
+    if (txn_ == nullptr) return store_->failed_.is_ok() ? Status::error(EINVAL, "metadata operation ended") : store_->failed_;
     MDB_val k = to_val(key), v{};
     int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], &k, &v);
     if (rc == MDB_NOTFOUND) {
         *found = false;
         return Status::ok();
     }
-    if (rc != 0) return lmdb_error(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
+    if (rc != 0) {
+        const std::string what = std::string("metadata read (") + kDbNames[int(db)] + ")";
+        return direct_ ? change_failed(rc, what) : lmdb_error(rc, what);
+    }
     *found = true;
     *value = from_val(v);
     return Status::ok();
@@ -197,9 +240,15 @@ Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* foun
 Status Txn::put(Db db, std::string_view key, std::string_view value) {
     if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
     if (reading_) return Status::error(EINVAL, "metadata write in a read-only operation");
+    if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata write after the operation ended");
     MDB_val k = to_val(key), v = to_val(value);
+    bool existed = false;
+    HIODSFS_TRY(save_undo(db, &k, &existed));
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
-    if (rc != 0) return lmdb_error(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+    if (rc != 0) {
+        undo_.pop_back();  // nothing changed
+        return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+    }
     ++writes_;
     store_->note_write(db, key);
     if (store_->journal_ != nullptr) journal_put(&journal_, db, key, value);
@@ -209,37 +258,49 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
 Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (store_->read_only_) return Status::error(EROFS, "store is open read-only");
     if (reading_) return Status::error(EINVAL, "metadata delete in a read-only operation");
+    if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata delete after the operation ended");
     MDB_val k = to_val(key);
-    int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
-    if (existed != nullptr) *existed = (rc == 0);
-    if (rc == 0) {
-        ++writes_;
-        store_->note_write(db, key);
-        if (store_->journal_ != nullptr) journal_del(&journal_, db, key);
+    bool was = false;
+    HIODSFS_TRY(save_undo(db, &k, &was));
+    if (existed != nullptr) *existed = was;
+    if (!was) {
+        undo_.pop_back();
+        return Status::ok();
     }
-    if (rc == MDB_NOTFOUND) return Status::ok();
-    if (rc != 0) return lmdb_error(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
+    int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
+    if (rc != 0) {
+        undo_.pop_back();
+        if (existed != nullptr) *existed = false;
+        return change_failed(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
+    }
+    ++writes_;
+    store_->note_write(db, key);
+    if (store_->journal_ != nullptr) journal_del(&journal_, db, key);
     return Status::ok();
 }
 
 Cursor Txn::cursor(Db db) {
     MDB_cursor* c = nullptr;
-    int rc = mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
+    int rc = txn_ == nullptr ? EINVAL : mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
     Cursor cur(rc == 0 ? c : nullptr);
     if (rc != 0) cur.st_ = lmdb_error(rc, "metadata cursor open");
+    if (rc == MDB_BAD_TXN && direct_) broken_ = true;
     return cur;
 }
 
 Status Txn::commit() {
     if (done_) return Status::ok();
-    done_ = true;
-    if (reading_ || txn_ == store_->group_) return Status::ok();  // nothing to fold in
-    int rc = mdb_txn_commit(txn_);
-    txn_ = nullptr;
-    if (rc != 0) {
-        store_->super_ = saved_;
-        return lmdb_error(rc, "metadata operation commit");
+    if (reading_ || !direct_) {  // nothing to fold in
+        done_ = true;
+        return Status::ok();
     }
+    if (broken_) {
+        rollback();
+        store_->super_ = saved_;
+        return store_->failed_;
+    }
+    done_ = true;
+    undo_.clear();
     ++store_->pending_ops_;
     store_->group_journal_.append(journal_);
     journal_.clear();
@@ -682,23 +743,26 @@ Status MetaStore::begin_held(std::unique_ptr<Txn>* out) {
     if (!applying_held_) return Status::error(EINVAL, "begin_held outside HeldBack::apply");
     HIODSFS_TRY(ensure_group());
     // The caller of apply holds the lock: this Txn borrows it.
-    return begin_nested(std::unique_lock<std::mutex>(), out);
+    return begin_op(std::unique_lock<std::mutex>(), out);
 }
 
-Status MetaStore::begin_nested(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out) {
+Status MetaStore::begin_op(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out) {
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
-    if (read_only_) {
-        t->txn_ = group_;
-    } else {
-        int rc = mdb_txn_begin(env_, group_, 0, &t->txn_);
-        if (rc != 0) {
-            t->txn_ = nullptr;
-            t->done_ = true;
-            return lmdb_error(rc, "metadata operation");
-        }
-    }
+    t->txn_ = group_;
+    t->direct_ = !read_only_;
     *out = std::move(t);
     return Status::ok();
+}
+
+void MetaStore::lose_group_locked(const std::string& why) {
+    if (group_ != nullptr) mdb_txn_abort(group_);
+    group_ = nullptr;
+    group_journal_.clear();
+    pending_ops_ = 0;
+    pending_writes_ = 0;
+    if (failed_.is_ok())
+        failed_ = Status::error(EIO, why + "; the operations of the last interval are lost and the store " +
+                                         "accepts nothing more until it is mounted again");
 }
 
 Status MetaStore::take_chunk_ids(std::uint64_t n, ChunkId* first) {
@@ -716,7 +780,7 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     HIODSFS_TRY(check_running());
     apply_held_locked(false);
     HIODSFS_TRY(ensure_group());
-    return begin_nested(std::move(lock), out);
+    return begin_op(std::move(lock), out);
 }
 
 Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {

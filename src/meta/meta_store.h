@@ -2,10 +2,10 @@
 //
 // Group commit: one LMDB write transaction stays open and collects the
 // changes of many operations; commit_group() makes them durable together.
-// Each operation runs in its own nested transaction (Txn), so it is atomic:
-// a failure half-way rolls back that operation only. Every read goes
-// through the same write transaction, so operations see each other's
-// uncommitted changes.
+// Each operation (Txn) changes the group directly and logs what each change
+// overwrote, so it is atomic: a failure half-way puts that operation's
+// changes back, and only its. Every read goes through the same write
+// transaction, so operations see each other's uncommitted changes.
 //
 // The environment is opened with MDB_NOLOCK: exactly one process may have
 // a store open (the engine holds STORE/lock), and within it all access is
@@ -180,10 +180,25 @@ public:
 private:
     friend class MetaStore;
     Txn(MetaStore* store, std::unique_lock<std::mutex> lock);
+    // What a change overwrote, to put back if the operation aborts.
+    struct Undo {
+        Db db;
+        bool existed;
+        std::string key, old;
+    };
+    Status save_undo(Db db, MDB_val* key, bool* existed);
+    // An LMDB error of a change: the group may be unusable now (see rollback()).
+    Status change_failed(int rc, const std::string& what);
+    // Puts back what the operation changed, newest first. If LMDB cannot
+    // (the group is in error), the group is lost and the store stops.
+    void rollback();
     MetaStore* store_;
     std::unique_lock<std::mutex> lock_;
     MDB_txn* txn_ = nullptr;
     bool reading_ = false;  // begun by begin_read(): txn_ is the group's, or its own read-only one
+    bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
+    bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
+    std::vector<Undo> undo_;
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
     std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
     SuperState saved_;  // restored if the operation aborts
@@ -200,8 +215,11 @@ public:
     // Aborts the open group: whatever was not committed is lost, as in a crash.
     ~MetaStore();
 
-    // Starts an operation: takes the store's mutex and opens a nested
-    // transaction in the group (a read-only store reads the group directly).
+    // Starts an operation: takes the store's mutex; its changes go straight
+    // into the open group, each remembering what it overwrote, so an
+    // operation that fails half-way is undone alone (a nested LMDB
+    // transaction would do the same at the cost of megabytes of page lists
+    // set up per operation). A read-only store reads the group directly.
     Status begin(std::unique_ptr<Txn>* out);
     // Starts an operation that only reads: it reads the open group directly
     // (or, with none open, a read-only transaction of the committed state),
@@ -231,8 +249,8 @@ public:
     void set_held_back(HeldBack* held) { held_ = held; }
     // Applies what the HeldBack holds now.
     Status apply_held_back();
-    // Within HeldBack::apply only (the store's lock is held): a nested
-    // transaction of the open group, opening one if needed.
+    // Within HeldBack::apply only (the store's lock is held): an operation
+    // of the open group, as begin() makes, opening one if needed.
     Status begin_held(std::unique_ptr<Txn>* out);
     // Reserves n consecutive chunk ids for appends made outside any
     // operation (write-behind), without a transaction; returns the first.
@@ -292,8 +310,11 @@ private:
     bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
     void apply_held_locked(bool for_commit);  // caller holds mu_
-    // A nested transaction of the open group (the group itself when read-only).
-    Status begin_nested(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out);  // caller holds mu_
+    // An operation of the open group (which it only reads when read-only).
+    Status begin_op(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out);  // caller holds mu_
+    // Aborts the open group after an LMDB error left it unusable; the store
+    // stops as after a failed commit.
+    void lose_group_locked(const std::string& why);  // caller holds mu_
     void note_write(Db db, std::string_view key);  // caller holds mu_
     std::uint64_t dirty_pages_locked() const;
     void maybe_group_full();  // caller holds mu_
