@@ -195,6 +195,7 @@ void Txn::rollback() {
         }
     }
     undo_.clear();
+    undo_keys_.clear();
     journal_.clear();
     if (broken_) store_->lose_group_locked("an operation could not be undone after a metadata error");
     txn_ = nullptr;
@@ -209,15 +210,29 @@ Status Txn::change_failed(int rc, const std::string& what) {
     return lmdb_error(rc, what);
 }
 
-Status Txn::save_undo(Db db, MDB_val* key, bool* existed) {
+Status Txn::save_undo(Db db, MDB_val* key, bool* added) {
+    *added = false;
+    std::string id(1, static_cast<char>(db));
+    id.append(from_val(*key));
+    // The first value is the one to put back; an operation that rewrites a
+    // block of chunk records 16 times keeps it once.
+    if (!undo_keys_.insert(id).second) return Status::ok();
     MDB_val old{};
     const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old);
-    if (rc != 0 && rc != MDB_NOTFOUND)
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        undo_keys_.erase(id);
         return change_failed(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
-    *existed = rc == 0;
-    undo_.push_back(Undo{db, *existed, std::string(from_val(*key)),
-                         *existed ? std::string(from_val(old)) : std::string()});
+    }
+    undo_.push_back(Undo{db, rc == 0, std::string(from_val(*key)), rc == 0 ? std::string(from_val(old)) : std::string()});
+    *added = true;
     return Status::ok();
+}
+
+void Txn::drop_last_undo() {
+    std::string id(1, static_cast<char>(undo_.back().db));
+    id.append(undo_.back().key);
+    undo_keys_.erase(id);
+    undo_.pop_back();
 }
 
 Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* found) {
@@ -242,11 +257,11 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     if (reading_) return Status::error(EINVAL, "metadata write in a read-only operation");
     if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata write after the operation ended");
     MDB_val k = to_val(key), v = to_val(value);
-    bool existed = false;
-    HIODSFS_TRY(save_undo(db, &k, &existed));
+    bool added = false;
+    HIODSFS_TRY(save_undo(db, &k, &added));
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) {
-        undo_.pop_back();  // nothing changed
+        if (added) drop_last_undo();  // nothing changed
         return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
     }
     ++writes_;
@@ -260,17 +275,13 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (reading_) return Status::error(EINVAL, "metadata delete in a read-only operation");
     if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata delete after the operation ended");
     MDB_val k = to_val(key);
-    bool was = false;
-    HIODSFS_TRY(save_undo(db, &k, &was));
-    if (existed != nullptr) *existed = was;
-    if (!was) {
-        undo_.pop_back();
-        return Status::ok();
-    }
+    bool added = false;
+    HIODSFS_TRY(save_undo(db, &k, &added));
     int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
+    if (existed != nullptr) *existed = rc == 0;
     if (rc != 0) {
-        undo_.pop_back();
-        if (existed != nullptr) *existed = false;
+        if (added) drop_last_undo();  // nothing changed
+        if (rc == MDB_NOTFOUND) return Status::ok();
         return change_failed(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
     }
     ++writes_;
@@ -301,6 +312,7 @@ Status Txn::commit() {
     }
     done_ = true;
     undo_.clear();
+    undo_keys_.clear();
     ++store_->pending_ops_;
     store_->group_journal_.append(journal_);
     journal_.clear();

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "hiodsfs/space_counters.h"
@@ -186,7 +187,10 @@ private:
         bool existed;
         std::string key, old;
     };
-    Status save_undo(Db db, MDB_val* key, bool* existed);
+    // Saves what key holds unless this operation changed it already;
+    // *added says whether it did now.
+    Status save_undo(Db db, MDB_val* key, bool* added);
+    void drop_last_undo();  // the entry save_undo just added: its change failed
     // An LMDB error of a change: the group may be unusable now (see rollback()).
     Status change_failed(int rc, const std::string& what);
     // Puts back what the operation changed, newest first. If LMDB cannot
@@ -199,6 +203,7 @@ private:
     bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
     bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
     std::vector<Undo> undo_;
+    std::unordered_set<std::string> undo_keys_;  // db byte + key of each entry in undo_
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
     std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
     SuperState saved_;  // restored if the operation aborts
