@@ -1,20 +1,22 @@
 #include "store/rados_pool.h"
 
-#include <rados/librados.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 
+#include "store/librados_api.h"
+
 namespace hiodsfs {
 
 struct RadosPool::Handles {
+    const LibradosApi* api = nullptr;  // librados is called only through this
     rados_t cluster = nullptr;
     rados_ioctx_t io = nullptr;
     ~Handles() {
-        if (io != nullptr) rados_ioctx_destroy(io);
-        if (cluster != nullptr) rados_shutdown(cluster);
+        if (io != nullptr) api->ioctx_destroy(io);
+        if (cluster != nullptr) api->shutdown(cluster);
     }
 };
 
@@ -53,44 +55,45 @@ Status RadosPool::error(int rc, const char* what, const std::string& object) con
 
 Status RadosPool::connect(const RadosOptions& options, std::unique_ptr<RadosPool>* out) {
     auto handles = std::make_unique<Handles>();
+    HIODSFS_TRY(load_librados(&handles->api));
     const std::string where = "the Ceph cluster of " + options.conf_path;
-    int rc = rados_create2(&handles->cluster, "ceph", ("client." + options.client_id).c_str(), 0);
+    int rc = handles->api->create2(&handles->cluster, "ceph", ("client." + options.client_id).c_str(), 0);
     if (rc < 0) return Status::from_errno(-rc, "rados: client." + options.client_id);
-    rc = rados_conf_read_file(handles->cluster, options.conf_path.c_str());
+    rc = handles->api->conf_read_file(handles->cluster, options.conf_path.c_str());
     if (rc < 0) return Status::from_errno(-rc, "rados: reading " + options.conf_path);
     if (!options.keyring.empty()) {
-        rc = rados_conf_set(handles->cluster, "keyring", options.keyring.c_str());
+        rc = handles->api->conf_set(handles->cluster, "keyring", options.keyring.c_str());
         if (rc < 0) return Status::from_errno(-rc, "rados: keyring " + options.keyring);
     }
     // Without these librados waits for an unreachable mon or OSD forever.
     const std::string secs = std::to_string(std::max<long>(1, options.timeout.count()));
     for (const char* key : {"client_mount_timeout", "rados_mon_op_timeout", "rados_osd_op_timeout"}) {
-        rc = rados_conf_set(handles->cluster, key, secs.c_str());
+        rc = handles->api->conf_set(handles->cluster, key, secs.c_str());
         if (rc < 0) return Status::from_errno(-rc, std::string("rados: setting ") + key);
     }
-    rc = rados_connect(handles->cluster);
+    rc = handles->api->connect(handles->cluster);
     if (rc < 0) {
         return Status::from_errno(-rc, "rados: connecting to " + where + " as client." +
                                            options.client_id + " (timeout " + secs + " s)");
     }
-    rc = rados_ioctx_create(handles->cluster, options.pool.c_str(), &handles->io);
+    rc = handles->api->ioctx_create(handles->cluster, options.pool.c_str(), &handles->io);
     if (rc < 0) return Status::from_errno(-rc, "rados: opening pool " + quoted(options.pool) + " of " + where);
     out->reset(new RadosPool(std::move(handles), options.pool));
     return Status::ok();
 }
 
 Status RadosPool::write_full(const std::string& object, const void* data, std::size_t len) {
-    int rc = rados_write_full(handles_->io, object.c_str(), static_cast<const char*>(data), len);
+    int rc = handles_->api->write_full(handles_->io, object.c_str(), static_cast<const char*>(data), len);
     return rc < 0 ? error(rc, "write_full", object) : Status::ok();
 }
 
 Status RadosPool::write(const std::string& object, std::uint64_t offset, const void* data, std::size_t len) {
-    int rc = rados_write(handles_->io, object.c_str(), static_cast<const char*>(data), len, offset);
+    int rc = handles_->api->write(handles_->io, object.c_str(), static_cast<const char*>(data), len, offset);
     return rc < 0 ? error(rc, "write", object) : Status::ok();
 }
 
 Status RadosPool::append(const std::string& object, const void* data, std::size_t len) {
-    int rc = rados_append(handles_->io, object.c_str(), static_cast<const char*>(data), len);
+    int rc = handles_->api->append(handles_->io, object.c_str(), static_cast<const char*>(data), len);
     return rc < 0 ? error(rc, "append", object) : Status::ok();
 }
 
@@ -117,7 +120,7 @@ Status RadosPool::read(const std::string& object, std::uint64_t offset, std::siz
                        std::vector<std::uint8_t>* out) {
     if (len > kMaxRead) return error(-EINVAL, "read (too long)", object);
     out->resize(len);
-    int rc = rados_read(handles_->io, object.c_str(), reinterpret_cast<char*>(out->data()), len,
+    int rc = handles_->api->read(handles_->io, object.c_str(), reinterpret_cast<char*>(out->data()), len,
                         offset);
     if (rc < 0) {
         out->clear();
@@ -129,34 +132,34 @@ Status RadosPool::read(const std::string& object, std::uint64_t offset, std::siz
 
 Status RadosPool::stat(const std::string& object, std::uint64_t* size) {
     time_t mtime = 0;
-    int rc = rados_stat(handles_->io, object.c_str(), size, &mtime);
+    int rc = handles_->api->stat(handles_->io, object.c_str(), size, &mtime);
     return rc < 0 ? error(rc, "stat", object) : Status::ok();
 }
 
 Status RadosPool::remove(const std::string& object) {
-    int rc = rados_remove(handles_->io, object.c_str());
+    int rc = handles_->api->remove(handles_->io, object.c_str());
     return rc < 0 ? error(rc, "remove", object) : Status::ok();
 }
 
 Status RadosPool::list(const std::string& prefix, std::vector<std::string>* names) {
     names->clear();
     rados_list_ctx_t ctx = nullptr;
-    int rc = rados_nobjects_list_open(handles_->io, &ctx);
+    int rc = handles_->api->nobjects_list_open(handles_->io, &ctx);
     if (rc < 0) return error(rc, "listing", prefix + "*");
     for (;;) {
         const char* entry = nullptr;
         std::size_t entry_size = 0;
-        rc = rados_nobjects_list_next2(ctx, &entry, nullptr, nullptr, &entry_size, nullptr, nullptr);
+        rc = handles_->api->nobjects_list_next2(ctx, &entry, nullptr, nullptr, &entry_size, nullptr, nullptr);
         if (rc == -ENOENT) break;  // the end
         if (rc < 0) {
-            rados_nobjects_list_close(ctx);
+            handles_->api->nobjects_list_close(ctx);
             names->clear();
             return error(rc, "listing", prefix + "*");
         }
         std::string name(entry, entry_size);
         if (name.compare(0, prefix.size(), prefix) == 0) names->push_back(std::move(name));
     }
-    rados_nobjects_list_close(ctx);
+    handles_->api->nobjects_list_close(ctx);
     std::sort(names->begin(), names->end());
     return Status::ok();
 }
@@ -164,7 +167,7 @@ Status RadosPool::list(const std::string& prefix, std::vector<std::string>* name
 Status RadosPool::take_lock(const RadosLock& lock, std::chrono::seconds lease, bool renew) {
     timeval duration{};
     duration.tv_sec = lease.count();
-    int rc = rados_lock_exclusive(handles_->io, lock.object.c_str(), lock.name.c_str(),
+    int rc = handles_->api->lock_exclusive(handles_->io, lock.object.c_str(), lock.name.c_str(),
                                   lock.cookie.c_str(), lock.description.c_str(), &duration,
                                   renew ? LIBRADOS_LOCK_FLAG_MUST_RENEW : 0);
     if (rc == 0) return Status::ok();
@@ -195,7 +198,7 @@ Status RadosPool::renew_lock(const RadosLock& lock, std::chrono::seconds lease) 
 }
 
 Status RadosPool::unlock(const RadosLock& lock) {
-    int rc = rados_unlock(handles_->io, lock.object.c_str(), lock.name.c_str(), lock.cookie.c_str());
+    int rc = handles_->api->unlock(handles_->io, lock.object.c_str(), lock.name.c_str(), lock.cookie.c_str());
     if (rc < 0) {
         return Status::from_errno(-rc, "unlocking " + quoted(lock.name) + " on object " +
                                            quoted(lock.object) + " in pool " + quoted(pool_) +
@@ -218,7 +221,7 @@ Status RadosPool::lock_holders(const std::string& object, const std::string& nam
 }
 
 Status RadosPool::break_lock(const std::string& object, const std::string& name, const RadosLocker& holder) {
-    int rc = rados_break_lock(handles_->io, object.c_str(), name.c_str(), holder.client.c_str(),
+    int rc = handles_->api->break_lock(handles_->io, object.c_str(), name.c_str(), holder.client.c_str(),
                               holder.cookie.c_str());
     if (rc < 0) {
         return Status::from_errno(-rc, "breaking " + quoted(name) + " on object " + quoted(object) +
@@ -233,7 +236,7 @@ Status RadosPool::lockers(const std::string& object, const std::string& name, st
     for (int attempt = 0; attempt < 3; ++attempt) {
         std::vector<char> tag(tag_len), clients(clients_len), cookies(cookies_len), addrs(addrs_len);
         int exclusive = 0;
-        ssize_t n = rados_list_lockers(handles_->io, object.c_str(), name.c_str(), &exclusive,
+        ssize_t n = handles_->api->list_lockers(handles_->io, object.c_str(), name.c_str(), &exclusive,
                                        tag.data(), &tag_len, clients.data(), &clients_len,
                                        cookies.data(), &cookies_len, addrs.data(), &addrs_len);
         if (n == -ERANGE) continue;  // the lengths now say what it needs

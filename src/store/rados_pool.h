@@ -3,8 +3,9 @@
 // ranged reads, stat, remove, listing by name prefix, and the exclusive
 // advisory lock with a lease that makes one daemon the store's only writer.
 // Every call returns a Status whose errno is librados's and whose message
-// names the object and the pool. librados's types stay in rados_pool.cc.
-// Built only when meson found librados (HIODSFS_HAVE_RADOS).
+// names the object and the pool. librados's types stay in rados_pool.cc,
+// which calls librados through the table connect loads (librados_api.h).
+// Built only when meson found librados's header (HIODSFS_HAVE_RADOS).
 // Thread-safety: all methods may be called from several threads at once
 // (librados's I/O context is thread-safe).
 #pragma once

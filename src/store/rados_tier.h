@@ -10,8 +10,8 @@
 // it has it and its owner finds the pool as it left it (no other writer
 // came between), writes resume; otherwise (or without lapse handling) it
 // tells its owner once that the lock is lost for good.
-// Built only with librados (HIODSFS_HAVE_RADOS); librados's types stay in
-// rados_pool.cc.
+// Built only with librados's header (HIODSFS_HAVE_RADOS); librados's types
+// stay in rados_pool.cc.
 // Thread-safety: all methods may be called from several threads at once.
 #pragma once
 

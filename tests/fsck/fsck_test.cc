@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "../engine/engine_test_util.h"
+#include "../skip.h"
 #include "engine/chunk_index.h"
 #include "fsck/fsck.h"
 #include "meta/fingerprint_index.h"
@@ -25,8 +26,9 @@ struct Run {
     std::string out;  // stdout and stderr
 };
 
-Run fsck(const std::vector<std::string>& args) {
-    std::string cmd = HIODSFS_FSCK_BIN;
+// env: "K=V ..." for the shell to put in the binary's environment.
+Run fsck(const std::vector<std::string>& args, const std::string& env = "") {
+    std::string cmd = env + " " + HIODSFS_FSCK_BIN;
     for (const auto& a : args) cmd += " '" + a + "'";
     cmd += " 2>&1";
     Run r;
@@ -504,4 +506,38 @@ TEST_CASE("fsck: operational errors exit 8 with one line", "[fsck]") {
         CHECK(r.code == 8);
         CHECK(has(r, "format version 99"));
     }
+}
+
+// librados is loaded when a rados: store is opened (src/store/librados_api.h),
+// so checking a local store maps none of Ceph's libraries: LD_DEBUG=files has
+// the dynamic loader name every library it loads, linked or dlopen'd.
+TEST_CASE("fsck of a local store loads no Ceph library", "[fsck][librados]") {
+    Store s;
+    Run r = fsck({s.path()}, "LD_DEBUG=files");
+    INFO(r.out.substr(0, 4000));
+    CHECK(r.code == 0);
+    CHECK(has(r, "file=libcrypto.so"));  // the loader did report what it loads
+    CHECK_FALSE(has(r, "librados"));
+    CHECK_FALSE(has(r, "libceph"));
+}
+
+TEST_CASE("fsck of a rados: store where librados.so.2 cannot be loaded is one line and exit 8",
+          "[fsck][librados]") {
+#ifndef HIODSFS_HAVE_RADOS
+    SKIP_TEST("built without librados (librados-dev; scripts/install-deps installs it)");
+#else
+    TempDir dir;
+    const std::string lib = dir.path() + "/lib", cache = dir.path() + "/cache";
+    REQUIRE(::mkdir(lib.c_str(), 0755) == 0);
+    REQUIRE(::mkdir(cache.c_str(), 0755) == 0);
+    // The dynamic loader looks in LD_LIBRARY_PATH first: there librados.so.2
+    // is a file that is no library, as a broken installation would have it.
+    std::ofstream(lib + "/librados.so.2").flush();
+    Run r = fsck({"rados:pool/store", "--cache-dir", cache}, "LD_LIBRARY_PATH='" + lib + "'");
+    INFO(r.out);
+    CHECK(r.code == 8);
+    CHECK(r.out.rfind("hiodsfs-fsck: rados: cannot load librados.so.2 (", 0) == 0);
+    CHECK(has(r, "needs the librados2 package"));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+#endif
 }

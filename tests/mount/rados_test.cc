@@ -8,7 +8,9 @@
 // empty cache_dir recovers the store from RADOS alone (after kill -9: the
 // journal; after a clean unmount: the snapshot), and hiodsfs-fsck checks
 // the objects against the metadata under the store's lock. Skipped, saying why, where
-// Ceph is not installed.
+// Ceph is not installed. librados is loaded when a RADOS store is opened:
+// a daemon on a local store has none of Ceph's libraries mapped, and one
+// that cannot load librados.so.2 refuses a RADOS store with one line.
 
 #include <catch2/catch.hpp>
 #include <fcntl.h>
@@ -19,6 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -101,6 +105,13 @@ std::string host_name_for_test() {
     char name[256] = {};
     REQUIRE(::gethostname(name, sizeof name - 1) == 0);
     return name;
+}
+
+// What /proc/PID/maps says the process has mapped.
+std::string maps_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+    REQUIRE(in);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::size_t lines_of(const std::string& s) {
@@ -688,6 +699,49 @@ TEST_CASE("rados: the cluster stopped and restarted under a mounted store: EIO m
     CHECK(read_file(fx.path("b.bin")) == b);
     CHECK(read_file(fx.path("c.bin")) == c);
     fx.unmount();
+}
+
+TEST_CASE("librados: a daemon on a local store has no Ceph library mapped", "[mount][librados]") {
+    MountFixture fx;
+    write_file(fx.path("f"), "local\n");
+    const std::string maps = maps_of(fx.daemon_pid());
+    CHECK(maps.find("libfuse3.so") != std::string::npos);  // the maps are the daemon's, and read whole
+    CHECK(maps.find("librados") == std::string::npos);
+    CHECK(maps.find("libceph-common") == std::string::npos);
+    fx.unmount();
+}
+
+TEST_CASE("librados: a daemon on a RADOS store loads librados when it opens the store", "[mount][rados][librados]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, fresh_store_name("loads"));
+    fx.mount();
+    CHECK(maps_of(fx.daemon_pid()).find("/librados.so.2") != std::string::npos);
+    fx.unmount();
+}
+
+TEST_CASE("librados: a RADOS store where librados.so.2 cannot be loaded is one line and a non-zero exit",
+          "[mount][rados][librados]") {
+#ifndef HIODSFS_HAVE_RADOS
+    SKIP_TEST("built without librados (librados-dev; scripts/install-deps installs it)");
+#else
+    TempDir t;
+    make_dir(t.path() + "/cache");
+    make_dir(t.path() + "/mnt");
+    make_dir(t.path() + "/lib");
+    // The dynamic loader looks in LD_LIBRARY_PATH first: there librados.so.2
+    // is a file that is no library, as a broken installation would have it.
+    write_file(t.path() + "/lib/librados.so.2", "");
+    CmdResult r = run({daemon_binary(), "rados:pool/store", t.path() + "/mnt", "-o",
+                       "ceph_conf=" + t.path() + "/ceph.conf,cache_dir=" + t.path() + "/cache"},
+                      {"LD_LIBRARY_PATH=" + t.path() + "/lib"}, 60s);
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(lines_of(r.err) == 1);
+    CHECK(r.err.find("rados: cannot load librados.so.2 (") != std::string::npos);
+    CHECK(r.err.find("needs the librados2 package") != std::string::npos);
+    CHECK_FALSE(exists(t.path() + "/cache/FORMAT"));
+#endif
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "ceph_cluster.h"
 
 #ifdef HIODSFS_HAVE_RADOS
+#include "store/librados_api.h"
 #include "store/rados_pool.h"
 
 namespace {
@@ -272,5 +273,46 @@ TEST_CASE("rados: connecting to a cluster that is not there fails within the tim
     st = hiodsfs::RadosPool::connect(o, &pool);
     CHECK(st.err() == ENOENT);
     CHECK(st.message().find(o.conf_path) != std::string::npos);
+#endif
+}
+
+// The loader of librados (store/librados_api.h): needs no cluster.
+TEST_CASE("rados: librados is loaded on first use, once, and the table is complete", "[rados][librados]") {
+#ifndef HIODSFS_HAVE_RADOS
+    SKIP_TEST("built without librados (librados-dev; scripts/install-deps installs it)");
+#else
+    const hiodsfs::LibradosApi* api = nullptr;
+    hiodsfs::Status st = hiodsfs::load_librados(&api);
+    INFO(st.message());
+    REQUIRE(st.is_ok());
+    REQUIRE(api != nullptr);
+    CHECK(api->create2 != nullptr);
+    CHECK(api->list_lockers != nullptr);
+    const hiodsfs::LibradosApi* again = nullptr;
+    REQUIRE(hiodsfs::load_librados(&again).is_ok());
+    CHECK(again == api);
+#endif
+}
+
+TEST_CASE("rados: a librados that cannot be loaded is one line naming the library and the package",
+          "[rados][librados]") {
+#ifndef HIODSFS_HAVE_RADOS
+    SKIP_TEST("built without librados (librados-dev; scripts/install-deps installs it)");
+#else
+    hiodsfs::LibradosApi api{};
+    hiodsfs::Status st = hiodsfs::load_librados_from("libhiodsfs-no-such-library.so.9", &api);
+    INFO(st.message());
+    CHECK(st.err() == ENOPKG);
+    CHECK(st.message().find("rados: cannot load libhiodsfs-no-such-library.so.9 (") == 0);
+    CHECK(st.message().find("needs the librados2 package") != std::string::npos);
+    CHECK(st.message().find('\n') == std::string::npos);
+    CHECK(api.create2 == nullptr);
+
+    // A library that loads but is not librados: the first symbol it lacks.
+    st = hiodsfs::load_librados_from("libm.so.6", &api);
+    INFO(st.message());
+    CHECK(st.err() == ENOPKG);
+    CHECK(st.message().find("rados: cannot load libm.so.6 (it has no rados_create2)") == 0);
+    CHECK(api.create2 == nullptr);
 #endif
 }
