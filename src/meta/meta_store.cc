@@ -767,6 +767,7 @@ Status MetaStore::begin_op(std::unique_lock<std::mutex> lock, std::unique_ptr<Tx
 }
 
 void MetaStore::lose_group_locked(const std::string& why) {
+    // After a failed commit the group is gone already (group_ is null).
     if (group_ != nullptr) mdb_txn_abort(group_);
     group_ = nullptr;
     group_journal_.clear();
@@ -871,10 +872,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     pending_writes_ = 0;
     if (rc == 0) committed_seq_ = super_.journal_seq;
     if (rc != 0) {
-        const Status why = lmdb_error(rc, "metadata commit");
-        failed_ = Status::error(EIO, why.message() + "; the operations of the last " +
-                                         "interval are lost and the store accepts nothing more " +
-                                         "until it is mounted again");
+        lose_group_locked(lmdb_error(rc, "metadata commit").message());
         return failed_;
     }
     return Status::ok();

@@ -317,8 +317,9 @@ private:
     void apply_held_locked(bool for_commit);  // caller holds mu_
     // An operation of the open group (which it only reads when read-only).
     Status begin_op(std::unique_lock<std::mutex> lock, std::unique_ptr<Txn>* out);  // caller holds mu_
-    // Aborts the open group after an LMDB error left it unusable; the store
-    // stops as after a failed commit.
+    // Aborts the open group (if any is left) after a failed commit or an
+    // LMDB error that left it unusable, and stops the store: EIO from then on,
+    // saying why and that the last interval's operations are lost.
     void lose_group_locked(const std::string& why);  // caller holds mu_
     void note_write(Db db, std::string_view key);  // caller holds mu_
     std::uint64_t dirty_pages_locked() const;
