@@ -19,13 +19,14 @@
 
 #include "hiodsfs/clock.h"
 #include "hiodsfs/control.h"
+#include "ns_units.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-constexpr std::uint64_t kMs = 1'000'000;
-constexpr std::uint64_t kSec = 1'000'000'000;
+using test::kMs;
+using test::kSec;
 constexpr double kSaturate = -1;  // Phase::rate: the application writes back to back
 
 struct Phase {

@@ -7,12 +7,13 @@
 
 #include "hiodsfs/clock.h"
 #include "hiodsfs/control.h"
+#include "ns_units.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-constexpr std::uint64_t kMs = 1'000'000;
+using test::kMs;
 
 // One request arriving at `at` and taking `service` ns.
 void request(ManualClock& clock, LoadMonitor& m, std::uint64_t at, std::uint64_t service,

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "hiodsfs/control.h"
+#include "ns_units.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-constexpr std::uint64_t kSec = 1'000'000'000;
+using test::kSec;
 constexpr double kGoal = 1000;
 
 enum class Load { kStressed, kCalm, kIdle };
@@ -43,7 +44,7 @@ ControlConfig goal_config(double ramp_per_s = 0.05) {
 
 // A plant whose equilibrium speed is s_star for plant gain g (the share of
 // the goal the foreground loses at full background speed).
-struct Plant {
+struct LossPlant {
     double g = 1.0;
     double s_star = 0.5;
     double capacity() const { return kGoal * (1 + g * s_star); }
@@ -54,7 +55,7 @@ struct Plant {
 };
 
 // Runs n intervals of the plant; returns the speeds set at each tick.
-std::vector<double> run(BackgroundThrottle& t, const Plant& p, int n, std::uint64_t* k,
+std::vector<double> run(BackgroundThrottle& t, const LossPlant& p, int n, std::uint64_t* k,
                         double noise = 0, std::mt19937_64* rng = nullptr) {
     std::vector<double> out;
     std::uniform_real_distribution<double> u(-1, 1);
@@ -128,9 +129,9 @@ TEST_CASE("throttle: the PID settles on a step without sustained oscillation") {
             // A ramp of 10/s never binds: this is the PID alone.
             BackgroundThrottle t(goal_config(10.0));
             std::uint64_t k = 0;
-            run(t, Plant{g, s1}, 80, &k);
+            run(t, LossPlant{g, s1}, 80, &k);
             REQUIRE(t.speed() == Approx(s1).margin(0.01));
-            const std::vector<double> xs = run(t, Plant{g, s2}, 80, &k);
+            const std::vector<double> xs = run(t, LossPlant{g, s2}, 80, &k);
             // Settled: within 0.02 of the new equilibrium after 40 intervals.
             for (std::size_t i = 40; i < xs.size(); ++i) CHECK(xs[i] == Approx(s2).margin(0.02));
             // Any ringing decays: every half-cycle peak is below the one before,
@@ -146,11 +147,11 @@ TEST_CASE("throttle: the PID settles on a step without sustained oscillation") {
 TEST_CASE("throttle: with the default ramp an upward step is slew-limited and still settles") {
     BackgroundThrottle t(goal_config());
     std::uint64_t k = 0;
-    run(t, Plant{1.0, 0.2}, 80, &k);
+    run(t, LossPlant{1.0, 0.2}, 80, &k);
     REQUIRE(t.speed() == Approx(0.2).margin(0.01));
     const double start = t.speed();
     double prev = start;
-    const std::vector<double> xs = run(t, Plant{1.0, 0.8}, 60, &k);
+    const std::vector<double> xs = run(t, LossPlant{1.0, 0.8}, 60, &k);
     for (double x : xs) {
         CHECK(x - prev <= 0.05 + 1e-12);
         prev = x;
@@ -163,8 +164,8 @@ TEST_CASE("throttle: noisy measurements keep the speed near the equilibrium") {
     std::mt19937_64 rng(42);
     BackgroundThrottle t(goal_config());
     std::uint64_t k = 0;
-    run(t, Plant{1.0, 0.5}, 60, &k, 0.03, &rng);
-    const std::vector<double> xs = run(t, Plant{1.0, 0.5}, 300, &k, 0.03, &rng);
+    run(t, LossPlant{1.0, 0.5}, 60, &k, 0.03, &rng);
+    const std::vector<double> xs = run(t, LossPlant{1.0, 0.5}, 300, &k, 0.03, &rng);
     double mean = 0, var = 0;
     for (double x : xs) mean += x;
     mean /= static_cast<double>(xs.size());
@@ -188,7 +189,7 @@ TEST_CASE("throttle: anti-windup; after a long saturation the output recovers pr
         }
         CHECK(t.speed() == 0.0);
         CHECK(t.integral() == 0.0);
-        const Plant p{1.0, 0.5};
+        const LossPlant p{1.0, 0.5};
         int ours = 0, theirs = 0;
         while (t.speed() < 0.4 && ours < 1000) {
             t.update(sample(k++, p.ops(t.speed())), WriteMode::kInline, 1.0);
@@ -211,7 +212,7 @@ TEST_CASE("throttle: anti-windup; after a long saturation the output recovers pr
         }
         CHECK(t.speed() == 1.0);
         CHECK(t.integral() <= 1.0);
-        const Plant p{1.0, 0.3};
+        const LossPlant p{1.0, 0.3};
         int ours = 0, theirs = 0;
         while (t.speed() > 0.4 && ours < 1000) {
             t.update(sample(k++, p.ops(t.speed())), WriteMode::kInline, 1.0);

@@ -18,7 +18,6 @@ using namespace hiodsfs::test;
 
 namespace {
 const ChunkingParams kCdc = ChunkingParams::cdc(4096, 16384, 65536);
-const ChunkingParams kFixed = ChunkingParams::fixed(4096);
 }  // namespace
 
 TEST_CASE("namespace operations follow POSIX rules", "[engine]") {

@@ -73,6 +73,9 @@ inline std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t 
     return v;
 }
 
+// Fixed 4 KiB chunks: chunk boundaries a test can predict.
+inline const ChunkingParams kFixed = ChunkingParams::fixed(4096);
+
 inline EngineOptions options_for(const std::string& store, const ChunkingParams& chunking) {
     EngineOptions o;
     o.store_dir = store;

@@ -14,7 +14,7 @@ using namespace hiodsfs::test;
 
 namespace {
 
-const ChunkingParams kCdc = ChunkingParams::cdc(1024, 4096, 16384);
+const ChunkingParams kSmallCdc = ChunkingParams::cdc(1024, 4096, 16384);
 
 // Writes `data` to ino in `piece`-sized appends from `threads` threads, each
 // piece issued after the one before it was (so the requests overlap in the
@@ -48,7 +48,7 @@ std::vector<Status> append_concurrently(Engine& e, InodeId ino, const std::vecto
 
 TEST_CASE("concurrent in-order appends read back exactly, with readers and fsyncs in between",
           "[engine][stream]") {
-    for (auto params : {kCdc, ChunkingParams::fixed(4096)}) {
+    for (auto params : {kSmallCdc, ChunkingParams::fixed(4096)}) {
         DYNAMIC_SECTION(params.describe()) {
             TempDir dir;
             auto e = open_engine(options_for(dir.store(), params));
@@ -117,7 +117,7 @@ TEST_CASE("a commit failing under concurrent appends loses nothing acknowledged"
             TempDir dir;
             FaultInjectionEnv fenv(Env::posix());
             fenv.set_forward_syncs(false);
-            EngineOptions o = options_for(dir.store(), kCdc);
+            EngineOptions o = options_for(dir.store(), kSmallCdc);
             o.env = &fenv;
             o.background_commit = false;
             o.segments.write_buffer_bytes = 32 * 1024;
@@ -178,7 +178,7 @@ TEST_CASE("sequential writes into a preallocated file cut the chunks an append w
     auto data = random_bytes(rng, 8 << 20);
     auto stored = [&](bool preallocate) {
         TempDir dir;
-        auto e = open_engine(options_for(dir.store(), kCdc));
+        auto e = open_engine(options_for(dir.store(), kSmallCdc));
         Attr a = make_file(*e, "f");
         if (preallocate) REQUIRE(e->fallocate(a.ino, 0, 0, data.size()).is_ok());
         write_all(*e, a.ino, 0, data, 100 * 1000);

@@ -18,7 +18,6 @@ using namespace hiodsfs;
 using namespace hiodsfs::test;
 
 namespace {
-const ChunkingParams kFixed = ChunkingParams::fixed(4096);
 
 // Opens the closed store's metadata read-write and hands fn a Txn; commits.
 template <typename Fn>
@@ -189,7 +188,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every segment file with its bytes, to show a refused open touched nothing.
-std::map<std::string, std::string> segment_files(const std::string& store) {
+std::map<std::string, std::string> segment_contents(const std::string& store) {
     std::map<std::string, std::string> out;
     for (const auto& ent : fs::directory_iterator(store + "/segments")) {
         std::ifstream in(ent.path(), std::ios::binary);
@@ -199,14 +198,14 @@ std::map<std::string, std::string> segment_files(const std::string& store) {
     return out;
 }
 
-struct Written {
+struct TwoFiles {
     std::vector<std::uint8_t> a, b;
     InodeId a_ino = 0, b_ino = 0;
 };
 
 // Two files of unique data over several segments, committed; engine closed.
-Written make_store(const EngineOptions& o) {
-    Written w;
+TwoFiles make_store(const EngineOptions& o) {
+    TwoFiles w;
     std::mt19937_64 rng(99);
     auto e = open_engine(o);
     w.a = random_bytes(rng, 3 << 20);
@@ -253,7 +252,7 @@ TEST_CASE("a store whose metadata is missing or made anew is refused and left un
         TempDir dir;
         const EngineOptions o = small_segments(dir.store());
         make_store(o);
-        const auto before = segment_files(dir.store());
+        const auto before = segment_contents(dir.store());
         REQUIRE(before.size() >= 3);
         if (std::string(how) == "data.mdb") {
             fs::remove(dir.store() + "/meta/data.mdb");
@@ -266,7 +265,7 @@ TEST_CASE("a store whose metadata is missing or made anew is refused and left un
         }
         check_refused(o, "hiodsfs-fsck");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        CHECK(segment_files(dir.store()) == before);
+        CHECK(segment_contents(dir.store()) == before);
         // fsck refuses too, rather than checking a fresh environment.
         FsckReport report;
         FsckOptions fo;
@@ -275,7 +274,7 @@ TEST_CASE("a store whose metadata is missing or made anew is refused and left un
         Status st = run_fsck(fo, &report);
         INFO(st.to_string());
         CHECK(st.err() == EUCLEAN);
-        CHECK(segment_files(dir.store()) == before);
+        CHECK(segment_contents(dir.store()) == before);
     }
 }
 
@@ -304,7 +303,7 @@ int fsck_exit(const std::string& store, bool repair, const ChunkingParams* chunk
 TEST_CASE("a store whose FORMAT was deleted opens again from the metadata's copy", "[engine][trust]") {
     TempDir dir;
     EngineOptions o = small_segments(dir.store());
-    const Written w = make_store(o);
+    const TwoFiles w = make_store(o);
     const std::string format_path = dir.store() + "/FORMAT";
     const std::string format = slurp(format_path);
     REQUIRE(format.find("chunking " + kFixed.describe()) != std::string::npos);
@@ -347,7 +346,7 @@ TEST_CASE("a FORMAT that disagrees with the metadata's copy is refused until fsc
           "[engine][trust]") {
     TempDir dir;
     EngineOptions o = small_segments(dir.store());
-    const Written w = make_store(o);
+    const TwoFiles w = make_store(o);
     const std::string format_path = dir.store() + "/FORMAT";
     const std::string format = slurp(format_path);
     std::string edited = format;
@@ -368,7 +367,7 @@ TEST_CASE("FORMAT deleted from a store whose metadata holds no copy: refused, an
           "[engine][trust]") {
     TempDir dir;
     EngineOptions o = small_segments(dir.store());
-    const Written w = make_store(o);
+    const TwoFiles w = make_store(o);
     const std::string format_path = dir.store() + "/FORMAT";
     const std::string format = slurp(format_path);
     // What a store an older hiodsfs made looks like.
@@ -378,7 +377,7 @@ TEST_CASE("FORMAT deleted from a store whose metadata holds no copy: refused, an
         REQUIRE(existed);
     });
     REQUIRE(fs::remove(format_path));
-    const auto before = segment_files(dir.store());
+    const auto before = segment_contents(dir.store());
     o.chunking_given = false;
     Status st = try_open(o);
     INFO(st.to_string());
@@ -386,7 +385,7 @@ TEST_CASE("FORMAT deleted from a store whose metadata holds no copy: refused, an
     CHECK(st.message().find("--chunking") != std::string::npos);
     CHECK(st.message().find('\n') == std::string::npos);
     CHECK_FALSE(fs::exists(format_path));
-    CHECK(segment_files(dir.store()) == before);
+    CHECK(segment_contents(dir.store()) == before);
 
     CHECK(fsck_exit(dir.store(), true) == 4);  // no chunking given: nothing to write it from
     CHECK_FALSE(fs::exists(format_path));
@@ -411,7 +410,7 @@ TEST_CASE("a first open that crashed before writing FORMAT is made again, unless
         if (std::string(left) == "no data.mdb") fs::remove(store + "/meta/data.mdb");
         if (std::string(left) == "a segment with data")
             std::ofstream(store + "/segments/00000001.seg", std::ios::binary) << std::string(5000, 'x');
-        const auto before = segment_files(store);
+        const auto before = segment_contents(store);
         EngineOptions o = small_segments(store);
         std::unique_ptr<Engine> e;
         Status st = Engine::open(o, &e);
@@ -419,7 +418,7 @@ TEST_CASE("a first open that crashed before writing FORMAT is made again, unless
         if (std::string(left) == "a segment with data") {
             CHECK(st.err() == EUCLEAN);
             CHECK(st.message().find('\n') == std::string::npos);
-            CHECK(segment_files(store) == before);
+            CHECK(segment_contents(store) == before);
             CHECK_FALSE(fs::exists(store + "/FORMAT"));
             continue;
         }
@@ -436,7 +435,7 @@ TEST_CASE("a store whose metadata pages are overwritten is refused at open", "[e
     TempDir dir;
     const EngineOptions o = small_segments(dir.store());
     make_store(o);
-    const auto before = segment_files(dir.store());
+    const auto before = segment_contents(dir.store());
     {
         // Every third page after the two meta pages, as a bad disk might.
         const std::string path = dir.store() + "/meta/data.mdb";
@@ -455,7 +454,7 @@ TEST_CASE("a store whose metadata pages are overwritten is refused at open", "[e
     INFO(st.to_string());
     CHECK(st.err() == EUCLEAN);
     CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
-    CHECK(segment_files(dir.store()) == before);
+    CHECK(segment_contents(dir.store()) == before);
 }
 
 TEST_CASE("reclaim never deletes a segment the metadata does not know", "[engine][trust]") {
@@ -473,12 +472,12 @@ TEST_CASE("reclaim never deletes a segment the metadata does not know", "[engine
     });
     char name[32];
     std::snprintf(name, sizeof name, "%08x.seg", forgotten);
-    const auto before = segment_files(dir.store());
+    const auto before = segment_contents(dir.store());
     REQUIRE(before.count(name) == 1);
     auto e = open_engine(o);
     REQUIRE(e->run_reclaim().is_ok());
     REQUIRE(e->close().is_ok());
-    auto after = segment_files(dir.store());
+    auto after = segment_contents(dir.store());
     REQUIRE(after.count(name) == 1);
     CHECK(after[name] == before.at(name));
 }
@@ -489,8 +488,8 @@ TEST_CASE("a deleted or truncated segment that committed metadata refers to is r
         INFO(damage);
         TempDir dir;
         const EngineOptions o = small_segments(dir.store());
-        const Written w = make_store(o);
-        auto files = segment_files(dir.store());
+        const TwoFiles w = make_store(o);
+        auto files = segment_contents(dir.store());
         REQUIRE(files.size() >= 3);
         const std::string newest = dir.store() + "/segments/" + files.rbegin()->first;
         const std::string sealed = dir.store() + "/segments/" + files.begin()->first;
@@ -501,13 +500,13 @@ TEST_CASE("a deleted or truncated segment that committed metadata refers to is r
         } else {
             fs::remove(sealed);
         }
-        const auto before = segment_files(dir.store());
+        const auto before = segment_contents(dir.store());
         Status st = try_open(o);
         INFO(st.to_string());
         CHECK(st.err() == EUCLEAN);
         CHECK(st.message().find("hiodsfs-fsck") != std::string::npos);
         CHECK(st.message().find("-o ro") != std::string::npos);
-        CHECK(segment_files(dir.store()) == before);  // nothing re-created or cut
+        CHECK(segment_contents(dir.store()) == before);  // nothing re-created or cut
         // Read-only, the rest can be copied out; the lost bytes are EIO.
         EngineOptions ro = o;
         ro.read_only = true;
@@ -517,7 +516,7 @@ TEST_CASE("a deleted or truncated segment that committed metadata refers to is r
         const bool a_ok = e->read(w.a_ino, 0, buf.size(), buf.data(), &got).is_ok();
         const bool b_ok = e->read(w.b_ino, 0, w.b.size(), buf.data(), &got).is_ok();
         CHECK_FALSE((a_ok && b_ok));  // some file lost bytes, and says so
-        CHECK(segment_files(dir.store()) == before);
+        CHECK(segment_contents(dir.store()) == before);
     }
 }
 
@@ -525,8 +524,8 @@ TEST_CASE("damage in the committed tail of the newest segment is kept, and no of
           "[engine][trust]") {
     TempDir dir;
     const EngineOptions o = small_segments(dir.store());
-    const Written w = make_store(o);
-    auto files = segment_files(dir.store());
+    const TwoFiles w = make_store(o);
+    auto files = segment_contents(dir.store());
     const std::string newest_name = files.rbegin()->first;
     const std::string newest = dir.store() + "/segments/" + newest_name;
     const auto size = fs::file_size(newest);
@@ -540,7 +539,7 @@ TEST_CASE("damage in the committed tail of the newest segment is kept, and no of
         f.seekp(static_cast<std::streamoff>(size - 10));
         f.write(&c, 1);
     }
-    const std::string damaged = segment_files(dir.store())[newest_name];
+    const std::string damaged = segment_contents(dir.store())[newest_name];
     {
         auto e = open_engine(o);
         std::mt19937_64 rng(5);
@@ -555,7 +554,7 @@ TEST_CASE("damage in the committed tail of the newest segment is kept, and no of
         REQUIRE(e->close().is_ok());
     }
     // The damaged segment is as it was: not cut, not appended over.
-    CHECK(segment_files(dir.store())[newest_name] == damaged);
+    CHECK(segment_contents(dir.store())[newest_name] == damaged);
 }
 
 TEST_CASE("a failed group commit stops the store until it is opened again", "[engine][trust]") {
@@ -705,14 +704,14 @@ TEST_CASE("fsck reports segments the metadata does not know, and --repair lets r
         for (SegmentId seg : dead) REQUIRE(t.del(Db::kSegments, key_u64(seg)).is_ok());
     });
     REQUIRE(dead.size() >= 2);
-    const std::size_t files_before = segment_files(dir.store()).size();
+    const std::size_t files_before = segment_contents(dir.store()).size();
     {
         o.reclaim = ReclaimMode::kManual;
         auto e = open_engine(o);
         REQUIRE(e->run_reclaim().is_ok());  // unknown: kept
         REQUIRE(e->close().is_ok());
     }
-    CHECK(segment_files(dir.store()).size() == files_before);
+    CHECK(segment_contents(dir.store()).size() == files_before);
     FsckOptions fo;
     fo.store = dir.store();
     FsckReport report;
@@ -729,7 +728,7 @@ TEST_CASE("fsck reports segments the metadata does not know, and --repair lets r
         REQUIRE(e->run_reclaim().is_ok());
         REQUIRE(e->close().is_ok());
     }
-    CHECK(segment_files(dir.store()).size() == files_before - dead.size());
+    CHECK(segment_contents(dir.store()).size() == files_before - dead.size());
     CHECK(check_invariants(dir.store()).empty());
 }
 
@@ -750,10 +749,10 @@ TEST_CASE("deleting the segment of the last commit's frontier survives a crash",
         REQUIRE(e->fsync(ino, false).is_ok());
         REQUIRE(e->unlink(kRootInode, "a").is_ok());
         REQUIRE(e->sync_all().is_ok());
-        const auto before = segment_files(dir.store());
+        const auto before = segment_contents(dir.store());
         REQUIRE(e->run_reclaim().is_ok());  // seals the dead segment and deletes it
-        REQUIRE(segment_files(dir.store()).size() <= before.size());
-        REQUIRE(segment_files(dir.store()).count(before.begin()->first) == 0);
+        REQUIRE(segment_contents(dir.store()).size() <= before.size());
+        REQUIRE(segment_contents(dir.store()).count(before.begin()->first) == 0);
         e->abandon();  // a crash: whatever reclaim left uncommitted is lost
     }
     Status st = try_open(o);

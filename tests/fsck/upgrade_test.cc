@@ -30,13 +30,13 @@ using namespace hiodsfs::test;
 
 namespace {
 
-struct Run {
+struct ToolRun {
     int code = -1;
     std::string out;
 };
 
-Run run_tool(const std::string& args) {
-    Run r;
+ToolRun run_tool(const std::string& args) {
+    ToolRun r;
     FILE* p = ::popen((std::string(HIODSFS_FSCK_BIN) + " " + args + " 2>&1").c_str(), "r");
     REQUIRE(p != nullptr);
     char buf[4096];
@@ -143,12 +143,12 @@ TEST_CASE("a store of an older format is refused with the upgrade command, and u
     CHECK(st.err() == EPROTO);
     CHECK(st.message().find("format version " + v + ", older than this hiodsfs's " + now) != std::string::npos);
     CHECK(st.message().find("hiodsfs-fsck --upgrade " + s.store()) != std::string::npos);
-    Run check = run_tool("'" + s.store() + "'");
+    ToolRun check = run_tool("'" + s.store() + "'");
     CHECK(check.code == 8);
     CHECK(check.out.find("hiodsfs-fsck --upgrade") != std::string::npos);
     CHECK(format_text(s.store()).find("format " + v + "\n") != std::string::npos);  // refused, untouched
 
-    Run up = run_tool("--upgrade '" + s.store() + "'");
+    ToolRun up = run_tool("--upgrade '" + s.store() + "'");
     INFO(up.out);
     CHECK(up.code == 0);
     CHECK(up.out.find("from format version " + v + " to " + now) != std::string::npos);
@@ -179,7 +179,7 @@ TEST_CASE("a store of an older format is refused with the upgrade command, and u
     e.reset();
     CHECK(check_invariants(s.store()).empty());
 
-    Run again = run_tool("--upgrade '" + s.store() + "'");
+    ToolRun again = run_tool("--upgrade '" + s.store() + "'");
     CHECK(again.code == 0);
     CHECK(again.out.find("already has format version " + now) != std::string::npos);
 }
@@ -328,7 +328,7 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         UpgradeReport r;
         REQUIRE(upgrade_store(o, &r).is_ok());
         CHECK(r.damaged_records == 1);
-        Run check = run_tool("'" + s.store() + "'");
+        ToolRun check = run_tool("'" + s.store() + "'");
         CHECK(check.code == 4);
         return check.out;
     };
@@ -364,7 +364,7 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         // takes it for one (a leading 0xff).
         const std::string out = upgrade_damaged(Db::kChunks, std::string("\x01\x05", 2), "junk");
         CHECK(out.find("chunk record block with a damaged key") != std::string::npos);
-        Run repair = run_tool("--repair '" + s.store() + "'");
+        ToolRun repair = run_tool("--repair '" + s.store() + "'");
         INFO(repair.out);
         CHECK(run_tool("'" + s.store() + "'").code == 0);
     }

@@ -18,14 +18,7 @@ using namespace hiodsfs;
 namespace {
 
 using TempDir = test::MetaTempDir;
-
-std::unique_ptr<MetaStore> open_meta(const std::string& dir) {
-    std::unique_ptr<MetaStore> m;
-    Status st = MetaStore::open(dir, 1ull << 30, false, &m);
-    INFO(st.to_string());
-    REQUIRE(st.is_ok());
-    return m;
-}
+using test::open_meta;
 
 // Records kept in memory; write fails with fail_errno while it is set.
 struct MemoryJournal : MetaJournal {

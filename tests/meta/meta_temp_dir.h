@@ -1,11 +1,15 @@
 // A fresh directory for a test's metadata environment (meta()), removed
-// with everything in it when the test ends.
+// with everything in it when the test ends, and a MetaStore opened there.
 #pragma once
 
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
+#include <memory>
 #include <string>
+
+#include "meta/meta_store.h"
 
 namespace hiodsfs::test {
 
@@ -26,5 +30,15 @@ public:
 private:
     std::string path_;
 };
+
+// The MetaStore in DIR (created if need be, 1 GiB map); fails the test with
+// the Status's message if it does not open.
+inline std::unique_ptr<MetaStore> open_meta(const std::string& dir, bool read_only = false) {
+    std::unique_ptr<MetaStore> m;
+    Status st = MetaStore::open(dir, 1ull << 30, read_only, &m);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    return m;
+}
 
 }  // namespace hiodsfs::test

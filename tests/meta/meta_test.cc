@@ -24,14 +24,7 @@ using namespace hiodsfs;
 namespace {
 
 using TempDir = test::MetaTempDir;
-
-std::unique_ptr<MetaStore> open_meta(const std::string& dir, bool read_only = false) {
-    std::unique_ptr<MetaStore> m;
-    Status st = MetaStore::open(dir, 1ull << 30, read_only, &m);
-    INFO(st.to_string());
-    REQUIRE(st.is_ok());
-    return m;
-}
+using test::open_meta;
 
 bool has(MetaStore& m, Db db, const std::string& key, std::string* value = nullptr) {
     std::unique_ptr<Txn> t;

@@ -57,10 +57,6 @@ std::uint64_t copy_range(const std::string& from, std::uint64_t in_off, const st
     return done;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 TEST_CASE("ten copies of one file are stored once; copy_file_range shares chunks", "[dedup][slow]") {

@@ -21,9 +21,6 @@ using namespace hiodsfs::mt;
 
 namespace {
 
-constexpr uid_t kUser = 65534;
-constexpr gid_t kGroup = 65534;
-
 mode_t mode_of(const std::string& p) { return stat_of(p).st_mode & 07777; }
 
 // Writes one byte at offset 0 as uid/gid (0: as root, in this process).

@@ -652,6 +652,17 @@ std::vector<Root> ext4_and_mount(const MountFixture& fx, const std::string& name
 
 void tick() { std::this_thread::sleep_for(20ms); }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::uint64_t du_bytes(const std::string& path) {
+    CmdResult r = run({"du", "-sB1", path});
+    INFO("du: " << r.describe());
+    REQUIRE(r.ok());
+    return std::stoull(r.out);
+}
+
 void flip_byte(const std::string& path, std::uint64_t offset, std::uint8_t mask) {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     INFO("flipping a byte of " << path);

@@ -29,6 +29,11 @@ constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = 1024 * kKiB;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
 
+// The unprivileged user and group (nobody, nogroup) that permission tests
+// act as.
+constexpr uid_t kUser = 65534;
+constexpr gid_t kGroup = 65534;
+
 // The daemon under test.
 std::string daemon_binary();
 // An integer from the environment, or def when unset or not a number.
@@ -193,6 +198,11 @@ std::vector<Root> ext4_and_mount(const MountFixture& fx, const std::string& name
 
 // Sleeps long enough for the kernel's file time stamps to move on.
 void tick();
+// Seconds since t0, for tests that report how long a step took.
+double seconds_since(std::chrono::steady_clock::time_point t0);
+// Disk usage of a directory tree in bytes, as `du -sB1` counts it
+// (Catch2-asserting).
+std::uint64_t du_bytes(const std::string& path);
 
 // An ext4 of `bytes` on a loop device at `dir` (its image beside it),
 // unmounted on destruction however the test ends (root; mkfs.ext4).

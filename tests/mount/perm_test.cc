@@ -19,8 +19,6 @@ using namespace hiodsfs::mt;
 
 namespace {
 
-constexpr uid_t kUser = 65534;
-constexpr gid_t kGroup = 65534;
 constexpr uid_t kOther = 65533;
 
 int as_user(const std::function<int()>& fn) { return run_as(kUser, kGroup, fn); }

@@ -19,18 +19,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double seconds_since(SteadyClock::time_point t0) {
-    return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
-
-// Disk usage of a directory tree in bytes, as `du -sB1` counts it.
-std::uint64_t du_bytes(const std::string& path) {
-    CmdResult r = run({"du", "-sB1", path});
-    INFO("du: " << r.describe());
-    REQUIRE(r.ok());
-    return std::stoull(r.out);
-}
-
 // Polls pred every 200 ms until it holds or timeout passes.
 template <typename Pred>
 bool wait_for(std::chrono::seconds timeout, Pred pred) {

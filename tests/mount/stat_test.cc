@@ -74,12 +74,6 @@ std::uint64_t segment_file_bytes(const std::string& store) {
     return n;
 }
 
-std::uint64_t du_bytes(const std::string& dir) {
-    CmdResult r = run({"du", "-sB1", dir});
-    REQUIRE(r.ok());
-    return std::strtoull(r.out.c_str(), nullptr, 10);
-}
-
 struct Truth {
     std::uint64_t logical, stored, chunks, files, dead;
 };

@@ -19,13 +19,13 @@ using namespace hiodsfs;
 
 namespace {
 
-struct TmpDir {
+struct EstimateTmpDir {
     std::string path;
-    TmpDir() {
+    EstimateTmpDir() {
         char tmpl[] = "/tmp/hiodsfs-estimate-XXXXXX";
         path = ::mkdtemp(tmpl);
     }
-    ~TmpDir() { std::filesystem::remove_all(path); }
+    ~EstimateTmpDir() { std::filesystem::remove_all(path); }
 };
 
 void write_file(const std::string& path, const std::string& data) {
@@ -78,7 +78,7 @@ Tree make_tree(const std::string& root, int nfiles, int blocks_per_file) {
 }  // namespace
 
 TEST_CASE("estimate: exact stored bytes for fixed chunking on a tree with known duplication", "[stat][estimate]") {
-    TmpDir d;
+    EstimateTmpDir d;
     Tree t = make_tree(d.path + "/tree", 40, 32);
     stat::EstimateOptions o;
     o.roots = {d.path + "/tree"};
@@ -107,7 +107,7 @@ TEST_CASE("estimate: exact stored bytes for fixed chunking on a tree with known 
 }
 
 TEST_CASE("estimate: the cache makes a re-run read nothing, and survives an interruption", "[stat][estimate]") {
-    TmpDir d;
+    EstimateTmpDir d;
     const std::string root = d.path + "/tree";
     Tree t = make_tree(root, 60, 96);  // ~23 MiB
     stat::EstimateOptions o;

@@ -16,6 +16,7 @@
 namespace hiodsfs {
 namespace {
 
+using test::segment_path;
 using test::TempDir;
 
 struct Rec {
@@ -29,12 +30,6 @@ SegmentStoreOptions small_options(std::uint64_t max_segment, std::size_t buffer)
     o.max_segment_bytes = max_segment;
     o.write_buffer_bytes = buffer;
     return o;
-}
-
-std::string segment_path(const std::string& dir, SegmentId id) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%08x.seg", id);
-    return dir + "/" + name;
 }
 
 Status append(SegmentStore& s, ChunkId id, const std::vector<char>& data, Rec* out) {

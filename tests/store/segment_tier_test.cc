@@ -26,6 +26,7 @@ namespace hiodsfs {
 namespace {
 
 using test::MemoryTier;
+using test::segment_path;
 using test::TempDir;
 
 constexpr std::uint64_t kSegment = 64 << 10;
@@ -42,12 +43,6 @@ SegmentStoreOptions tiered(MemoryTier* tier, std::uint64_t cache_bytes) {
 }
 
 bool file_exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
-std::string segment_path(const std::string& dir, SegmentId id) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%08x.seg", id);
-    return dir + "/" + name;
-}
 
 struct Written {
     ChunkId id;

@@ -1,11 +1,13 @@
 // Helpers shared by the store tests: a temporary directory that removes
-// itself, random bytes, and a check that prints a Status's message.
+// itself, random bytes, segment file paths, and a check that prints a
+// Status's message.
 #pragma once
 
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "hiodsfs/status.h"
+#include "hiodsfs/types.h"
 
 // Fails the test with the Status's own message, so a failure says why.
 #define REQUIRE_OK(expr)                          \
@@ -58,6 +61,13 @@ inline std::vector<char> random_bytes(std::mt19937_64& rng, std::size_t n) {
 inline std::vector<char> slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The file of segment ID in a store directory.
+inline std::string segment_path(const std::string& dir, SegmentId id) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%08x.seg", id);
+    return dir + "/" + name;
 }
 
 inline void spit(const std::string& path, const std::vector<char>& data) {
