@@ -78,6 +78,15 @@ struct EngineOptions {
     // no free pages) if it is at most this large and the copy saves 10 %
     // or more (0: never). Costs a read and a write of the file at unmount.
     std::uint64_t meta_compact_max_bytes = 1ull << 30;
+    // An fsync of a store without a tier writes the metadata's changes as
+    // one record into the segment stream and syncs the segments once,
+    // instead of committing the metadata (engine/fsync_log.h). Off: every
+    // fsync commits.
+    bool fsync_log = true;
+    // read_only: a store whose fsync log holds changes its metadata does
+    // not have yet (a crash) is refused, since they cannot be applied; with
+    // this, it is opened at its last commit instead (hiodsfs-stat's figures).
+    bool read_only_at_last_commit = false;
     SegmentStoreOptions segments;
     std::uint64_t lmdb_map_bytes = 1ull << 40;
     // Background thread that commits metadata every commit_interval_ms.

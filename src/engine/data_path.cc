@@ -603,9 +603,9 @@ Status EngineImpl::flush(InodeId ino) {
 
 Status EngineImpl::fsync(InodeId ino, bool /*datasync*/) {
     HIODSFS_TRY(close_stream(ino));
-    // The commit applies the file's last held writes: the error is then
-    // about all of them.
-    HIODSFS_TRY(commit_now());
+    // The commit (or log record) applies the file's last held writes: the
+    // error is then about all of them.
+    HIODSFS_TRY(meta_->logging() ? log_now() : commit_now());
     return take_held_error(ino);
 }
 

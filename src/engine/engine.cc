@@ -2,6 +2,7 @@
 // the control loop, status for hiodsfs-stat, and space. The rest of
 // EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
+#include "engine/fsync_log.h"
 
 #include <filesystem>
 
@@ -215,7 +216,9 @@ Status EngineImpl::init(const EngineOptions& options) {
     HIODSFS_TRY(opened);
     // Always: a commit's frontier comes from apply() (commit_now).
     meta_->set_held_back(this);
-    if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
+    if (tier == nullptr && !options.read_only && options.fsync_log) meta_->set_logging(true);
+    if (!fresh && options.segments.tier == nullptr) HIODSFS_TRY(replay_log(dir));
+    if (!fresh) HIODSFS_TRY(check_segment_files(meta_->super_snapshot(), fsck_hint));
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -581,8 +584,58 @@ void EngineImpl::abandon() {
     lock_.reset();
 }
 
+// What fsyncs left in the log after the last commit (a crash): applied
+// before anything reads the metadata. A read-only open cannot, and refuses.
+Status EngineImpl::replay_log(const std::string& dir) {
+    LogReplay replay;
+    HIODSFS_TRY(replay_fsync_log(*meta_, *segs_, !opts_.read_only, &replay));
+    if (opts_.read_only && replay.records > 0 && !opts_.read_only_at_last_commit)
+        return Status::error(EUCLEAN, "store " + dir + " holds " + std::to_string(replay.records) +
+                                          " fsynced changes its metadata does not have yet (it was not "
+                                          "unmounted): open it read-write once to apply them");
+    if (!replay.stopped.empty() && opts_.log)
+        opts_.log("hiodsfs: the fsync log of " + dir + " stops early: " + replay.stopped +
+                  "; what was fsynced after it is lost (hiodsfs-fsck " + dir + " checks the rest)");
+    if (replay.records == 0 || opts_.read_only) return Status::ok();
+    if (opts_.log)
+        opts_.log("hiodsfs: applied " + std::to_string(replay.records) + " fsync log records that " + dir +
+                  " had not committed");
+    return Status::ok();
+}
+
+// An fsync of a logging store: the group's changes since the last record,
+// appended to the segments as one record and synced with them.
+Status EngineImpl::log_now() {
+    std::lock_guard<std::mutex> serial(commit_mu_);
+    std::string record;
+    LogMark mark;
+    HIODSFS_TRY(meta_->prepare_log(
+        [this](SuperState* state) {
+            // Every chunk the group refers to was appended before this
+            // point (held writes were applied just now, under the lock).
+            const SegmentPosition p = segs_->append_position();
+            state->frontier_segment = p.segment;
+            state->frontier_offset = p.offset;
+            return Status::ok();
+        },
+        &record, &mark));
+    // A large group commits instead: its record would be most of its pages.
+    if (record.size() > kLogRecordMost) return commit_locked(nullptr);
+    if (!record.empty()) {
+        ChunkLocation loc;
+        HIODSFS_TRY(segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
+    }
+    HIODSFS_TRY(segs_->sync());
+    if (!record.empty()) meta_->logged(mark);
+    return Status::ok();
+}
+
 Status EngineImpl::commit_now(bool* reached_limit) {
     std::lock_guard<std::mutex> serial(commit_mu_);
+    return commit_locked(reached_limit);
+}
+
+Status EngineImpl::commit_locked(bool* reached_limit) {
     // Most data is synced before taking the metadata lock; the second sync,
     // under it, covers what was appended meanwhile and is usually cheap.
     // With a journal, the same for the synced bytes the tier needs first.

@@ -379,6 +379,12 @@ private:
 
     // *reached_limit: see MetaStore::commit_group.
     Status commit_now(bool* reached_limit = nullptr);
+    Status commit_locked(bool* reached_limit);  // holds commit_mu_
+    // fsync's commit: the fsync log's record (engine/fsync_log.h), or a
+    // group commit for a store that does not log.
+    Status log_now();
+    static constexpr std::size_t kLogRecordMost = 1u << 20;
+    Status replay_log(const std::string& dir);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();
     // A tiered store: its metadata rebuilt from the tier into a store

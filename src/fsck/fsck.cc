@@ -28,6 +28,7 @@
 #include <unordered_set>
 
 #include "engine/chunk_index.h"
+#include "engine/fsync_log.h"
 #include "engine/meta_tier.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
@@ -986,7 +987,9 @@ private:
                 what += ", only in " + o_.tier->describe();
             }
             what += ") holds no chunk the metadata refers to";
-            if (frontier != 0 && seg > frontier) {
+            // The frontier's own segment, if the commit found it empty,
+            // holds only bytes written after it.
+            if (frontier != 0 && (seg > frontier || (seg == frontier && t_.super().frontier_offset == 0))) {
                 rep_.notes.push_back(what + ": written after the last commit; the next mount frees it");
                 continue;
             }
@@ -1405,7 +1408,21 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     so.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment), committed.frontier_offset};
     // A cache_dir just recovered holds no segment yet (reads go to the tier).
     if (tier != nullptr) HIODSFS_TRY(env->mkdir(dir + "/segments"));
-    return SegmentStore::open(env, dir + "/segments", so, &out->segs);
+    HIODSFS_TRY(SegmentStore::open(env, dir + "/segments", so, &out->segs));
+    if (tier != nullptr) return Status::ok();  // a tiered store journals instead
+    // fsyncs a crash left in the log (engine/fsync_log.h): a repair applies
+    // them first, as the next mount would; a check reads the state before them.
+    if (write) out->meta->set_logging(true);
+    LogReplay replay;
+    HIODSFS_TRY(replay_fsync_log(*out->meta, *out->segs, write, &replay));
+    const std::string n = std::to_string(replay.records);
+    if (replay.records > 0 && write) notes->push_back("applied " + n + " fsync log records the store had not committed");
+    if (replay.records > 0 && !write)
+        notes->push_back(n + " fsync log records are not in the metadata yet (the store was not unmounted): the "
+                             "next read-write mount or --repair applies them; this check is of the state before them");
+    if (!replay.stopped.empty())
+        notes->push_back("the fsync log stops early: " + replay.stopped + "; what was fsynced after it is lost");
+    return Status::ok();
 }
 
 // Metadata objects an interrupted snapshot left in the tier: normal after

@@ -266,7 +266,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     }
     ++writes_;
     store_->note_write(db, key);
-    if (store_->journal_ != nullptr) journal_put(&journal_, db, key, value);
+    if (store_->capturing()) journal_put(&journal_, db, key, value);
     return Status::ok();
 }
 
@@ -286,7 +286,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     }
     ++writes_;
     store_->note_write(db, key);
-    if (store_->journal_ != nullptr) journal_del(&journal_, db, key);
+    if (store_->capturing()) journal_del(&journal_, db, key);
     return Status::ok();
 }
 
@@ -460,6 +460,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         return lmdb_error(rc, "metadata super record");
     }
     m->committed_seq_ = m->super_.journal_seq;
+    m->logged_seq_ = m->prepared_seq_ = m->super_.journal_seq;
     if (read_only) {
         m->group_ = txn;  // one snapshot for the whole read-only session
     } else {
@@ -656,7 +657,7 @@ void MetaStore::maybe_group_full() {
     if (group_full_told_ || !on_group_full_) return;
     const bool writes = group_writes_limit_ != 0 && pending_writes_ >= group_writes_limit_;
     const bool pages = group_dirty_limit_ != 0 && dirty_pages_locked() >= group_dirty_limit_;
-    const bool journal = journal_ != nullptr && group_journal_.size() >= kJournalGroupBytes;
+    const bool journal = capturing() && group_journal_.size() >= kJournalGroupBytes;
     if (!writes && !pages && !journal) return;
     group_full_told_ = true;
     on_group_full_();
@@ -771,6 +772,8 @@ void MetaStore::lose_group_locked(const std::string& why) {
     if (group_ != nullptr) mdb_txn_abort(group_);
     group_ = nullptr;
     group_journal_.clear();
+    logged_upto_ = 0;
+    ++group_number_;
     pending_ops_ = 0;
     pending_writes_ = 0;
     if (failed_.is_ok())
@@ -838,6 +841,8 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     }
     super_ = next;
     if (journal_ != nullptr) super_.journal_seq = committed_seq_ + 1;
+    // The log's records this group holds: the next record follows them.
+    if (logging_) super_.journal_seq = prepared_seq_;
     const std::string state = encode_super(super_);
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
@@ -861,6 +866,8 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
         }
     }
     group_journal_.clear();
+    logged_upto_ = 0;
+    ++group_number_;
     if (fault != 0) {
         mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
         rc = fault;
@@ -871,6 +878,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     pending_ops_ = 0;
     pending_writes_ = 0;
     if (rc == 0) committed_seq_ = super_.journal_seq;
+    if (rc == 0 && logging_) logged_seq_ = super_.journal_seq;
     if (rc != 0) {
         lose_group_locked(lmdb_error(rc, "metadata commit").message());
         return failed_;
@@ -911,6 +919,33 @@ std::uint64_t MetaStore::committed_journal_seq() {
     return committed_seq_;
 }
 
+Status MetaStore::prepare_log(const std::function<Status(SuperState*)>& before, std::string* record,
+                              LogMark* mark) {
+    record->clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    HIODSFS_TRY(check_running());
+    if (!logging_ || read_only_) return Status::error(EINVAL, "fsync log of a store that does not log");
+    apply_held_locked(true);
+    if (group_ == nullptr || group_journal_.size() == logged_upto_) return Status::ok();
+    SuperState next = super_;
+    HIODSFS_TRY(before(&next));
+    next.journal_seq = logged_seq_ + 1;
+    *record = encode_journal_record(next.journal_seq, encode_super(next),
+                                    coalesce_journal_ops(std::string_view(group_journal_).substr(logged_upto_)));
+    *mark = LogMark{next.journal_seq, group_journal_.size(), group_number_};
+    prepared_seq_ = std::max(prepared_seq_, next.journal_seq);
+    return Status::ok();
+}
+
+void MetaStore::logged(const LogMark& mark) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A record of a group that has committed since is in the committed
+    // state: the log goes on from that state's seq.
+    if (mark.group != group_number_ || mark.seq != logged_seq_ + 1) return;
+    logged_seq_ = mark.seq;
+    logged_upto_ = mark.upto;
+}
+
 Status MetaStore::replay(const JournalRecord& record) {
     std::lock_guard<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
@@ -920,7 +955,10 @@ Status MetaStore::replay(const JournalRecord& record) {
     bool has_file_count = true;
     if (!decode_super(record.super, &next, &has_file_count) || next.journal_seq != record.seq)
         return Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " has a bad super record");
-    if (record.seq != committed_seq_ + 1)
+    // The log's record made again after a failed write holds all the first
+    // held: applied over it, it leaves what it alone would.
+    const bool again = logging_ && record.seq == replayed_seq_ && record.seq != 0;
+    if (record.seq != committed_seq_ + 1 && !again)
         return Status::error(EINVAL, "journal record " + std::to_string(record.seq) + " does not follow " +
                                          std::to_string(committed_seq_));
     MDB_txn* txn = nullptr;
@@ -946,6 +984,7 @@ Status MetaStore::replay(const JournalRecord& record) {
     if (rc != 0) return lmdb_error(rc, "journal replay commit");
     super_ = next;
     committed_seq_ = record.seq;
+    logged_seq_ = prepared_seq_ = replayed_seq_ = record.seq;
     return Status::ok();
 }
 

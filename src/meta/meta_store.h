@@ -114,6 +114,13 @@ struct MetaStoreOptions {
 
 class MetaStore;
 
+// A record MetaStore::prepare_log() made, for logged() once it is durable.
+struct LogMark {
+    std::uint64_t seq = 0;
+    std::size_t upto = 0;    // how much of the group's captured changes it holds
+    std::uint64_t group = 0;  // which group it belongs to
+};
+
 // Metadata changes held back in memory by the store's user (the engine's
 // write-behind of deferred writes) instead of being applied one operation
 // at a time. The store applies them, under its lock, before any other
@@ -249,6 +256,25 @@ public:
     // Holds the store's lock while it copies: operations wait for it.
     Status snapshot(const std::string& path, std::uint64_t* seq);
 
+    // The fsync log of a store without a journal (docs/architecture.md,
+    // "Durability"): every change is captured, as a journaled store's are,
+    // and prepare_log() makes a journal record (meta/journal.h) of the open
+    // group's changes since the last record logged, for the caller to make
+    // durable instead of committing the group. Its seq is the last one
+    // logged (or committed) + 1, its state has the frontier `before` sets;
+    // replay() applies such records in order, and a commit records the
+    // last seq it includes. A record whose write failed is made again
+    // under the same seq, holding more: replay() then applies both. Set before the store is shared between
+    // threads, and not together with a journal.
+    void set_logging(bool on) { logging_ = on; }
+    bool logging() const { return logging_; }
+    // Applies what is held back first. *record is empty when nothing
+    // changed since the last record or commit.
+    Status prepare_log(const std::function<Status(SuperState*)>& before, std::string* record, LogMark* mark);
+    // The record of `mark` is durable: the next one continues after it.
+    // A mark of a group that has committed since is ignored.
+    void logged(const LogMark& mark);
+
     // What begin(), begin_read() and commit_group() apply first (see
     // HeldBack); set before the store is shared between threads.
     void set_held_back(HeldBack* held) { held_ = held; }
@@ -369,7 +395,20 @@ private:
     std::uint64_t pending_writes_ = 0;
     bool read_only_ = false;
     MetaJournal* journal_ = nullptr;
+    bool logging_ = false;
+    bool capturing() const { return journal_ != nullptr || logging_; }
     std::string group_journal_;  // the open group's captured changes
+    // The fsync log: the last seq made durable, how much of group_journal_
+    // it holds, and the number of the open group (a commit or a lost group
+    // starts the next). A record whose write failed may still reach the
+    // disk (a buffered append is written again later): the next one takes
+    // the same seq and holds all it held and more, and a commit counts
+    // every seq handed out (prepared_seq_), durable or not.
+    std::uint64_t logged_seq_ = 0;
+    std::uint64_t prepared_seq_ = 0;
+    std::uint64_t replayed_seq_ = 0;  // the seq replay() applied last
+    std::size_t logged_upto_ = 0;
+    std::uint64_t group_number_ = 0;
     std::uint64_t committed_seq_ = 0;  // journal_seq of the committed state
 };
 

@@ -342,6 +342,7 @@ Status load_report(const std::string& arg, Report* out) {
     EngineOptions eo;
     eo.store_dir = store;
     eo.read_only = true;
+    eo.read_only_at_last_commit = true;  // after a crash: the figures of the last commit
     eo.create_if_missing = false;
     eo.background_commit = false;
     eo.background_threads = 0;

@@ -512,7 +512,7 @@ TEST_CASE("metadata pages unmapped after commits read back the same", "[engine][
         Attr f = make_file(*e, "f" + std::to_string(i));
         auto d = random_bytes(rng, 256 * 1024 + 4096 * static_cast<std::size_t>(i));  // 64+ chunks each
         write_all(*e, f.ino, 0, d);
-        REQUIRE(e->fsync(f.ino, false).is_ok());  // a commit, then the trim
+        REQUIRE(e->sync_all().is_ok());  // a commit, then the trim
         files.emplace_back(f, std::move(d));
         // Everything so far, through the pages just unmapped.
         if (i % 8 == 7)

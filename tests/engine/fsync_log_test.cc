@@ -1,0 +1,260 @@
+// The fsync log (engine/fsync_log.h): an fsync makes a file durable with
+// one record in the segment stream, without a group commit, and a crash
+// before the next commit keeps it: the record is replayed at open.
+#include "engine/fsync_log.h"
+#include "engine_test_util.h"
+#include "fsck/fsck.h"
+#include "store/fault_env.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::test;
+
+namespace {
+
+const ChunkingParams kLogTestChunking = ChunkingParams::cdc(1024, 4096, 16384);
+
+// No committer: the only commits are the ones a test makes.
+EngineOptions log_test_options(const std::string& store, Env* env, std::vector<std::string>* logged) {
+    EngineOptions o = options_for(store, kLogTestChunking);
+    o.env = env;
+    o.background_commit = false;
+    o.segments.max_segment_bytes = 512 * 1024;
+    o.log = [logged](const std::string& m) { logged->push_back(m); };
+    return o;
+}
+
+std::uint64_t count_log_records(const std::string& store) {
+    std::unique_ptr<SegmentStore> segs;
+    SegmentStoreOptions so;
+    so.read_only = true;
+    REQUIRE(SegmentStore::open(Env::posix(), store + "/segments", so, &segs).is_ok());
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    REQUIRE(segs->list_segments(&files).is_ok());
+    std::uint64_t n = 0;
+    for (const auto& f : files)
+        REQUIRE(segs->scan(f.first, true, [&](const SegmentRecord& r) {
+            if (r.chunk == kLogRecord) {
+                CHECK(r.payload_ok);
+                ++n;
+            }
+            return true;
+        }).is_ok());
+    return n;
+}
+
+bool any_line_mentions(const std::vector<std::string>& lines, const std::string& what) {
+    for (const auto& l : lines)
+        if (l.find(what) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("an fsync is a log record, replayed after a crash; what was not fsynced is not", "[engine][crash][log]") {
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    std::vector<std::string> logged;
+    std::mt19937_64 rng(11);
+    const auto a = random_bytes(rng, 300000), a2 = random_bytes(rng, 5000), b = random_bytes(rng, 200000);
+    InodeId a_ino = 0;
+    {
+        auto e = open_engine(log_test_options(dir.store(), &fenv, &logged));
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, a);
+        REQUIRE(e->fsync(a_ino, false).is_ok());
+        Attr dir_attr;
+        REQUIRE(e->create(kRootInode, "d", NewNode{S_IFDIR | 0755}, &dir_attr).is_ok());
+        write_all(*e, a_ino, 1000, a2);  // an overwrite, fsynced by the second record
+        REQUIRE(e->fsync(a_ino, false).is_ok());
+        REQUIRE(e->fsync(a_ino, false).is_ok());  // nothing new: no record
+        const InodeId b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, b);
+        REQUIRE(e->flush(b_ino).is_ok());  // not an fsync
+        e->abandon();  // the crash: the open group is never committed
+    }
+    REQUIRE(fenv.drop_unsynced(5).is_ok());
+    CHECK(count_log_records(dir.store()) == 2);
+    auto e = open_engine(log_test_options(dir.store(), &fenv, &logged));
+    CHECK(any_line_mentions(logged, "applied 2 fsync log records"));
+    auto want = a;
+    std::copy(a2.begin(), a2.end(), want.begin() + 1000);
+    CHECK(read_all(*e, a_ino) == want);
+    Attr x;
+    CHECK(e->lookup(kRootInode, "d", &x).is_ok());
+    CHECK(e->lookup(kRootInode, "b", &x).err() == ENOENT);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+    // Committed at close: the next open has nothing to apply.
+    logged.clear();
+    e = open_engine(log_test_options(dir.store(), &fenv, &logged));
+    CHECK_FALSE(any_line_mentions(logged, "fsync log"));
+    CHECK(read_all(*e, a_ino) == want);
+    REQUIRE(e->close().is_ok());
+}
+
+TEST_CASE("records already committed are not applied again; later ones are", "[engine][crash][log]") {
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    std::vector<std::string> logged;
+    std::mt19937_64 rng(12);
+    const auto v1 = random_bytes(rng, 50000), v2 = random_bytes(rng, 50000), v3 = random_bytes(rng, 50000);
+    InodeId ino = 0;
+    {
+        auto e = open_engine(log_test_options(dir.store(), &fenv, &logged));
+        ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, v1);
+        REQUIRE(e->fsync(ino, false).is_ok());  // record 1
+        write_all(*e, ino, 0, v2);
+        REQUIRE(e->fsync(ino, false).is_ok());  // record 2
+        REQUIRE(e->sync_all().is_ok());         // commits records 1 and 2 and the rest
+        write_all(*e, ino, 0, v3);
+        REQUIRE(e->fsync(ino, false).is_ok());  // record 3, after the commit
+        e->abandon();
+    }
+    REQUIRE(fenv.drop_unsynced(6).is_ok());
+    auto e = open_engine(log_test_options(dir.store(), &fenv, &logged));
+    CHECK(any_line_mentions(logged, "applied 1 fsync log records"));
+    CHECK(read_all(*e, ino) == v3);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("an fsync logged before a failed commit survives it", "[engine][trust][log]") {
+    TempDir dir;
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
+    std::atomic<int> fail_with{0};
+    o.commit_fault = [&] { return fail_with.load(); };
+    std::mt19937_64 rng(13);
+    const auto b = random_bytes(rng, 100000);
+    {
+        auto e = open_engine(o);
+        const InodeId b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, b);
+        REQUIRE(e->fsync(b_ino, false).is_ok());
+        fail_with = ENOSPC;
+        CHECK(e->sync_all().err() == EIO);  // the group is lost, and the store stops
+        fail_with = 0;
+        CHECK(e->fsync(b_ino, false).err() == EIO);
+        CHECK_FALSE(e->close().is_ok());
+    }
+    auto e = open_engine(o);
+    Attr x;
+    REQUIRE(e->lookup(kRootInode, "b", &x).is_ok());
+    CHECK(read_all(*e, x.ino) == b);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("a read-only open of a store with unapplied fsyncs is refused in one line", "[engine][log]") {
+    TempDir dir;
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
+    std::mt19937_64 rng(14);
+    const auto d = random_bytes(rng, 30000);
+    {
+        auto e = open_engine(o);
+        const InodeId ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, d);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        e->abandon();
+    }
+    EngineOptions ro = o;
+    ro.read_only = true;
+    std::unique_ptr<Engine> e;
+    Status st = Engine::open(ro, &e);
+    CHECK(st.err() == EUCLEAN);
+    CHECK(st.message().find("1 fsynced changes") != std::string::npos);
+    CHECK(st.message().find("read-write once") != std::string::npos);
+    CHECK(st.message().find('\n') == std::string::npos);
+    EngineOptions stat = ro;
+    stat.read_only_at_last_commit = true;  // hiodsfs-stat: the last commit's figures
+    e = open_engine(stat);
+    Attr before;
+    CHECK(e->lookup(kRootInode, "f", &before).err() == ENOENT);
+    e.reset();
+    e = open_engine(o);  // applies it
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    e = open_engine(ro);
+    Attr x;
+    REQUIRE(e->lookup(kRootInode, "f", &x).is_ok());
+    CHECK(read_all(*e, x.ino) == d);
+}
+
+TEST_CASE("a record whose write failed is made again, larger, and both replay", "[engine][crash][log]") {
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), &fenv, &logged);
+    std::mt19937_64 rng(15);
+    const auto a = random_bytes(rng, 20000), b = random_bytes(rng, 20000);
+    InodeId a_ino = 0, b_ino = 0;
+    {
+        auto e = open_engine(o);
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, a);
+        REQUIRE(e->flush(a_ino).is_ok());  // a's chunks written out; the record is the next write
+        fenv.fail_write_at(0, WriteFault::kNoSpace);
+        CHECK_FALSE(e->fsync(a_ino, false).is_ok());
+        b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, b);
+        // The buffered record is written now, and after it one holding a and b.
+        REQUIRE(e->fsync(b_ino, false).is_ok());
+        e->abandon();
+    }
+    REQUIRE(fenv.drop_unsynced(7).is_ok());
+    CHECK(count_log_records(dir.store()) == 2);
+    auto e = open_engine(o);
+    CHECK(any_line_mentions(logged, "applied 2 fsync log records"));
+    CHECK(read_all(*e, a_ino) == a);
+    CHECK(read_all(*e, b_ino) == b);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("fsck checks the state before unapplied fsyncs and says so; --repair applies them", "[engine][log]") {
+    TempDir dir;
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
+    std::mt19937_64 rng(16);
+    const auto d = random_bytes(rng, 40000);
+    {
+        auto e = open_engine(o);
+        const InodeId ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, d);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        e->abandon();
+    }
+    auto has_note = [](const FsckReport& r, const std::string& what) {
+        for (const auto& n : r.notes)
+            if (n.find(what) != std::string::npos) return true;
+        return false;
+    };
+    FsckOptions fo;
+    fo.store = dir.store();
+    FsckReport check;
+    REQUIRE(run_fsck(fo, &check).is_ok());
+    for (const auto& p : check.problems) UNSCOPED_INFO(p.what);
+    CHECK(check.exit_code() == 0);
+    CHECK(has_note(check, "1 fsync log records are not in the metadata yet"));
+    fo.repair = true;
+    FsckReport repair;
+    REQUIRE(run_fsck(fo, &repair).is_ok());
+    CHECK(repair.exit_code() == 0);
+    CHECK(has_note(repair, "applied 1 fsync log records"));
+    logged.clear();
+    auto e = open_engine(o);
+    CHECK_FALSE(any_line_mentions(logged, "fsync log"));  // nothing left to apply
+    Attr x;
+    REQUIRE(e->lookup(kRootInode, "f", &x).is_ok());
+    CHECK(read_all(*e, x.ino) == d);
+    REQUIRE(e->close().is_ok());
+}
