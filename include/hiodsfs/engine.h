@@ -198,6 +198,11 @@ struct FsStats {
 };
 
 enum class SeekWhence { kData, kHole };
+// Whether a write sets the file's mtime and ctime to its own time (kSet),
+// or leaves them (kKeep) to whoever keeps them: the kernel's writeback
+// cache stamps a write when write(2) runs and sends those times itself,
+// so pages it writes back later must not restamp the file.
+enum class WriteTimes { kSet, kKeep };
 
 class Engine {
 public:
@@ -241,7 +246,8 @@ public:
     // Data.
     virtual Status read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
                         std::size_t* got) = 0;
-    virtual Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) = 0;
+    virtual Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
+                         WriteTimes times = WriteTimes::kSet) = 0;
     // Chunks any buffered tail of the file (called on close).
     virtual Status flush(InodeId ino) = 0;
     // The file's data and metadata are durable when this returns.

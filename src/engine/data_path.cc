@@ -48,8 +48,10 @@ Status EngineImpl::check_regular(const Inode& in) {
 // and mapped in ONE metadata operation (a request's chunks commit together).
 void EngineImpl::apply_update(Inode& in, WriteUpdate* u) {
     if (u->end > in.r.size) in.r.size = u->end;
-    set_time(&in.r.mtime_s, &in.r.mtime_ns, u->now);
-    set_time(&in.r.ctime_s, &in.r.ctime_ns, u->now);
+    if (u->touch) {
+        set_time(&in.r.mtime_s, &in.r.mtime_ns, u->now);
+        set_time(&in.r.ctime_s, &in.r.ctime_ns, u->now);
+    }
     u->applied = true;
 }
 
@@ -305,7 +307,8 @@ void EngineImpl::wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::u
     s.moved.notify_all();  // the next waiter may be first now
 }
 
-Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) {
+Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
+                         WriteTimes times) {
     if (offset > kMaxFileSize || len > kMaxFileSize - offset)
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();
@@ -335,8 +338,9 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     s->streak = s->active && offset == s->end() ? s->streak + 1 : 0;
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     WriteUpdate upd{offset + len, now_ts()};
+    upd.touch = times == WriteTimes::kSet;
     if (deferred_.load()) {
-        HIODSFS_TRY(hold_write(ino, *s, offset, bytes, len, upd.now));
+        HIODSFS_TRY(hold_write(ino, *s, offset, bytes, len, upd.touch ? &upd.now : nullptr));
         l.unlock();
         return apply_if_full();
     }
@@ -362,8 +366,10 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         Inode cur;
         HIODSFS_TRY(load_inode(*t, ino, &cur));
         if (accepted_end > cur.r.size) cur.r.size = accepted_end;
-        set_time(&cur.r.mtime_s, &cur.r.mtime_ns, upd.now);
-        set_time(&cur.r.ctime_s, &cur.r.ctime_ns, upd.now);
+        if (upd.touch) {
+            set_time(&cur.r.mtime_s, &cur.r.mtime_ns, upd.now);
+            set_time(&cur.r.ctime_s, &cur.r.ctime_ns, upd.now);
+        }
         HIODSFS_TRY(store_inode(*t, ino, cur));
         HIODSFS_TRY(t->commit());
     }

@@ -211,7 +211,8 @@ public:
 
     Status read(InodeId ino, std::uint64_t offset, std::size_t len, void* out,
                 std::size_t* got) override;
-    Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len) override;
+    Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
+                 WriteTimes times = WriteTimes::kSet) override;
     Status flush(InodeId ino) override;
     Status fsync(InodeId ino, bool datasync) override;
     Status sync_all() override;
@@ -262,7 +263,7 @@ private:
     // The deferred path: a write's bytes are stored as they are (no
     // fingerprint, no lookup) and its metadata held back.
     Status hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
-                      std::size_t len, const struct timespec& now);
+                      std::size_t len, const struct timespec* touched);
     // Appends [off, off + len) of ino as raw pieces and holds their
     // metadata; touched (if given) is the time the write sets.
     Status hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
@@ -346,6 +347,7 @@ private:
     struct WriteUpdate {
         std::uint64_t end;
         struct timespec now;
+        bool touch = true;  // sets mtime and ctime to now
         bool applied = false;
     };
     static void apply_update(Inode& in, WriteUpdate* u);

@@ -36,14 +36,14 @@ Status EngineImpl::next_raw_chunk_id(ChunkId* out) {
 }
 
 Status EngineImpl::hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
-                              std::size_t len, const struct timespec& now) {
+                              std::size_t len, const struct timespec* touched) {
     HIODSFS_TRY(close_stream(ino, s));
     if (!s.regular) {
         Inode in;
         HIODSFS_TRY(regular_file(ino, &in));
         s.regular = true;
     }
-    return hold_pieces(ino, off, data, len, &now);
+    return hold_pieces(ino, off, data, len, touched);
 }
 
 Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data,

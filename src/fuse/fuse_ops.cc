@@ -376,7 +376,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
               fuse_file_info* fi) {
     guarded(req, [&] {
         Status st = drop_setid_if_asked(req, ino);
-        if (st.is_ok()) st = vfs_of(req).write(fi->fh, ino, static_cast<std::uint64_t>(off), data, size);
+        if (st.is_ok())
+            st = vfs_of(req).write(fi->fh, ino, static_cast<std::uint64_t>(off), data, size,
+                                   fi->writepage != 0);
         if (!st.is_ok()) return reply_status(req, st);
         fuse_reply_write(req, size);
     });

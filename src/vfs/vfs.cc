@@ -263,7 +263,7 @@ Status Vfs::read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf,
 }
 
 Status Vfs::write(std::uint64_t fh, InodeId ino, std::uint64_t offset, const void* data,
-                  std::size_t len) {
+                  std::size_t len, bool writeback) {
     if (!options_.writeback_cache) {
         std::shared_ptr<OpenFile> file = files_.get(fh);
         if (file && (file->flags & O_APPEND)) {
@@ -274,7 +274,12 @@ Status Vfs::write(std::uint64_t fh, InodeId ino, std::uint64_t offset, const voi
             return engine_.write(ino, attr.size, data, len);
         }
     }
-    return engine_.write(ino, offset, data, len);
+    // The cache stamped mtime and ctime when write(2) ran; stamping them
+    // again here, later, would make them move at the next mount (a truncate
+    // and a write in the same clock tick send no times after the write).
+    const bool kernel_times = writeback && options_.writeback_cache;
+    return engine_.write(ino, offset, data, len,
+                         kernel_times ? WriteTimes::kKeep : WriteTimes::kSet);
 }
 
 Status Vfs::fsync(InodeId ino, bool datasync) { return engine_.fsync(ino, datasync); }

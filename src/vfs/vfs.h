@@ -115,8 +115,10 @@ public:
     Status flush(InodeId ino);
     Status release(std::uint64_t fh);
     Status read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf, std::size_t* got);
+    // writeback: the kernel writes back pages of its writeback cache (a
+    // FUSE_WRITE_CACHE request), whose times it has stamped and sends itself.
     Status write(std::uint64_t fh, InodeId ino, std::uint64_t offset, const void* data,
-                 std::size_t len);
+                 std::size_t len, bool writeback = false);
     Status fsync(InodeId ino, bool datasync);
     Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len);
     // whence: SEEK_DATA or SEEK_HOLE (the kernel does the others itself).

@@ -533,6 +533,39 @@ TEST_CASE("chmod, chown, utimensat with nanoseconds, and ctime", "[posix]") {
     if (is_root()) CHECK(st.st_uid == 65534);
 }
 
+// With the writeback cache the kernel stamps mtime and ctime when write(2)
+// runs and sends them with a setattr only if they changed: a write in the
+// same clock tick as an extending ftruncate sends none. The daemon must not
+// restamp the file when the pages arrive, or the times stat showed move
+// (forward by up to a tick) at the next mount.
+TEST_CASE("mtime and ctime of a write after ftruncate survive a remount", "[posix]") {
+    for (const char* mode : {"mode=inline", "mode=deferred"}) {
+        INFO(mode);
+        MountFixture fx({mode});
+        constexpr int kFiles = 20;
+        std::vector<struct stat> before;
+        for (int i = 0; i < kFiles; ++i) {
+            const std::string f = fx.path("t" + std::to_string(i));
+            Fd fd(f, O_CREAT | O_RDWR | O_TRUNC);
+            REQUIRE_FD(fd);
+            REQUIRE(::ftruncate(fd.get(), 1 << 20) == 0);
+            REQUIRE(::pwrite(fd.get(), "z", 1, 1 << 19) == 1);
+            REQUIRE(fd.close() == 0);
+            before.push_back(stat_of(f));
+        }
+        fx.remount();
+        for (int i = 0; i < kFiles; ++i) {
+            INFO("file t" << i);
+            struct stat st = stat_of(fx.path("t" + std::to_string(i)));
+            CHECK(st.st_size == before[i].st_size);
+            CHECK(st.st_mtim.tv_sec == before[i].st_mtim.tv_sec);
+            CHECK(st.st_mtim.tv_nsec == before[i].st_mtim.tv_nsec);
+            CHECK(st.st_ctim.tv_sec == before[i].st_ctim.tv_sec);
+            CHECK(st.st_ctim.tv_nsec == before[i].st_ctim.tv_nsec);
+        }
+    }
+}
+
 TEST_CASE("names: 255 bytes work, 256 bytes give ENAMETOOLONG", "[posix]") {
     MountFixture fx;
     std::string utf8_255;
