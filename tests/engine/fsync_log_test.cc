@@ -48,6 +48,16 @@ bool any_line_mentions(const std::vector<std::string>& lines, const std::string&
     return false;
 }
 
+// A store whose only change since its first commit is file "f" holding d,
+// fsynced (one log record), and then the crash.
+void crash_after_one_fsync(const EngineOptions& o, const std::vector<std::uint8_t>& d) {
+    auto e = open_engine(o);
+    const InodeId ino = make_file(*e, "f").ino;
+    write_all(*e, ino, 0, d);
+    REQUIRE(e->fsync(ino, false).is_ok());
+    e->abandon();
+}
+
 }  // namespace
 
 TEST_CASE("an fsync is a log record, replayed after a crash; what was not fsynced is not", "[engine][crash][log]") {
@@ -157,13 +167,7 @@ TEST_CASE("a read-only open of a store with unapplied fsyncs is refused in one l
     EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
     std::mt19937_64 rng(14);
     const auto d = random_bytes(rng, 30000);
-    {
-        auto e = open_engine(o);
-        const InodeId ino = make_file(*e, "f").ino;
-        write_all(*e, ino, 0, d);
-        REQUIRE(e->fsync(ino, false).is_ok());
-        e->abandon();
-    }
+    crash_after_one_fsync(o, d);
     EngineOptions ro = o;
     ro.read_only = true;
     std::unique_ptr<Engine> e;
@@ -226,13 +230,7 @@ TEST_CASE("fsck checks the state before unapplied fsyncs and says so; --repair a
     EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
     std::mt19937_64 rng(16);
     const auto d = random_bytes(rng, 40000);
-    {
-        auto e = open_engine(o);
-        const InodeId ino = make_file(*e, "f").ino;
-        write_all(*e, ino, 0, d);
-        REQUIRE(e->fsync(ino, false).is_ok());
-        e->abandon();
-    }
+    crash_after_one_fsync(o, d);
     auto has_note = [](const FsckReport& r, const std::string& what) {
         for (const auto& n : r.notes)
             if (n.find(what) != std::string::npos) return true;
