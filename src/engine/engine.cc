@@ -218,7 +218,10 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_->set_held_back(this);
     if (tier == nullptr && !options.read_only && options.fsync_log) meta_->set_logging(true);
     if (!fresh && options.segments.tier == nullptr) HIODSFS_TRY(replay_log(dir));
-    if (!fresh) HIODSFS_TRY(check_segment_files(meta_->super_snapshot(), fsck_hint));
+    // With the frontier committed before the replay: a segment after it
+    // that the replayed records do not refer to either (one holding only
+    // log records, or writes no fsync covered) is a crash's leftover.
+    if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -709,7 +712,9 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
         // Others without an entry are kept and left to hiodsfs-fsck.
         if (committed.frontier_segment != 0) {
             for (const auto& [seg, size] : on_disk)
-                if (seg > committed.frontier_segment && known.count(seg) == 0) beyond.push_back(seg);
+                if (known.count(seg) == 0 && (seg > committed.frontier_segment ||
+                                              (seg == committed.frontier_segment && committed.frontier_offset == 0)))
+                    beyond.push_back(seg);
         }
     }
     if (opts_.read_only || (gone.empty() && beyond.empty())) return Status::ok();
