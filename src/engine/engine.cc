@@ -627,9 +627,26 @@ Status EngineImpl::log_now() {
     if (!record.empty()) {
         ChunkLocation loc;
         HIODSFS_TRY(segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
+        HIODSFS_TRY(note_log_segment(loc.segment));
     }
     HIODSFS_TRY(segs_->sync());
     if (!record.empty()) meta_->logged(mark);
+    return Status::ok();
+}
+
+// The entry is a change of the open group after the record: the next record
+// or commit has it. A crash before either leaves the segment after the
+// committed frontier, which the next open records (check_segment_files).
+Status EngineImpl::note_log_segment(SegmentId seg) {
+    if (seg == log_segment_noted_) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t->get(Db::kSegments, key_u64(seg), &v, &found));
+    if (!found) HIODSFS_TRY(add_segment_live(*t, seg, 0));
+    HIODSFS_TRY(t->commit());
+    log_segment_noted_ = seg;
     return Status::ok();
 }
 

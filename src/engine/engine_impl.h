@@ -386,6 +386,10 @@ private:
     // group commit for a store that does not log.
     Status log_now();
     static constexpr std::size_t kLogRecordMost = 1u << 20;
+    // A segment a log record went to has an entry in Db::kSegments, like
+    // one that got a chunk, so reclaim may free it and fsck knows it.
+    Status note_log_segment(SegmentId seg);
+    SegmentId log_segment_noted_ = 0;  // under commit_mu_
     Status replay_log(const std::string& dir);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();

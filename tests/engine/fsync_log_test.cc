@@ -256,3 +256,44 @@ TEST_CASE("fsck checks the state before unapplied fsyncs and says so; --repair a
     CHECK(read_all(*e, x.ino) == d);
     REQUIRE(e->close().is_ok());
 }
+
+// A segment that holds nothing but a log record (a full disk made the
+// stream move on, or metadata-only fsyncs filled one) is known to the
+// metadata like any other: fsck finds nothing, and reclaim may free it.
+TEST_CASE("a segment holding only log records is recorded, so fsck is clean and reclaim frees it",
+          "[engine][log]") {
+    TempDir dir;
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
+    o.chunking = kFixed;
+    o.segments.max_segment_bytes = 4096;  // every chunk, and every record, in a segment of its own
+    std::mt19937_64 rng(17);
+    const auto d = random_bytes(rng, 3 * 4096);
+    {
+        auto e = open_engine(o);
+        const InodeId ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, d);
+        REQUIRE(e->sync_all().is_ok());
+        Attr dir_attr;
+        REQUIRE(e->create(kRootInode, "d", NewNode{S_IFDIR | 0755}, &dir_attr).is_ok());
+        for (int i = 0; i < 40; ++i) make_file(*e, "n" + std::to_string(i), dir_attr.ino);
+        REQUIRE(e->fsync(dir_attr.ino, false).is_ok());  // a record larger than a segment
+        write_all(*e, ino, 0, random_bytes(rng, 4096));   // the stream moves on past it
+        REQUIRE(e->close().is_ok());
+    }
+    CHECK(count_log_records(dir.store()) == 1);
+    for (const auto& p : check_invariants(dir.store())) FAIL_CHECK(p);
+    o.reclaim = ReclaimMode::kManual;
+    auto e = open_engine(o);
+    REQUIRE(e->run_reclaim().is_ok());
+    REQUIRE(e->close().is_ok());
+    CHECK(count_log_records(dir.store()) == 0);  // its segment is gone
+    Attr x;
+    e = open_engine(o);
+    REQUIRE(e->lookup(kRootInode, "d", &x).is_ok());
+    CHECK(x.nlink == 2);
+    std::vector<DirEntry> entries;
+    REQUIRE(e->readdir(x.ino, &entries).is_ok());
+    CHECK(entries.size() >= 40);
+    REQUIRE(e->close().is_ok());
+}
