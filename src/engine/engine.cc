@@ -305,6 +305,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         }
         if (!orphans.empty()) HIODSFS_TRY(commit_now());
     }
+    // The open's own commits are done: the users' first group captures.
+    if (meta_->logging()) meta_->capture_next_group();
 
     HIODSFS_TRY(options.control.validate());
     auto setting = options.mode == DedupMode::kInline     ? ModeController::Setting::kInline
@@ -612,6 +614,7 @@ Status EngineImpl::log_now() {
     std::lock_guard<std::mutex> serial(commit_mu_);
     std::string record;
     LogMark mark;
+    bool commit_instead = false;
     HIODSFS_TRY(meta_->prepare_log(
         [this](SuperState* state) {
             // Every chunk the group refers to was appended before this
@@ -621,9 +624,9 @@ Status EngineImpl::log_now() {
             state->frontier_offset = p.offset;
             return Status::ok();
         },
-        &record, &mark));
+        &record, &mark, &commit_instead));
     // A large group commits instead: its record would be most of its pages.
-    if (record.size() > kLogRecordMost) return commit_locked(nullptr);
+    if (commit_instead || record.size() > kLogRecordMost) return commit_locked(nullptr);
     if (!record.empty()) {
         ChunkLocation loc;
         HIODSFS_TRY(segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
@@ -727,12 +730,8 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
         // Segments made after the last commit hold nothing committed metadata
         // refers to (a crash): recorded as dead, so reclaim may remove them.
         // Others without an entry are kept and left to hiodsfs-fsck.
-        if (committed.frontier_segment != 0) {
-            for (const auto& [seg, size] : on_disk)
-                if (known.count(seg) == 0 && (seg > committed.frontier_segment ||
-                                              (seg == committed.frontier_segment && committed.frontier_offset == 0)))
-                    beyond.push_back(seg);
-        }
+        for (const auto& [seg, size] : on_disk)
+            if (known.count(seg) == 0 && committed.written_after(seg)) beyond.push_back(seg);
     }
     if (opts_.read_only || (gone.empty() && beyond.empty())) return Status::ok();
     std::unique_ptr<Txn> t;

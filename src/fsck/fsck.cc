@@ -972,7 +972,6 @@ private:
         // after this check has found the metadata whole and no chunk in
         // them, --repair records them dead so reclaim frees them. Ones made
         // after the last commit are a crash's leftovers: the next mount does that.
-        const std::uint64_t frontier = t_.super().frontier_segment;
         for (const auto& [seg, size] : list) {
             if (size == 0 || live.count(seg) || recorded.count(seg)) continue;
             std::string what = "segment " + u(seg) + " (" + u(size) + " bytes";
@@ -987,9 +986,7 @@ private:
                 what += ", only in " + o_.tier->describe();
             }
             what += ") holds no chunk the metadata refers to";
-            // The frontier's own segment, if the commit found it empty,
-            // holds only bytes written after it.
-            if (frontier != 0 && (seg > frontier || (seg == frontier && t_.super().frontier_offset == 0))) {
+            if (t_.super().written_after(seg)) {
                 rep_.notes.push_back(what + ": written after the last commit; the next mount frees it");
                 continue;
             }

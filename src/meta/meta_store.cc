@@ -584,6 +584,7 @@ Status MetaStore::ensure_group() {
         return lmdb_error(rc, "metadata transaction");
     }
     group_full_told_ = false;
+    capture_group_ = capture_next_group_;
     if (group_dirty_limit_ != 0 && !read_only_) {
         MDB_stat fp{}, ch{};
         mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
@@ -774,6 +775,7 @@ void MetaStore::lose_group_locked(const std::string& why) {
     group_journal_.clear();
     logged_upto_ = 0;
     ++group_number_;
+    end_group_capture();
     pending_ops_ = 0;
     pending_writes_ = 0;
     if (failed_.is_ok())
@@ -868,6 +870,7 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     group_journal_.clear();
     logged_upto_ = 0;
     ++group_number_;
+    end_group_capture();
     if (fault != 0) {
         mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
         rc = fault;
@@ -919,14 +922,36 @@ std::uint64_t MetaStore::committed_journal_seq() {
     return committed_seq_;
 }
 
+void MetaStore::capture_next_group() {
+    std::lock_guard<std::mutex> lock(mu_);
+    capture_next_group_ = true;
+}
+
+// The groups after one with an fsync capture; one without ends that.
+void MetaStore::end_group_capture() {
+    capture_next_group_ = fsync_in_group_;
+    fsync_in_group_ = false;
+    capture_group_ = false;
+}
+
 Status MetaStore::prepare_log(const std::function<Status(SuperState*)>& before, std::string* record,
-                              LogMark* mark) {
+                              LogMark* mark, bool* commit_instead) {
     record->clear();
+    *commit_instead = false;
     std::lock_guard<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
     if (!logging_ || read_only_) return Status::error(EINVAL, "fsync log of a store that does not log");
     apply_held_locked(true);
-    if (group_ == nullptr || group_journal_.size() == logged_upto_) return Status::ok();
+    if (group_ == nullptr) {
+        capture_next_group_ = true;
+        return Status::ok();
+    }
+    fsync_in_group_ = true;
+    if (!capture_group_) {
+        *commit_instead = true;
+        return Status::ok();
+    }
+    if (group_journal_.size() == logged_upto_) return Status::ok();
     SuperState next = super_;
     HIODSFS_TRY(before(&next));
     next.journal_seq = logged_seq_ + 1;

@@ -67,6 +67,14 @@ struct SuperState {
     // 0 for a store without a journal (a local one), whose super record
     // then keeps the layout it had before.
     std::uint64_t journal_seq = 0;
+
+    // Whether segment `seg` holds only bytes written after this state was
+    // committed (a crash's leftovers if nothing since refers to them). The
+    // frontier's own segment does when the commit found it empty.
+    bool written_after(std::uint64_t seg) const {
+        return frontier_segment != 0 &&
+               (seg > frontier_segment || (seg == frontier_segment && frontier_offset == 0));
+    }
 };
 
 struct JournalRecord;
@@ -257,20 +265,29 @@ public:
     Status snapshot(const std::string& path, std::uint64_t* seq);
 
     // The fsync log of a store without a journal (docs/architecture.md,
-    // "Durability"): every change is captured, as a journaled store's are,
-    // and prepare_log() makes a journal record (meta/journal.h) of the open
-    // group's changes since the last record logged, for the caller to make
-    // durable instead of committing the group. Its seq is the last one
-    // logged (or committed) + 1, its state has the frontier `before` sets;
-    // replay() applies such records in order, and a commit records the
-    // last seq it includes. A record whose write failed is made again
-    // under the same seq, holding more: replay() then applies both. Set before the store is shared between
-    // threads, and not together with a journal.
+    // "The fsync log"): a group's changes are captured, as a journaled
+    // store's are, and prepare_log() makes a journal record (meta/journal.h)
+    // of the open group's changes since the last record logged, for the
+    // caller to make durable instead of committing the group. Its seq is
+    // the last one logged (or committed) + 1, its state has the frontier
+    // `before` sets; replay() applies such records in order, and a commit
+    // records the last seq it includes. A record whose write failed is made
+    // again under the same seq, holding more: replay() then applies both.
+    // Capture costs every change a copy, so only groups that follow an
+    // fsync capture (and the first after open): an fsync in a group that
+    // does not is told to commit instead, and the groups after it capture
+    // until one passes without an fsync. Set before the store is shared
+    // between threads, and not together with a journal.
     void set_logging(bool on) { logging_ = on; }
     bool logging() const { return logging_; }
+    // The next group to open captures (the first after open, whatever the
+    // open's own commits left).
+    void capture_next_group();
     // Applies what is held back first. *record is empty when nothing
-    // changed since the last record or commit.
-    Status prepare_log(const std::function<Status(SuperState*)>& before, std::string* record, LogMark* mark);
+    // changed since the last record or commit; *commit_instead says that
+    // the open group was not captured, so only a commit makes it durable.
+    Status prepare_log(const std::function<Status(SuperState*)>& before, std::string* record, LogMark* mark,
+                       bool* commit_instead);
     // The record of `mark` is durable: the next one continues after it.
     // A mark of a group that has committed since is ignored.
     void logged(const LogMark& mark);
@@ -396,7 +413,12 @@ private:
     bool read_only_ = false;
     MetaJournal* journal_ = nullptr;
     bool logging_ = false;
-    bool capturing() const { return journal_ != nullptr || logging_; }
+    // The fsync log captures a group only when fsyncs come (set_logging).
+    bool capture_next_group_ = true;
+    bool capture_group_ = false;
+    bool fsync_in_group_ = false;
+    bool capturing() const { return journal_ != nullptr || (logging_ && capture_group_); }
+    void end_group_capture();
     std::string group_journal_;  // the open group's captured changes
     // The fsync log: the last seq made durable, how much of group_journal_
     // it holds, and the number of the open group (a commit or a lost group

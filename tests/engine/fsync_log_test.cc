@@ -273,7 +273,6 @@ TEST_CASE("a segment holding only log records is recorded, so fsck is clean and 
         auto e = open_engine(o);
         const InodeId ino = make_file(*e, "f").ino;
         write_all(*e, ino, 0, d);
-        REQUIRE(e->sync_all().is_ok());
         Attr dir_attr;
         REQUIRE(e->create(kRootInode, "d", NewNode{S_IFDIR | 0755}, &dir_attr).is_ok());
         for (int i = 0; i < 40; ++i) make_file(*e, "n" + std::to_string(i), dir_attr.ino);
@@ -296,4 +295,45 @@ TEST_CASE("a segment holding only log records is recorded, so fsck is clean and 
     REQUIRE(e->readdir(x.ino, &entries).is_ok());
     CHECK(entries.size() >= 40);
     REQUIRE(e->close().is_ok());
+}
+
+// Capturing a group's changes for a record costs every change a copy, so
+// only the groups that follow an fsync do: writes that are never fsynced
+// pay nothing. An fsync in a group that was not captured commits instead.
+TEST_CASE("only groups after an fsync are captured; an fsync in another commits", "[engine][crash][log]") {
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    std::vector<std::string> logged;
+    const EngineOptions o = log_test_options(dir.store(), &fenv, &logged);
+    std::mt19937_64 rng(18);
+    const auto a = random_bytes(rng, 30000), a2 = random_bytes(rng, 30000), b = random_bytes(rng, 30000),
+               c = random_bytes(rng, 30000);
+    InodeId a_ino = 0, b_ino = 0, c_ino = 0;
+    {
+        auto e = open_engine(o);
+        a_ino = make_file(*e, "a").ino;
+        write_all(*e, a_ino, 0, a);
+        REQUIRE(e->fsync(a_ino, false).is_ok());  // record 1: the first group after open captures
+        REQUIRE(e->sync_all().is_ok());           // it had an fsync: the next group captures too
+        write_all(*e, a_ino, 0, a2);
+        REQUIRE(e->sync_all().is_ok());  // no fsync in this one: the next does not capture
+        b_ino = make_file(*e, "b").ino;
+        write_all(*e, b_ino, 0, b);
+        REQUIRE(e->fsync(b_ino, false).is_ok());  // a commit, not a record
+        c_ino = make_file(*e, "c").ino;
+        write_all(*e, c_ino, 0, c);
+        REQUIRE(e->fsync(c_ino, false).is_ok());  // record 2: the group after an fsync captures
+        e->abandon();
+    }
+    REQUIRE(fenv.drop_unsynced(8).is_ok());
+    CHECK(count_log_records(dir.store()) == 2);
+    auto e = open_engine(o);
+    CHECK(any_line_mentions(logged, "applied 1 fsync log records"));
+    CHECK(read_all(*e, a_ino) == a2);
+    CHECK(read_all(*e, b_ino) == b);
+    CHECK(read_all(*e, c_ino) == c);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
 }
