@@ -59,7 +59,7 @@ std::uint64_t copy_range(const std::string& from, std::uint64_t in_off, const st
 
 }  // namespace
 
-TEST_CASE("ten copies of one file are stored once; copy_file_range shares chunks", "[dedup][slow][volume]") {
+TEST_CASE("ten copies of one file are stored once; copy_file_range shares chunks", "[dedup][slow]") {
     const std::string chunking = GENERATE(as<std::string>{}, "chunking=cdc", "chunking=fixed");
     // Inline mode: stored bytes are final when the daemon exits (a deferred
     // pass would still owe work).

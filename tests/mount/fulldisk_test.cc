@@ -120,8 +120,7 @@ std::uint64_t avail_bytes(const std::string& path) {
 // files holding X bytes of unique data, df of the mount shows at least
 // 0.9·X free within 30 s and that much can really be written, fsynced and
 // read back, in every mode.
-TEST_CASE("a full ext4: deleting files makes 0.9 of their bytes writable again",
-          "[mount][fulldisk][slow][volume]") {
+TEST_CASE("a full ext4: deleting files makes 0.9 of their bytes writable again", "[mount][fulldisk][slow]") {
     if (!is_root() || which("mkfs.ext4").empty() || which("losetup").empty()) {
         SKIP_TEST("needs root, mkfs.ext4 and losetup (a loop-mounted ext4)");
     }
