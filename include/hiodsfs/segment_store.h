@@ -32,6 +32,9 @@ namespace hiodsfs {
 struct SegmentPosition {
     SegmentId segment = 0;
     std::uint64_t offset = 0;
+    bool operator<(const SegmentPosition& o) const {
+        return segment != o.segment ? segment < o.segment : offset < o.offset;
+    }
 };
 
 struct SegmentStoreOptions {
@@ -145,6 +148,11 @@ public:
     // is the append position this sync made durable: everything appended
     // before the call lies before it.
     Status sync(SegmentPosition* synced = nullptr);
+    // Makes every record before `upto` durable: returns at once when a
+    // sync since made them so, else syncs as sync() does. Callers that
+    // appended concurrently share one sync this way, even while other
+    // appends keep coming.
+    Status sync_through(const SegmentPosition& upto);
     // Writes buffered appends to the files without syncing.
     Status flush();
 

@@ -609,32 +609,45 @@ Status EngineImpl::replay_log(const std::string& dir) {
 }
 
 // An fsync of a logging store: the group's changes since the last record,
-// appended to the segments as one record and synced with them.
+// appended to the segments as one record, then synced with them. Records
+// take their seqs and places in the stream under commit_mu_; the sync runs
+// after it is released, so fsyncs of several threads share one: a sync that
+// covers a record covers every record before it, as the stream is written
+// in order (a failed write keeps its bytes for the next, a failed sync stops
+// the store), and one that finds its record already covered returns at once.
 Status EngineImpl::log_now() {
-    std::lock_guard<std::mutex> serial(commit_mu_);
-    std::string record;
-    LogMark mark;
-    bool commit_instead = false;
-    HIODSFS_TRY(meta_->prepare_log(
-        [this](SuperState* state) {
-            // Every chunk the group refers to was appended before this
-            // point (held writes were applied just now, under the lock).
-            const SegmentPosition p = segs_->append_position();
-            state->frontier_segment = p.segment;
-            state->frontier_offset = p.offset;
-            return Status::ok();
-        },
-        &record, &mark, &commit_instead));
-    // A large group commits instead: its record would be most of its pages.
-    if (commit_instead || record.size() > kLogRecordMost) return commit_locked(nullptr);
-    if (!record.empty()) {
-        ChunkLocation loc;
-        HIODSFS_TRY(segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
-        HIODSFS_TRY(note_log_segment(loc.segment));
+    SegmentPosition through;
+    {
+        std::lock_guard<std::mutex> serial(commit_mu_);
+        std::string record;
+        LogMark mark;
+        bool commit_instead = false;
+        HIODSFS_TRY(meta_->prepare_log(
+            [this](SuperState* state) {
+                // Every chunk the group refers to was appended before this
+                // point (held writes were applied just now, under the lock).
+                const SegmentPosition p = segs_->append_position();
+                state->frontier_segment = p.segment;
+                state->frontier_offset = p.offset;
+                return Status::ok();
+            },
+            &record, &mark, &commit_instead));
+        // A large group commits instead: its record would be most of its pages.
+        if (commit_instead || record.size() > kLogRecordMost) return commit_locked(nullptr);
+        if (!record.empty()) {
+            ChunkLocation loc;
+            HIODSFS_TRY(
+                segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
+            // In the stream now: the next record follows this one.
+            meta_->logged(mark);
+            HIODSFS_TRY(note_log_segment(loc.segment));
+            through = SegmentPosition{loc.segment, loc.offset + loc.length};
+        } else {
+            // Nothing new: the records before may still wait for their sync.
+            through = segs_->append_position();
+        }
     }
-    HIODSFS_TRY(segs_->sync());
-    if (!record.empty()) meta_->logged(mark);
-    return Status::ok();
+    return segs_->sync_through(through);
 }
 
 // The entry is a change of the open group after the record: the next record

@@ -980,8 +980,9 @@ Status MetaStore::replay(const JournalRecord& record) {
     bool has_file_count = true;
     if (!decode_super(record.super, &next, &has_file_count) || next.journal_seq != record.seq)
         return Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " has a bad super record");
-    // The log's record made again after a failed write holds all the first
-    // held: applied over it, it leaves what it alone would.
+    // A log record made again after a failed write (0.4.0's first builds
+    // did so) holds all the first held: applied over it, it leaves what it
+    // alone would.
     const bool again = logging_ && record.seq == replayed_seq_ && record.seq != 0;
     if (record.seq != committed_seq_ + 1 && !again)
         return Status::error(EINVAL, "journal record " + std::to_string(record.seq) + " does not follow " +

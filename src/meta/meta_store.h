@@ -122,7 +122,8 @@ struct MetaStoreOptions {
 
 class MetaStore;
 
-// A record MetaStore::prepare_log() made, for logged() once it is durable.
+// A record MetaStore::prepare_log() made, for logged() once it is in the
+// segment stream.
 struct LogMark {
     std::uint64_t seq = 0;
     std::size_t upto = 0;    // how much of the group's captured changes it holds
@@ -268,11 +269,14 @@ public:
     // "The fsync log"): a group's changes are captured, as a journaled
     // store's are, and prepare_log() makes a journal record (meta/journal.h)
     // of the open group's changes since the last record logged, for the
-    // caller to make durable instead of committing the group. Its seq is
-    // the last one logged (or committed) + 1, its state has the frontier
-    // `before` sets; replay() applies such records in order, and a commit
-    // records the last seq it includes. A record whose write failed is made
-    // again under the same seq, holding more: replay() then applies both.
+    // caller to append to the segment stream and sync instead of committing
+    // the group. Its seq is the last one logged (or committed) + 1, its
+    // state has the frontier `before` sets; replay() applies such records
+    // in order, and a commit records the last seq it includes. The caller
+    // prepares and appends one record at a time, so the stream holds them
+    // in seq order. (A record whose append failed is never logged: the next
+    // one takes its seq. Stores of 0.4.0's first builds may hold a record
+    // made again under the same seq, holding more: replay() applies both.)
     // Capture costs every change a copy, so only groups that follow an
     // fsync capture (and the first after open): an fsync in a group that
     // does not is told to commit instead, and the groups after it capture
@@ -288,8 +292,9 @@ public:
     // the open group was not captured, so only a commit makes it durable.
     Status prepare_log(const std::function<Status(SuperState*)>& before, std::string* record, LogMark* mark,
                        bool* commit_instead);
-    // The record of `mark` is durable: the next one continues after it.
-    // A mark of a group that has committed since is ignored.
+    // The record of `mark` is in the segment stream (appended, not yet
+    // synced): the next one continues after it. A mark of a group that has
+    // committed since is ignored.
     void logged(const LogMark& mark);
 
     // What begin(), begin_read() and commit_group() apply first (see
@@ -420,12 +425,10 @@ private:
     bool capturing() const { return journal_ != nullptr || (logging_ && capture_group_); }
     void end_group_capture();
     std::string group_journal_;  // the open group's captured changes
-    // The fsync log: the last seq made durable, how much of group_journal_
-    // it holds, and the number of the open group (a commit or a lost group
-    // starts the next). A record whose write failed may still reach the
-    // disk (a buffered append is written again later): the next one takes
-    // the same seq and holds all it held and more, and a commit counts
-    // every seq handed out (prepared_seq_), durable or not.
+    // The fsync log: the last seq appended to the segment stream, how much
+    // of group_journal_ it holds, and the number of the open group (a
+    // commit or a lost group starts the next). A commit counts every seq
+    // handed out (prepared_seq_), appended or not.
     std::uint64_t logged_seq_ = 0;
     std::uint64_t prepared_seq_ = 0;
     std::uint64_t replayed_seq_ = 0;  // the seq replay() applied last

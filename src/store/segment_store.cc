@@ -314,6 +314,10 @@ struct SegmentStore::Impl {
     std::atomic<std::uint64_t> active_written{0};
 
     std::mutex sync_mu;  // one sync() at a time; taken before mu
+    SegmentPosition durable;  // under mu: everything before it is synced
+
+    // sync() and sync_through(): the latter passes `upto`.
+    Status sync(const SegmentPosition* upto, SegmentPosition* synced);
 
     // ---- open handles for reads, LRU, guarded by files_mu
     std::mutex files_mu;
@@ -1156,8 +1160,12 @@ Status SegmentStore::flush() {
     return impl_->flush_locked(lock);
 }
 
-Status SegmentStore::sync(SegmentPosition* synced) {
-    Impl& m = *impl_;
+Status SegmentStore::sync(SegmentPosition* synced) { return impl_->sync(nullptr, synced); }
+
+Status SegmentStore::sync_through(const SegmentPosition& upto) { return impl_->sync(&upto, nullptr); }
+
+Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* synced) {
+    Impl& m = *this;
     std::lock_guard sync_lock(m.sync_mu);
     std::vector<std::pair<SegmentId, Impl::Dirty>> files;
     std::uint64_t dir_gen = 0;
@@ -1166,6 +1174,9 @@ Status SegmentStore::sync(SegmentPosition* synced) {
     {
         std::unique_lock lock(m.mu);
         if (!m.failed.is_ok()) return m.failed;
+        // A sync that ran while this caller waited for sync_mu may have
+        // covered it already.
+        if (upto != nullptr && !(m.durable < *upto)) return Status::ok();
         HIODSFS_TRY(m.flush_locked(lock));
         files.assign(m.dirty.begin(), m.dirty.end());
         dir_gen = m.dir_gen;
@@ -1173,7 +1184,11 @@ Status SegmentStore::sync(SegmentPosition* synced) {
         position = SegmentPosition{m.active, m.written};
     }
     if (synced != nullptr) *synced = position;
-    if (files.empty() && !need_dir) return Status::ok();
+    if (files.empty() && !need_dir) {
+        std::lock_guard lock(m.mu);
+        m.durable = std::max(m.durable, position);
+        return Status::ok();
+    }
 
     // fdatasync without the writer lock, so appends go on meanwhile; the
     // generations tell afterwards which files were not written again.
@@ -1197,6 +1212,7 @@ Status SegmentStore::sync(SegmentPosition* synced) {
         if (it != m.dirty.end() && it->second.gen == d.gen) m.dirty.erase(it);
     }
     m.dir_synced_gen = std::max(m.dir_synced_gen, dir_gen);
+    m.durable = std::max(m.durable, position);
     return Status::ok();
 }
 

@@ -258,3 +258,51 @@ TEST_CASE("a store without a journal keeps the super record's layout", "[meta][j
     t.reset();
     CHECK(m->committed_journal_seq() == 0);
 }
+
+// The fsync log's records (engine/fsync_log.h) come from prepare_log(); the
+// engine appends each to the segment stream and then calls logged().
+TEST_CASE("fsync log records follow each other once logged; one made again under its seq replays over it",
+          "[meta][journal][log]") {
+    TempDir dir, copy;
+    auto decode_one = [](const std::string& bytes) {
+        std::vector<JournalRecord> recs;
+        std::size_t end = 0;
+        decode_journal(bytes, &recs, &end);
+        REQUIRE(recs.size() == 1);
+        return recs[0];
+    };
+    auto no_frontier = [](SuperState*) { return Status::ok(); };
+    std::string first, again, next;
+    {
+        auto m = open_meta(dir.meta());
+        m->set_logging(true);
+        LogMark mark;
+        bool commit_instead = false;
+        put(*m, Db::kInodes, key_u64(1), "one");
+        REQUIRE(m->prepare_log(no_frontier, &first, &mark, &commit_instead).is_ok());
+        REQUIRE_FALSE(commit_instead);
+        // Not logged (its append failed): the next record takes the same
+        // seq and holds both changes.
+        put(*m, Db::kInodes, key_u64(2), "two");
+        REQUIRE(m->prepare_log(no_frontier, &again, &mark, &commit_instead).is_ok());
+        CHECK(decode_one(again).seq == decode_one(first).seq);
+        m->logged(mark);
+        put(*m, Db::kInodes, key_u64(3), "three");
+        REQUIRE(m->prepare_log(no_frontier, &next, &mark, &commit_instead).is_ok());
+        CHECK(decode_one(next).seq == decode_one(first).seq + 1);
+        int ops = 0;
+        REQUIRE(for_each_journal_op(decode_one(next).ops, [&](const JournalOp& op) {
+            CHECK(op.key == key_u64(3));
+            ++ops;
+            return true;
+        }));
+        CHECK(ops == 1);  // what the logged record held is not repeated
+    }
+    auto r = open_meta(copy.meta());
+    r->set_logging(true);
+    for (const std::string* rec : {&first, &again, &next}) REQUIRE(r->replay(decode_one(*rec)).is_ok());
+    auto all = dump(*r);
+    for (std::uint64_t k : {1, 2, 3}) CHECK(all.count({static_cast<int>(Db::kInodes), key_u64(k)}) == 1);
+    // One already applied, out of order, is refused.
+    CHECK_FALSE(r->replay(decode_one(first)).is_ok());
+}
