@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/fsync_log.h"
 #include "meta/chunk_table.h"
 #include "meta/records.h"
 
@@ -123,8 +124,12 @@ Status Compactor::pick(double threshold, bool* found) {
     }
     *found = true;
     if (best->live == 0) {
-        // Its dead bytes were counted when its chunks died.
-        return delete_segment(best->seg, best->size, best->size);
+        // Its chunks' bytes were counted dead when they died; its headers
+        // and fsync log records never were. A segment only the tier holds
+        // is not fetched to count them: its size is taken off instead.
+        std::uint64_t dead = best->size;
+        if (segs_->in_directory(best->seg)) HIODSFS_TRY(chunk_payload(best->seg, &dead));
+        return delete_segment(best->seg, best->size, dead);
     }
     return start_job(best->seg, best->size);
 }
@@ -135,6 +140,7 @@ Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
     job.file_bytes = file_bytes;
     std::vector<Move> records;
     HIODSFS_TRY(segs_->scan(seg, false, [&](const SegmentRecord& r) {
+        if (r.chunk == kLogRecord) return true;  // no chunk's, and never counted dead
         records.push_back(Move{r.chunk, r.location, {}});
         job.payload_bytes += r.location.length;
         return true;
@@ -251,6 +257,14 @@ Status Compactor::finish_job() {
     segments_compacted_ += 1;
     bytes_freed_ += job.file_bytes;
     return Status::ok();
+}
+
+Status Compactor::chunk_payload(SegmentId seg, std::uint64_t* bytes) {
+    *bytes = 0;
+    return segs_->scan(seg, false, [&](const SegmentRecord& r) {
+        if (r.chunk != kLogRecord) *bytes += r.location.length;
+        return true;
+    });
 }
 
 Status Compactor::delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload) {

@@ -106,6 +106,9 @@ private:
     Status start_job(SegmentId seg, std::uint64_t file_bytes);
     Status copy_batch();
     Status finish_job();
+    // The payload bytes of the chunk records in `seg` (a scan of its
+    // headers): what SpaceCounters::dead_bytes counted of it once it is dead.
+    Status chunk_payload(SegmentId seg, std::uint64_t* bytes);
     Status delete_segment(SegmentId seg, std::uint64_t file_bytes, std::uint64_t dead_payload);
     // Removes a segment that committed metadata says is dead, then its entry.
     Status remove_file(SegmentId seg, std::uint64_t dead_payload);
