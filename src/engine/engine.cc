@@ -128,6 +128,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         }
     }
     bool fresh = !exists;
+    format_log_open_ = exists && format.log_open;
     if (exists) {
         HIODSFS_TRY(check_format_version(dir, format));
         if (options.chunking_given && !(options.chunking == format.chunking))
@@ -272,6 +273,18 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (!fresh && !options.read_only) HIODSFS_TRY(keep_format_copy());
     // Opened and accepted: files left more open than 0600/0700 are tightened.
     if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
+    // Before the first fsync can write a log record. Where FORMAT cannot be
+    // rewritten (a full disk), fsyncs commit instead this time: a store
+    // without the mark must hold no record.
+    if (meta_->logging()) {
+        Status marked = mark_log_open(true);
+        if (!marked) {
+            meta_->set_logging(false);
+            if (opts_.log)
+                opts_.log("hiodsfs: fsyncs of " + dir + " commit the metadata this time: FORMAT could not be marked (" +
+                          marked.message() + ")");
+        }
+    }
     reclaim_mode_ = options.reclaim;
     if (reclaim_mode_ == ReclaimMode::kBackground && !options.background_commit)
         reclaim_mode_ = ReclaimMode::kOff;
@@ -401,6 +414,12 @@ Status EngineImpl::close() {
         }
         Status st = commit_now();
         if (!st && result) result = st;
+        if (result && format_log_open_) {
+            // Everything is committed: no record is left to apply. Not an
+            // error of the close: a FORMAT still marked refuses 0.3.0 only.
+            Status marked = mark_log_open(false);
+            if (!marked && opts_.log) opts_.log("hiodsfs: FORMAT still marks an open fsync log: " + marked.message());
+        }
         if (result && journal_) {
             // Not an error of the close: the journal holds every commit.
             Status snap = snapshot_to_tier(true);
@@ -544,6 +563,15 @@ Status EngineImpl::keep_format_copy() {
     HIODSFS_TRY(t->commit());
     t.reset();
     return commit_now();
+}
+
+Status EngineImpl::mark_log_open(bool open) {
+    if (format_log_open_ == open) return Status::ok();
+    StoreFormat format{kFormatVersion, chunking_, tier_name()};
+    format.log_open = open;
+    HIODSFS_TRY(write_store_format(env_, opts_.store_dir, format));
+    format_log_open_ = open;
+    return Status::ok();
 }
 
 Status EngineImpl::recover_from_tier(const std::string& dir) {

@@ -399,6 +399,10 @@ private:
     Status find_lost_format(const std::string& dir, StoreFormat* format, bool* exists);
     Status check_format_copy(const std::string& dir, const StoreFormat& format);
     Status keep_format_copy();
+    // FORMAT's log_open mark (store_layout.h): set at a read-write open of a
+    // store with an fsync log, cleared at a clean close, after its commit.
+    Status mark_log_open(bool open);
+    bool format_log_open_ = false;  // what FORMAT says
     // A tiered store: a snapshot of the metadata to the tier (engine/meta_tier.h);
     // in the background when the journal grew enough since the last.
     Status snapshot_to_tier(bool closing);

@@ -115,6 +115,8 @@ Status parse_store_format(const std::string& text, const std::string& where, Sto
             magic = true;
         } else if (line.rfind("format ", 0) == 0) {
             out->version = static_cast<std::uint32_t>(std::strtoul(line.c_str() + 7, nullptr, 10));
+            out->log_open = out->version > kLogOpenVersionOffset;
+            if (out->log_open) out->version -= kLogOpenVersionOffset;
             have_version = out->version != 0;
         } else if (line.rfind("chunking ", 0) == 0) {
             Status st = ChunkingParams::parse(line.substr(9), &out->chunking);
@@ -142,7 +144,8 @@ Status check_format_version(const std::string& store, const StoreFormat& format)
 }
 
 std::string store_format_text(const StoreFormat& format) {
-    return std::string(kMagicLine) + "\nformat " + std::to_string(format.version) + "\nchunking " +
+    const std::uint32_t version = format.version + (format.log_open ? kLogOpenVersionOffset : 0);
+    return std::string(kMagicLine) + "\nformat " + std::to_string(version) + "\nchunking " +
            format.chunking.describe() + "\n" + (format.tier.empty() ? "" : "tier " + format.tier + "\n");
 }
 
@@ -199,7 +202,9 @@ Status read_format_copy(Txn& t, StoreFormat* out, bool* found) {
 }
 
 Status write_format_copy(Txn& t, const StoreFormat& format) {
-    return t.put(Db::kSuper, kFormatCopyKey, store_format_text(format));
+    StoreFormat copy = format;
+    copy.log_open = false;  // the metadata's state, not the directory's
+    return t.put(Db::kSuper, kFormatCopyKey, store_format_text(copy));
 }
 
 bool same_format(const StoreFormat& a, const StoreFormat& b) {

@@ -21,7 +21,18 @@ struct StoreFormat {
     // Where sealed segments live besides segments/ (SegmentTier::describe(),
     // "rados:pool/store"), or "" for a store whose directory holds them all.
     std::string tier;
+    // The store is open read-write with an fsync log, or was when it
+    // crashed: its segments may hold log records (engine/fsync_log.h) that
+    // the metadata does not have yet. FORMAT then says format
+    // version + kLogOpenVersionOffset, which hiodsfs 0.3.0 (format 4, no
+    // log) refuses: it would open the store without those records and lose
+    // what was fsynced since the last commit. Never in the metadata's copy.
+    bool log_open = false;
 };
+
+// "format 1004": format 4 with an open fsync log (StoreFormat::log_open).
+// Far from any real version, so no later format can be taken for one.
+inline constexpr std::uint32_t kLogOpenVersionOffset = 1000;
 
 // Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.
 Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists);
@@ -40,7 +51,7 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
 inline constexpr std::string_view kFormatCopyKey = "format";
 Status read_format_copy(Txn& t, StoreFormat* out, bool* found);
 Status write_format_copy(Txn& t, const StoreFormat& format);
-// Same version and chunking. The tier line is not compared: FORMAT gains
+// Same version and chunking (log_open is FORMAT's alone). The tier line is not compared: FORMAT gains
 // it when a store is given a tier, a moment apart from the copy, and
 // check_tier() already holds a tiered store to it.
 bool same_format(const StoreFormat& a, const StoreFormat& b);

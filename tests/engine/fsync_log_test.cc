@@ -2,6 +2,7 @@
 // one record in the segment stream, without a group commit, and a crash
 // before the next commit keeps it: the record is replayed at open.
 #include <atomic>
+#include <fstream>
 
 #include "engine/fsync_log.h"
 #include "engine_test_util.h"
@@ -387,4 +388,81 @@ TEST_CASE("fsyncs of four threads at once each survive a power loss", "[engine][
     REQUIRE(e->close().is_ok());
     e.reset();
     CHECK(check_invariants(dir.store()).empty());
+}
+
+// The format line of STORE/FORMAT: the number hiodsfs 0.3.0 checks (it
+// refuses any but 4 and ignores the lines it does not know).
+static std::string format_line_of(const std::string& store) {
+    std::ifstream in(store + "/FORMAT");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("format ", 0) == 0) return line;
+    return "";
+}
+
+TEST_CASE("FORMAT says format 1004 while an fsync log may hold records, so 0.3.0 refuses; 4 after a clean close",
+          "[engine][log][trust]") {
+    TempDir dir;
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), Env::posix(), &logged);
+    std::mt19937_64 rng(41);
+    const auto d = random_bytes(rng, 50000);
+    InodeId ino = 0;
+    {
+        auto e = open_engine(o);
+        CHECK(format_line_of(dir.store()) == "format 1004");
+        ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, d);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        e->abandon();  // a crash: the record is not committed
+    }
+    CHECK(format_line_of(dir.store()) == "format 1004");
+    {
+        auto e = open_engine(o);
+        CHECK(any_line_mentions(logged, "applied 1 fsync log records"));
+        CHECK(read_all(*e, ino) == d);
+        REQUIRE(e->close().is_ok());
+    }
+    CHECK(format_line_of(dir.store()) == "format 4");
+    CHECK(check_invariants(dir.store()).empty());
+    // A read-only open writes nothing; a store without the log is never marked.
+    EngineOptions ro = o;
+    ro.read_only = true;
+    REQUIRE(open_engine(ro)->close().is_ok());
+    CHECK(format_line_of(dir.store()) == "format 4");
+    EngineOptions no_log = o;
+    no_log.fsync_log = false;
+    {
+        auto e = open_engine(no_log);
+        CHECK(format_line_of(dir.store()) == "format 4");
+        REQUIRE(e->close().is_ok());
+    }
+}
+
+TEST_CASE("where FORMAT cannot be marked (a full disk), fsyncs commit instead and nothing is logged",
+          "[engine][log][trust]") {
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    std::vector<std::string> logged;
+    EngineOptions o = log_test_options(dir.store(), &fenv, &logged);
+    REQUIRE(open_engine(o)->close().is_ok());
+    REQUIRE(format_line_of(dir.store()) == "format 4");
+    std::mt19937_64 rng(43);
+    const auto d = random_bytes(rng, 30000);
+    InodeId ino = 0;
+    {
+        fenv.fail_write_at(0, WriteFault::kNoSpace);  // the open's next write: FORMAT.tmp
+        auto e = open_engine(o);
+        fenv.clear_faults();
+        CHECK(any_line_mentions(logged, "commit the metadata this time: FORMAT could not be marked"));
+        CHECK(format_line_of(dir.store()) == "format 4");
+        ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, d);
+        REQUIRE(e->fsync(ino, false).is_ok());
+        e->abandon();
+    }
+    CHECK(count_log_records(dir.store()) == 0);
+    auto e = open_engine(o);
+    CHECK(read_all(*e, ino) == d);  // the fsync committed it
+    REQUIRE(e->close().is_ok());
 }

@@ -286,6 +286,8 @@ TEST_CASE("SIGKILL at a random moment: fsynced files intact, no foreign bytes, f
 // The fsync log through a real mount: no commit runs (a commit interval of
 // an hour), so only the log's records can bring the fsynced file back after
 // the kill; the daemon says it applied them, and fsck finds the store clean.
+// FORMAT says format 1004 from the mount until a clean unmount, so that
+// hiodsfs 0.3.0, which knows no log, refuses the killed store.
 TEST_CASE("SIGKILL before any commit: fsynced files come back from the fsync log", "[mount][crash]") {
     const std::string fsck = fsck_binary();
     MountFixture fx({"commit_interval=3600000"});
@@ -303,12 +305,20 @@ TEST_CASE("SIGKILL before any commit: fsynced files come back from the fsync log
     write_synced("d/a", 1000, patch);  // the next record, an overwrite
     std::string want = a;
     want.replace(1000, patch.size(), patch);
+    const auto format_line = [&] {
+        const std::string text = read_file(fx.store() + "/FORMAT");
+        const std::size_t at = text.find("\nformat ");
+        return at == std::string::npos ? std::string() : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    };
+    CHECK(format_line() == "format 1004");
     fx.crash();
+    CHECK(format_line() == "format 1004");
     fx.mount();
     INFO("daemon log:\n" << fx.daemon_log());
     CHECK(fx.daemon_log().find("fsync log records") != std::string::npos);
     CHECK(read_file(fx.path("d/a")) == want);
     fx.unmount();
+    CHECK(format_line() == "format 4");
     CmdResult r = run({fsck, fx.store()}, {}, 300s);
     INFO("hiodsfs-fsck: " << r.describe() << "\n" << r.out);
     CHECK(r.status == 0);
