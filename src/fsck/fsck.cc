@@ -1463,8 +1463,13 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
         HIODSFS_TRY(t->commit());
     }
     HIODSFS_TRY(s.meta->commit_group(nullptr));
-    // FORMAT after the copy it is made from is durable.
-    if (fix_format) HIODSFS_TRY(write_store_format(Env::posix(), options.store, format.write));
+    // FORMAT after the copy it is made from is durable. The fsync log's
+    // mark (StoreFormat::log_open) goes too: its records are applied.
+    if (fix_format || format.write.log_open) {
+        StoreFormat clean = format.write;
+        clean.log_open = false;
+        HIODSFS_TRY(write_store_format(Env::posix(), options.store, clean));
+    }
     if (report->problems.empty()) return Status::ok();
 
     // Check the result again; whatever it finds was not repaired.

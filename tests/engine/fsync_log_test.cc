@@ -51,6 +51,16 @@ bool any_line_mentions(const std::vector<std::string>& lines, const std::string&
     return false;
 }
 
+// The format line of STORE/FORMAT: the number hiodsfs 0.3.0 checks (it
+// refuses any but 4 and ignores the lines it does not know).
+std::string format_line_of(const std::string& store) {
+    std::ifstream in(store + "/FORMAT");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("format ", 0) == 0) return line;
+    return "";
+}
+
 // A store whose only change since its first commit is file "f" holding d,
 // fsynced (one log record), and then the crash.
 void crash_after_one_fsync(const EngineOptions& o, const std::vector<std::uint8_t>& d) {
@@ -246,11 +256,14 @@ TEST_CASE("fsck checks the state before unapplied fsyncs and says so; --repair a
     for (const auto& p : check.problems) UNSCOPED_INFO(p.what);
     CHECK(check.exit_code() == 0);
     CHECK(has_note(check, "1 fsync log records are not in the metadata yet"));
+    CHECK(format_line_of(dir.store()) == "format 1004");  // a check writes nothing
     fo.repair = true;
     FsckReport repair;
     REQUIRE(run_fsck(fo, &repair).is_ok());
     CHECK(repair.exit_code() == 0);
     CHECK(has_note(repair, "applied 1 fsync log records"));
+    // Nothing left for 0.3.0 to miss: the mark goes.
+    CHECK(format_line_of(dir.store()) == "format 4");
     logged.clear();
     auto e = open_engine(o);
     CHECK_FALSE(any_line_mentions(logged, "fsync log"));  // nothing left to apply
@@ -390,15 +403,6 @@ TEST_CASE("fsyncs of four threads at once each survive a power loss", "[engine][
     CHECK(check_invariants(dir.store()).empty());
 }
 
-// The format line of STORE/FORMAT: the number hiodsfs 0.3.0 checks (it
-// refuses any but 4 and ignores the lines it does not know).
-static std::string format_line_of(const std::string& store) {
-    std::ifstream in(store + "/FORMAT");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("format ", 0) == 0) return line;
-    return "";
-}
 
 TEST_CASE("FORMAT says format 1004 while an fsync log may hold records, so 0.3.0 refuses; 4 after a clean close",
           "[engine][log][trust]") {
