@@ -126,9 +126,10 @@ Status Compactor::pick(double threshold, bool* found) {
     if (best->live == 0) {
         // Its chunks' bytes were counted dead when they died; its headers
         // and fsync log records never were. A segment only the tier holds
-        // is not fetched to count them: its size is taken off instead.
+        // is not fetched to count them, and one that cannot be read is
+        // deleted all the same: their size is taken off instead.
         std::uint64_t dead = best->size;
-        if (segs_->in_directory(best->seg)) HIODSFS_TRY(chunk_payload(best->seg, &dead));
+        if (segs_->in_directory(best->seg) && !chunk_payload(best->seg, &dead)) dead = best->size;
         return delete_segment(best->seg, best->size, dead);
     }
     return start_job(best->seg, best->size);
