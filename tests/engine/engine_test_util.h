@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -22,6 +23,7 @@
 
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
+#include "hiodsfs/segment_store.h"
 #include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
@@ -143,6 +145,23 @@ inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
                 return Status::ok();
             }).is_ok());
     return out;
+}
+
+// Every record of every segment file of a closed store, in order (payloads
+// checked against their CRC-32C when verify is set).
+inline void for_each_segment_record(const std::string& store, bool verify,
+                                    const std::function<void(const SegmentRecord&)>& fn) {
+    std::unique_ptr<SegmentStore> segs;
+    SegmentStoreOptions so;
+    so.read_only = true;
+    REQUIRE(SegmentStore::open(Env::posix(), store + "/segments", so, &segs).is_ok());
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    REQUIRE(segs->list_segments(&files).is_ok());
+    for (const auto& f : files)
+        REQUIRE(segs->scan(f.first, verify, [&](const SegmentRecord& r) {
+            fn(r);
+            return true;
+        }).is_ok());
 }
 
 // The ids and records of every chunk (their blocks must all decode).

@@ -27,21 +27,12 @@ EngineOptions log_test_options(const std::string& store, Env* env, std::vector<s
 }
 
 std::uint64_t count_log_records(const std::string& store) {
-    std::unique_ptr<SegmentStore> segs;
-    SegmentStoreOptions so;
-    so.read_only = true;
-    REQUIRE(SegmentStore::open(Env::posix(), store + "/segments", so, &segs).is_ok());
-    std::vector<std::pair<SegmentId, std::uint64_t>> files;
-    REQUIRE(segs->list_segments(&files).is_ok());
     std::uint64_t n = 0;
-    for (const auto& f : files)
-        REQUIRE(segs->scan(f.first, true, [&](const SegmentRecord& r) {
-            if (r.chunk == kLogRecord) {
-                CHECK(r.payload_ok);
-                ++n;
-            }
-            return true;
-        }).is_ok());
+    for_each_segment_record(store, true, [&](const SegmentRecord& r) {
+        if (r.chunk != kLogRecord) return;
+        CHECK(r.payload_ok);
+        ++n;
+    });
     return n;
 }
 

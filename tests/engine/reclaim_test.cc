@@ -190,18 +190,10 @@ TEST_CASE("wholly dead segments are deleted, the active one too once sealed", "[
 // the chunk records in its segment files that no chunk points at (headers
 // and fsync log records are no chunk's payload).
 std::uint64_t dead_payload(const std::string& store) {
-    std::unique_ptr<SegmentStore> segs;
-    SegmentStoreOptions so;
-    so.read_only = true;
-    REQUIRE(SegmentStore::open(Env::posix(), store + "/segments", so, &segs).is_ok());
-    std::vector<std::pair<SegmentId, std::uint64_t>> files;
-    REQUIRE(segs->list_segments(&files).is_ok());
     std::uint64_t payload = 0;
-    for (const auto& f : files)
-        REQUIRE(segs->scan(f.first, false, [&](const SegmentRecord& r) {
-            if (r.chunk != kLogRecord) payload += r.location.length;
-            return true;
-        }).is_ok());
+    for_each_segment_record(store, false, [&](const SegmentRecord& r) {
+        if (r.chunk != kLogRecord) payload += r.location.length;
+    });
     std::unique_ptr<MetaStore> m;
     REQUIRE(MetaStore::open(store + "/meta", 1ull << 32, true, &m).is_ok());
     std::unique_ptr<Txn> t;
