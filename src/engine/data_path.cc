@@ -190,13 +190,19 @@ Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
 // cut); raw data and chunk tails are passed over back to a chunk's start, a
 // hole or the file's start. If that lies more than `reach` before off, the
 // stream starts at off.
-Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach) {
+Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
+                                 std::uint64_t* size) {
     std::uint64_t start = off;
+    // The first piece of old bytes is looked up in the walk's operation:
+    // one pass through the metadata lock instead of two for a small write.
+    ReadPlan first;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
+        HIODSFS_TRY(check_regular(in));
+        if (size != nullptr) *size = in.r.size;
         if (chunking_.kind == ChunkingParams::Kind::kFixed) {
             // Fixed chunks sit at multiples of the size: restart at the one
             // that holds off, preloaded with the old bytes before off.
@@ -217,6 +223,9 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
             }
             if (off - start > reach) start = off;  // never preload unbounded
         }
+        if (start < off)
+            HIODSFS_TRY(plan_read(*t, ino, in, start,
+                                  static_cast<std::size_t>(std::min(off - start, kRechunkPiece)), &first));
     }
     s.active = true;
     s.off = start;
@@ -229,7 +238,8 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
         old.resize(static_cast<std::size_t>(std::min(off - pos, kRechunkPiece)));
         std::fill(old.begin(), old.end(), 0);  // past EOF stays zeros
         std::size_t got = 0;
-        Status st = read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
+        Status st = pos == start ? fetch_read(ino, nullptr, first, old.data())
+                                 : read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
         if (st) st = feed(ino, s, old.data(), old.size());
         if (!st) {
             s.clear();
@@ -246,12 +256,14 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
                            WriteUpdate* upd) {
     const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
     std::vector<std::uint8_t> piece;
+    ReadPlan plan;
     for (;;) {
         std::uint64_t pos = s.end();
         std::uint64_t size = 0;
         bool at_boundary = false;
         bool next_starts_chunk = false;
         bool hole_at_pos = false;
+        bool stop = false;
         std::uint64_t piece_end = 0;
         {
             std::unique_ptr<Txn> t;
@@ -277,17 +289,18 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
             // whose head was overwritten, is no boundary to stop at:
             // chunking on through it cuts it as inline mode would.
             if (!ex.empty()) HIODSFS_TRY(starts_chunk(*t, ex.front(), &next_starts_chunk));
+            stop = at_boundary && next_starts_chunk && (s.size() == 0 || pos >= give_up);
+            // The piece to chunk on through is looked up in this operation.
+            if (!hole_at_pos && !stop)
+                HIODSFS_TRY(plan_read(*t, ino, in, pos, static_cast<std::size_t>(piece_end - pos), &plan));
         }
         // A hole is a cut point: its zeros are not chunked into the data. The
         // stream stays open, so a write that continues it (filling the hole,
         // as into a preallocated file) needs no restart.
         if (hole_at_pos) return Status::ok();
-        if ((at_boundary && next_starts_chunk && s.size() == 0) ||
-            (at_boundary && next_starts_chunk && pos >= give_up))
-            return close_stream(ino, s, true, upd);  // inline even when the pass runs this
+        if (stop) return close_stream(ino, s, true, upd);  // inline even when the pass runs this
         piece.resize(piece_end - pos);
-        std::size_t got = 0;
-        HIODSFS_TRY(read_locked(ino, nullptr, pos, piece.size(), piece.data(), &got));
+        HIODSFS_TRY(fetch_read(ino, nullptr, plan, piece.data()));
         HIODSFS_TRY(feed(ino, s, piece.data(), piece.size(), upd != nullptr && !upd->applied ? upd : nullptr));
     }
 }
@@ -344,12 +357,15 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         l.unlock();
         return apply_if_full();
     }
-    Inode in;
-    HIODSFS_TRY(regular_file(ino, &in));
-    std::uint64_t old_size = in.r.size;
-    if (!(s->active && offset == s->end())) {
+    std::uint64_t old_size = 0;
+    if (s->active && offset == s->end()) {
+        Inode in;
+        HIODSFS_TRY(regular_file(ino, &in));
+        old_size = in.r.size;
+    } else {
+        // The stream's tail was acknowledged: closing it leaves the size.
         HIODSFS_TRY(close_stream(ino, *s));
-        HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4));
+        HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4, &old_size));
     }
     Status st = feed(ino, *s, bytes, len, &upd);
     // A failed feed accepted nothing of this write.
@@ -376,43 +392,56 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     return st;
 }
 
+Status EngineImpl::plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t off,
+                             std::size_t len, ReadPlan* plan, bool quiet) {
+    plan->off = off;
+    plan->n = 0;
+    plan->pieces.clear();
+    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
+    if (off >= in.r.size) return Status::ok();
+    plan->n = static_cast<std::size_t>(std::min<std::uint64_t>(len, in.r.size - off));
+    const std::uint64_t end = off + plan->n;
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(t, ino, in, off, end, &ex));
+    for (const auto& m : ex) {
+        std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), end);
+        bool found = false;
+        ChunkRecord rec;
+        HIODSFS_TRY(get_chunk(t, m.e.chunk, &rec, &found));
+        if (!found) {
+            if (!quiet) read_errors_.fetch_add(1);
+            return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
+                                          std::to_string(m.e.chunk));
+        }
+        plan->pieces.push_back(ReadPlan::Piece{a, static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start)),
+                                               static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
+    }
+    return Status::ok();
+}
+
 Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
                                std::uint8_t* out, std::size_t* got, bool quiet) {
-    struct Piece {
-        std::uint64_t file_off;
-        std::uint32_t chunk_off, length;
-        ChunkId chunk;
-        ChunkLocation loc;
-    };
-    std::vector<Piece> pieces;
-    std::size_t n = 0;
+    ReadPlan plan;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
-        if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
-        if (off >= in.r.size) {
-            *got = 0;
-            return Status::ok();
-        }
-        n = static_cast<std::size_t>(std::min<std::uint64_t>(len, in.r.size - off));
-        std::vector<MappedExtent> ex;
-        HIODSFS_TRY(extents_in(*t, ino, in, off, off + n, &ex));
-        for (const auto& m : ex) {
-            std::uint64_t a = std::max(m.start, off), b = std::min(m.end(), off + n);
-            bool found = false;
-            ChunkRecord rec;
-            HIODSFS_TRY(get_chunk(*t, m.e.chunk, &rec, &found));
-            if (!found) {
-                if (!quiet) read_errors_.fetch_add(1);
-                return Status::error(EIO, "file " + std::to_string(ino) + " maps missing chunk " +
-                                              std::to_string(m.e.chunk));
-            }
-            pieces.push_back(Piece{a, static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start)),
-                                   static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
-        }
+        HIODSFS_TRY(plan_read(*t, ino, in, off, len, &plan, quiet));
     }
+    *got = 0;
+    HIODSFS_TRY(fetch_read(ino, s, plan, out, quiet));
+    *got = plan.n;
+    return Status::ok();
+}
+
+Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std::uint8_t* out,
+                              bool quiet) {
+    using Piece = ReadPlan::Piece;
+    const std::uint64_t off = plan.off;
+    const std::size_t n = plan.n;
+    const std::vector<Piece>& pieces = plan.pieces;
+    if (n == 0) return Status::ok();
     // Holes read as zeros; the rest of out is overwritten by the chunks.
     {
         std::uint64_t at = off;
@@ -506,7 +535,6 @@ Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::s
         std::uint64_t a = std::max(off, s->off), b = std::min<std::uint64_t>(off + n, s->end());
         if (a < b) std::memcpy(out + (a - off), s->data() + (a - s->off), b - a);
     }
-    *got = n;
     return Status::ok();
 }
 

@@ -163,6 +163,20 @@ struct Stream {
     }
 };
 
+// What a read found in the metadata: the chunk pieces that cover
+// [off, off + n), in file order; the gaps between them are holes.
+struct ReadPlan {
+    struct Piece {
+        std::uint64_t file_off;
+        std::uint32_t chunk_off, length;
+        ChunkId chunk;
+        ChunkLocation loc;
+    };
+    std::uint64_t off = 0;
+    std::size_t n = 0;
+    std::vector<Piece> pieces;
+};
+
 // A deferred write's metadata while it is held back (write_behind.cc): one
 // raw piece of it, already appended to the segment store.
 struct HeldWrite {
@@ -364,7 +378,10 @@ private:
     // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
     // which must leave canonical cut points however far that takes it).
     static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
-    Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach);
+    // *size (if given): the file's size before the write at off. Fails
+    // unless ino is a regular file.
+    Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
+                        std::uint64_t* size = nullptr);
     // upd (if given): the write before it, whose times the first chunks
     // realign emits set.
     Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
@@ -372,6 +389,15 @@ private:
     // Whether m begins a chunk cut by the chunker (raw data and the tail of
     // a chunk whose head was overwritten do not).
     Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);
+    // A read's lookups, made in the caller's metadata operation, and the
+    // fetch of its bytes after that operation ends (no I/O under the
+    // metadata lock). plan->n: the bytes the read returns (0 past the end).
+    Status plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::size_t len,
+                     ReadPlan* plan, bool quiet = false);
+    // Fills out[0, plan.n): holes as zeros, s's unflushed bytes (if s) over the chunks.
+    Status fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std::uint8_t* out,
+                      bool quiet = false);
+    // Both, in an operation of its own.
     // quiet: a failure is not counted or acted on (the caller retries).
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
                        std::uint8_t* out, std::size_t* got, bool quiet = false);
