@@ -111,8 +111,35 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
 // Appends bytes to the stream and emits every chunk they complete. On a
 // failure the stream is left holding only bytes that were acknowledged
 // before this call, with the chunker state rebuilt to match.
+void EngineImpl::ChunkBatch::add(const ChunkSpan& c, bool stable) {
+    if (stable) {
+        chunks_.push_back(Held{c.off, c.data, 0, c.len});
+        return;
+    }
+    chunks_.push_back(Held{c.off, nullptr, bytes_.size(), c.len});
+    bytes_.insert(bytes_.end(), c.data, c.data + c.len);
+}
+
+std::vector<EngineImpl::ChunkSpan> EngineImpl::ChunkBatch::spans() const {
+    std::vector<ChunkSpan> out;
+    out.reserve(chunks_.size());
+    for (const Held& h : chunks_)
+        out.push_back(ChunkSpan{h.off, h.stable != nullptr ? h.stable : bytes_.data() + h.at, h.len});
+    return out;
+}
+
+Status EngineImpl::flush_batch(InodeId ino, Stream& s, ChunkBatch& batch, WriteUpdate* upd) {
+    if (batch.empty()) return Status::ok();
+    Status st = emit_chunks(ino, batch.spans(), upd);
+    // The stream moved past the batch's bytes, and what it still holds is
+    // this request's: dropping it loses nothing acknowledged (the old bytes
+    // are still mapped), while keeping it would store part of a failed write.
+    if (!st) s.clear();
+    return st;
+}
+
 Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
-                        WriteUpdate* upd) {
+                        WriteUpdate* upd, ChunkBatch* batch, bool data_stable) {
     // The bytes are chunked where they are: only the chunk that completes
     // the stream's tail, and the new tail, are copied into the stream.
     const std::size_t before = s.buf.size();
@@ -131,7 +158,15 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
             pos += n;
         }
     }
-    Status st = emit_chunks(ino, chunks, upd);
+    Status st = Status::ok();
+    if (batch != nullptr) {
+        // The chunk that completes the stream's tail lies in s.buf, which is
+        // overwritten below: only chunks within data can stay where they are.
+        for (const ChunkSpan& c : chunks)
+            batch->add(c, data_stable && c.data >= data && c.data + c.len <= data + len);
+    } else {
+        st = emit_chunks(ino, chunks, upd);
+    }
     if (st && chunks.empty()) {
         s.buf.insert(s.buf.end(), data, data + len);
     } else if (st) {
@@ -154,9 +189,12 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     return st;
 }
 
-Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline, WriteUpdate* upd) {
+Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline, WriteUpdate* upd,
+                                ChunkBatch* batch) {
     if (!s.active) return Status::ok();
-    if (s.size() > 0) {
+    if (s.size() > 0 && batch != nullptr && (force_inline || !deferred_.load())) {
+        batch->add(ChunkSpan{s.off, s.data(), s.size()}, false);
+    } else if (s.size() > 0) {
         // The bytes' writes set the file's size and times when they came.
         Status st = deferred_.load() && !force_inline
                         ? hold_pieces(ino, s.off, s.data(), s.size(), nullptr)
@@ -191,7 +229,8 @@ Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
 // hole or the file's start. If that lies more than `reach` before off, the
 // stream starts at off.
 Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
-                                 std::uint64_t* size) {
+                                 std::uint64_t* size, std::uint64_t ahead_from,
+                                 std::vector<RealignStep>* ahead, ChunkBatch* batch) {
     std::uint64_t start = off;
     // The first piece of old bytes is looked up in the walk's operation:
     // one pass through the metadata lock instead of two for a small write.
@@ -226,6 +265,21 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
         if (start < off)
             HIODSFS_TRY(plan_read(*t, ino, in, start,
                                   static_cast<std::size_t>(std::min(off - start, kRechunkPiece)), &first));
+        // An overwrite's realignment usually takes two steps: through the
+        // rest of the chunk the write ends in, then a stop where the next
+        // one starts. Both are looked up here, in this operation.
+        if (ahead != nullptr) {
+            constexpr std::size_t kAheadSteps = 2;
+            ahead->clear();
+            for (std::uint64_t pos = ahead_from; ahead->size() < kAheadSteps && pos < in.r.size;) {
+                RealignStep step;
+                HIODSFS_TRY(plan_realign_step(*t, ino, in, pos, false, &step));
+                const bool more = step.planned;
+                pos = step.piece_end;
+                ahead->push_back(std::move(step));
+                if (!more) break;
+            }
+        }
     }
     s.active = true;
     s.off = start;
@@ -240,7 +294,7 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
         std::size_t got = 0;
         Status st = pos == start ? fetch_read(ino, nullptr, first, old.data())
                                  : read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
-        if (st) st = feed(ino, s, old.data(), old.size());
+        if (st) st = feed(ino, s, old.data(), old.size(), nullptr, batch);
         if (!st) {
             s.clear();
             return st;
@@ -250,58 +304,73 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
     return Status::ok();
 }
 
+Status EngineImpl::plan_realign_step(Txn& t, InodeId ino, const Inode& in, std::uint64_t pos,
+                                     bool may_stop, RealignStep* step) {
+    *step = RealignStep{};
+    step->pos = pos;
+    const std::uint64_t size = in.r.size;
+    if (pos >= size) {
+        step->past_end = true;  // reached the end: the rest is the tail
+        return Status::ok();
+    }
+    std::vector<MappedExtent> ex;
+    HIODSFS_TRY(extents_in(t, ino, in, pos, std::min(size, pos + kRechunkPiece), &ex));
+    std::uint64_t piece_end = 0;
+    if (ex.empty()) {
+        step->at_boundary = true;  // a hole
+        piece_end = std::min(size, pos + kRechunkPiece);
+    } else if (ex.front().start >= pos) {
+        step->at_boundary = true;
+        piece_end = ex.front().start > pos ? ex.front().start : ex.front().end();
+    } else {
+        piece_end = ex.front().end();
+    }
+    step->piece_end = std::min({piece_end, size, pos + kRechunkPiece});
+    step->hole_at_pos = ex.empty() || ex.front().start > pos;
+    // Raw (not yet deduplicated) data ahead, or the tail of a chunk whose
+    // head was overwritten, is no boundary to stop at: chunking on through
+    // it cuts it as inline mode would.
+    if (!ex.empty()) HIODSFS_TRY(starts_chunk(t, ex.front(), &step->next_starts_chunk));
+    const bool stops = may_stop && step->at_boundary && step->next_starts_chunk;
+    if (!step->hole_at_pos && !stops) {
+        HIODSFS_TRY(plan_read(t, ino, in, pos, static_cast<std::size_t>(step->piece_end - pos), &step->plan));
+        step->planned = true;
+    }
+    return Status::ok();
+}
+
 // After an overwrite inside old data: keep chunking the old bytes that follow
 // until a cut falls on an old extent boundary, so the chunks after it stay.
 Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
-                           WriteUpdate* upd) {
+                           WriteUpdate* upd, ChunkBatch* batch, std::vector<RealignStep>* ahead) {
     const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
     std::vector<std::uint8_t> piece;
-    ReadPlan plan;
     for (;;) {
-        std::uint64_t pos = s.end();
-        std::uint64_t size = 0;
-        bool at_boundary = false;
-        bool next_starts_chunk = false;
-        bool hole_at_pos = false;
-        bool stop = false;
-        std::uint64_t piece_end = 0;
-        {
+        const std::uint64_t pos = s.end();
+        const bool may_stop = s.size() == 0 || pos >= give_up;
+        RealignStep step;
+        if (ahead != nullptr && !ahead->empty() && ahead->front().pos == pos) {
+            step = std::move(ahead->front());
+            ahead->erase(ahead->begin());
+        } else {
+            if (ahead != nullptr) ahead->clear();  // the stream went elsewhere
             std::unique_ptr<Txn> t;
             HIODSFS_TRY(meta_->begin_read(&t));
             Inode in;
             HIODSFS_TRY(load_inode(*t, ino, &in));
-            size = in.r.size;
-            if (pos >= size) return Status::ok();  // reached the end: the rest is the tail
-            std::vector<MappedExtent> ex;
-            HIODSFS_TRY(extents_in(*t, ino, in, pos, std::min(size, pos + kRechunkPiece), &ex));
-            if (ex.empty()) {
-                at_boundary = true;  // a hole
-                piece_end = std::min(size, pos + kRechunkPiece);
-            } else if (ex.front().start >= pos) {
-                at_boundary = true;
-                piece_end = ex.front().start > pos ? ex.front().start : ex.front().end();
-            } else {
-                piece_end = ex.front().end();
-            }
-            piece_end = std::min({piece_end, size, pos + kRechunkPiece});
-            hole_at_pos = ex.empty() || ex.front().start > pos;
-            // Raw (not yet deduplicated) data ahead, or the tail of a chunk
-            // whose head was overwritten, is no boundary to stop at:
-            // chunking on through it cuts it as inline mode would.
-            if (!ex.empty()) HIODSFS_TRY(starts_chunk(*t, ex.front(), &next_starts_chunk));
-            stop = at_boundary && next_starts_chunk && (s.size() == 0 || pos >= give_up);
-            // The piece to chunk on through is looked up in this operation.
-            if (!hole_at_pos && !stop)
-                HIODSFS_TRY(plan_read(*t, ino, in, pos, static_cast<std::size_t>(piece_end - pos), &plan));
+            HIODSFS_TRY(plan_realign_step(*t, ino, in, pos, may_stop, &step));
         }
+        if (step.past_end) return Status::ok();
         // A hole is a cut point: its zeros are not chunked into the data. The
         // stream stays open, so a write that continues it (filling the hole,
         // as into a preallocated file) needs no restart.
-        if (hole_at_pos) return Status::ok();
-        if (stop) return close_stream(ino, s, true, upd);  // inline even when the pass runs this
-        piece.resize(piece_end - pos);
-        HIODSFS_TRY(fetch_read(ino, nullptr, plan, piece.data()));
-        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size(), upd != nullptr && !upd->applied ? upd : nullptr));
+        if (step.hole_at_pos) return Status::ok();
+        if (may_stop && step.at_boundary && step.next_starts_chunk)
+            return close_stream(ino, s, true, upd, batch);  // inline even when the pass runs this
+        piece.resize(step.piece_end - pos);
+        HIODSFS_TRY(fetch_read(ino, nullptr, step.plan, piece.data()));
+        HIODSFS_TRY(feed(ino, s, piece.data(), piece.size(), upd != nullptr && !upd->applied ? upd : nullptr,
+                         batch));
     }
 }
 
@@ -358,6 +427,14 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         return apply_if_full();
     }
     std::uint64_t old_size = 0;
+    const std::uint64_t reach = std::uint64_t{chunking_.max_size} * 4;
+    // A write that restarts the stream (a random or first write) batches
+    // its chunks and looks up its realignment with the restart: with the
+    // emit at the end, one read and one write operation in all, where
+    // every piece of the re-cut took one of each.
+    ChunkBatch batch;
+    ChunkBatch* restart = nullptr;
+    std::vector<RealignStep> ahead;
     if (s->active && offset == s->end()) {
         Inode in;
         HIODSFS_TRY(regular_file(ino, &in));
@@ -365,17 +442,27 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     } else {
         // The stream's tail was acknowledged: closing it leaves the size.
         HIODSFS_TRY(close_stream(ino, *s));
-        HIODSFS_TRY(start_stream(ino, *s, offset, std::uint64_t{chunking_.max_size} * 4, &old_size));
+        restart = &batch;
+        HIODSFS_TRY(start_stream(ino, *s, offset, reach, &old_size, offset + len, &ahead, restart));
     }
-    Status st = feed(ino, *s, bytes, len, &upd);
+    Status st = feed(ino, *s, bytes, len, restart != nullptr ? nullptr : &upd, restart, true);
     // A failed feed accepted nothing of this write.
-    const std::uint64_t accepted_end = st ? offset + len : 0;
+    std::uint64_t accepted_end = st ? offset + len : 0;
     // An overwrite inside the file: the first chunks the realignment emits
     // carry the write's times (its size does not change), which saves the
     // metadata operation below for most random overwrites.
     if (st && offset + len < old_size)
-        st = realign(ino, *s, offset + len, std::uint64_t{chunking_.max_size} * 4,
-                     upd.applied ? nullptr : &upd);
+        st = realign(ino, *s, offset + len, reach, restart != nullptr || upd.applied ? nullptr : &upd,
+                     restart, &ahead);
+    if (restart != nullptr) {
+        // What the realignment cut before a failure is stored all the same,
+        // as it would have been piece by piece.
+        Status flushed = flush_batch(ino, *s, batch, &upd);
+        if (!flushed) {
+            accepted_end = 0;
+            if (st) st = flushed;
+        }
+    }
     if (!upd.applied) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));

@@ -177,6 +177,19 @@ struct ReadPlan {
     std::vector<Piece> pieces;
 };
 
+// What re-chunking after an overwrite finds at pos (EngineImpl::realign):
+// whether it may stop there, and else the old bytes it chunks on through.
+struct RealignStep {
+    std::uint64_t pos = 0;
+    bool past_end = false;           // pos is at or past the file's end
+    bool hole_at_pos = false;        // a hole starts at pos: a cut point
+    bool at_boundary = false;        // an old extent (or a hole) starts at pos
+    bool next_starts_chunk = false;  // the extent at pos begins a chunk the chunker cut
+    std::uint64_t piece_end = 0;     // the piece is [pos, piece_end)
+    bool planned = false;            // plan holds the piece's lookups
+    ReadPlan plan;
+};
+
 // A deferred write's metadata while it is held back (write_behind.cc): one
 // raw piece of it, already appended to the segment store.
 struct HeldWrite {
@@ -367,12 +380,39 @@ private:
     static void apply_update(Inode& in, WriteUpdate* u);
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                        WriteUpdate* upd = nullptr);
+    // The chunks a small overwrite cuts (the old bytes before it, its own,
+    // the old bytes it re-cuts after it), held until the last is cut and
+    // then stored and mapped in one metadata operation, instead of one per
+    // piece of the re-cut.
+    class ChunkBatch {
+    public:
+        // stable: c.data outlives the batch (the request's own bytes);
+        // otherwise they are copied.
+        void add(const ChunkSpan& c, bool stable);
+        bool empty() const { return chunks_.empty(); }
+        std::vector<ChunkSpan> spans() const;
+
+    private:
+        struct Held {
+            std::uint64_t off;
+            const std::uint8_t* stable;  // or nullptr: bytes_[at, at + len)
+            std::size_t at, len;
+        };
+        std::vector<Held> chunks_;
+        std::vector<std::uint8_t> bytes_;
+    };
+    // batch: the chunks completed go there instead of being emitted, and
+    // data_stable says whether data outlives it.
     Status feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
-                WriteUpdate* upd = nullptr);
+                WriteUpdate* upd = nullptr, ChunkBatch* batch = nullptr, bool data_stable = false);
+    // Emits a batch in one operation; on failure the stream, which held
+    // bytes of the same request, is cleared.
+    Status flush_batch(InodeId ino, Stream& s, ChunkBatch& batch, WriteUpdate* upd);
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     // upd: a write whose times the emitted chunks' operation sets, if not yet set.
-    Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr);
+    Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr,
+                        ChunkBatch* batch = nullptr);
     // The same for ino's stream, if it has one (taking its lock).
     Status close_stream(InodeId ino);
     // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
@@ -380,12 +420,21 @@ private:
     static constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
     // *size (if given): the file's size before the write at off. Fails
     // unless ino is a regular file.
+    // ahead (if given): realign's first steps after a write ending at
+    // ahead_from, looked up in the same operation as the start.
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
-                        std::uint64_t* size = nullptr);
+                        std::uint64_t* size = nullptr, std::uint64_t ahead_from = 0,
+                        std::vector<RealignStep>* ahead = nullptr, ChunkBatch* batch = nullptr);
     // upd (if given): the write before it, whose times the first chunks
-    // realign emits set.
+    // realign emits set. ahead: steps start_stream looked up, used while
+    // they match where the stream is.
     Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
-                   WriteUpdate* upd = nullptr);
+                   WriteUpdate* upd = nullptr, ChunkBatch* batch = nullptr,
+                   std::vector<RealignStep>* ahead = nullptr);
+    // Looks up realign's step at pos; the piece is planned unless the step
+    // is past the end, at a hole, or stops (may_stop, at a chunk boundary).
+    Status plan_realign_step(Txn& t, InodeId ino, const Inode& in, std::uint64_t pos, bool may_stop,
+                             RealignStep* step);
     // Whether m begins a chunk cut by the chunker (raw data and the tail of
     // a chunk whose head was overwritten do not).
     Status starts_chunk(Txn& t, const MappedExtent& m, bool* out);

@@ -102,6 +102,61 @@ TEST_CASE("I/O errors at each of the first writes fail cleanly and lose nothing 
     }
 }
 
+TEST_CASE("an overwrite whose chunks cannot be stored changes nothing of the file",
+          "[engine][fault]") {
+    // A small overwrite re-cuts the old bytes around it; whichever of its
+    // chunks fails to be stored, the write fails whole: the file reads as
+    // before it (now and after a restart), and nothing of it is stored later.
+    int failures_seen = 0;
+    for (auto params : {ChunkingParams::cdc(1024, 4096, 16384), ChunkingParams::fixed(4096)}) {
+        for (std::uint64_t at = 0; at < 12; ++at) {
+            INFO((params.kind == ChunkingParams::Kind::kFixed ? "fixed" : "cdc") << ", I/O errors from segment write " << at);
+            TempDir dir;
+            FaultInjectionEnv fenv(Env::posix());
+            EngineOptions o = fault_options(dir.store(), &fenv, params);
+            o.segments.write_buffer_bytes = 4096;  // nearly every new chunk is a pwrite
+            std::mt19937_64 rng(at + 17);
+            std::vector<std::uint8_t> model = random_bytes(rng, 256 * 1024);
+            {
+                auto e = open_engine(o);
+                Attr a = make_file(*e, "f");
+                write_all(*e, a.ino, 0, model, 64 * 1024);
+                REQUIRE(e->fsync(a.ino, false).is_ok());
+                // Until the faults clear, every write that must store a new
+                // chunk fails; chunks already appended still read from memory.
+                fenv.fail_write_at(at, WriteFault::kIoError, /*permanent=*/true);
+                for (int k = 0; k < 24; ++k) {
+                    const std::size_t len = 1000 + rng() % 7000;
+                    const std::size_t off = rng() % (model.size() - len);
+                    std::vector<std::uint8_t> d = random_bytes(rng, len);
+                    Status st = e->write(a.ino, off, d.data(), d.size());
+                    if (st.is_ok()) {
+                        std::copy(d.begin(), d.end(), model.begin() + static_cast<std::ptrdiff_t>(off));
+                    } else {
+                        ++failures_seen;
+                        CHECK(st.err() == EIO);
+                    }
+                    INFO("after write " << k << " at " << off << " (" << st.to_string() << ")");
+                    REQUIRE(read_all(*e, a.ino) == model);
+                }
+                fenv.clear_faults();
+                REQUIRE(e->fsync(a.ino, false).is_ok());
+                REQUIRE(read_all(*e, a.ino) == model);
+                REQUIRE(e->close().is_ok());
+            }
+            auto e = open_engine(o);
+            Attr a;
+            REQUIRE(e->lookup(kRootInode, "f", &a).is_ok());
+            CHECK(read_all(*e, a.ino) == model);
+            REQUIRE(e->close().is_ok());
+            auto problems = check_invariants(dir.store());
+            for (auto& p : problems) UNSCOPED_INFO(p);
+            CHECK(problems.empty());
+        }
+    }
+    CHECK(failures_seen > 0);  // the faults reached the write path
+}
+
 TEST_CASE("power loss drops unsynced writes; everything fsynced survives", "[engine][crash]") {
     std::uint64_t base_seed = std::random_device{}();
     std::cerr << "power-loss test seed " << base_seed << "\n";
