@@ -5,14 +5,14 @@
 
 namespace hiodsfs {
 
-Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out) {
-    return fingerprint_ids(t, fingerprint_prefix(digest), out);
+Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out, FingerprintSlot* slot) {
+    return fingerprint_ids(t, fingerprint_prefix(digest), out, slot);
 }
 
-Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec) {
+Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec, FingerprintSlot* slot) {
     *id = 0;
     std::vector<ChunkId> candidates;
-    HIODSFS_TRY(index_candidates(t, digest, &candidates));
+    HIODSFS_TRY(index_candidates(t, digest, &candidates, slot));
     for (ChunkId cand : candidates) {
         bool found = false;
         ChunkRecord r;
@@ -27,8 +27,8 @@ Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord
     return Status::ok();
 }
 
-Status index_chunk(Txn& t, ChunkId id, const Digest& digest) {
-    return add_fingerprint(t, fingerprint_prefix(digest), id);
+Status index_chunk(Txn& t, ChunkId id, const Digest& digest, FingerprintSlot* slot) {
+    return add_fingerprint(t, fingerprint_prefix(digest), id, slot);
 }
 
 Status unindex_chunk(Txn& t, ChunkId id, const ChunkRecord& rec) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "hiodsfs/status.h"
@@ -20,15 +21,18 @@ namespace hiodsfs {
 
 // The chunks the index lists under digest's prefix: candidates, whose
 // records say whether they have the digest.
-Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out);
+// slot (if given): keeps the bucket for index_chunk of the same digest.
+Status index_candidates(Txn& t, const Digest& digest, std::vector<ChunkId>* out,
+                        FingerprintSlot* slot = nullptr);
 
 // The fingerprinted chunk with this digest (*id = 0 if none) and its record.
 // Entries naming a missing chunk or another digest are passed over (fsck
 // reports them); they never make a write share the wrong bytes.
-Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec);
+Status find_indexed_chunk(Txn& t, const Digest& digest, ChunkId* id, ChunkRecord* rec,
+                          FingerprintSlot* slot = nullptr);
 
-// Adds chunk id's entry for digest.
-Status index_chunk(Txn& t, ChunkId id, const Digest& digest);
+// Adds chunk id's entry for digest (slot: from its find_indexed_chunk).
+Status index_chunk(Txn& t, ChunkId id, const Digest& digest, FingerprintSlot* slot = nullptr);
 
 // Removes chunk id's entry (nothing for a raw chunk, which has no fingerprint).
 Status unindex_chunk(Txn& t, ChunkId id, const ChunkRecord& rec);

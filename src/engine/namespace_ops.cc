@@ -159,7 +159,9 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     auto& c = t.super().counters;
     ChunkId same = 0;
     ChunkRecord same_rec;
-    HIODSFS_TRY(find_indexed_chunk(t, digest, &same, &same_rec));
+    // The bucket the lookup reads is the one a new chunk is listed in.
+    thread_local FingerprintSlot slot;
+    HIODSFS_TRY(find_indexed_chunk(t, digest, &same, &same_rec, &slot));
     if (same != 0) {
         HIODSFS_TRY(chunk_ref(t, same, +1));
         c.dedup_hits += 1;
@@ -177,7 +179,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;
     HIODSFS_TRY(put_chunk(t, id, rec));
-    HIODSFS_TRY(index_chunk(t, id, digest));
+    HIODSFS_TRY(index_chunk(t, id, digest, &slot));
     if (gains == nullptr) {
         HIODSFS_TRY(add_segment_live(t, loc.segment, len));
     } else if (!gains->empty() && gains->back().first == loc.segment) {

@@ -19,12 +19,7 @@ bool entry_less(const FingerprintEntry& a, const FingerprintEntry& b) {
 
 // The bucket prefix falls into: the last key <= prefix. *found false if
 // every bucket starts above it (or there is none).
-struct Bucket {
-    bool found = false;
-    std::uint64_t lower = 0;
-    bool damaged = false;
-    std::vector<FingerprintEntry> entries;
-};
+using Bucket = FingerprintSlot;
 
 // A key that is not 8 bytes was put there by no format-4 writer: lookups
 // pass over it (the entries around it have buckets of their own) and
@@ -98,20 +93,29 @@ bool decode_fingerprint_bucket(std::uint64_t lower, std::string_view in, std::ve
     return false;
 }
 
-Status fingerprint_ids(Txn& t, std::uint64_t prefix, std::vector<ChunkId>* out) {
+Status fingerprint_ids(Txn& t, std::uint64_t prefix, std::vector<ChunkId>* out, FingerprintSlot* slot) {
     out->clear();
     // Every write's lookup: no allocation once a thread has looked once.
-    thread_local Bucket b;
+    thread_local Bucket mine;
+    Bucket& b = slot != nullptr ? *slot : mine;
+    b.txn = nullptr;
     HIODSFS_TRY(find_bucket(t, prefix, &b));
+    b.txn = &t;
+    b.changes = t.changes(Db::kFingerprints);
+    b.prefix = prefix;
     auto it = std::lower_bound(b.entries.begin(), b.entries.end(), FingerprintEntry{prefix, 0}, entry_less);
     for (; it != b.entries.end() && it->prefix == prefix; ++it) out->push_back(it->id);
     return Status::ok();
 }
 
-Status add_fingerprint(Txn& t, std::uint64_t prefix, ChunkId id) {
+Status add_fingerprint(Txn& t, std::uint64_t prefix, ChunkId id, FingerprintSlot* slot) {
     if (id == 0) return Status::error(EINVAL, "fingerprint index: chunk id 0");
-    Bucket b;
-    HIODSFS_TRY(find_bucket(t, prefix, &b));
+    const bool current = slot != nullptr && slot->txn == &t &&
+                         slot->changes == t.changes(Db::kFingerprints) && slot->prefix == prefix;
+    Bucket found;
+    if (!current) HIODSFS_TRY(find_bucket(t, prefix, &found));
+    Bucket& b = current ? *slot : found;  // the slot's vector keeps its capacity
+    if (slot != nullptr) slot->txn = nullptr;  // spent: the insert changes the bucket
     const FingerprintEntry e{prefix, id};
     if (!b.found) {
         // Below every bucket: the first one takes the entry and its key

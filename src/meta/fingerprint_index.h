@@ -43,12 +43,28 @@ std::string encode_fingerprint_bucket(const FingerprintEntry* entries, std::size
 // lower, chunk id 0).
 bool decode_fingerprint_bucket(std::uint64_t lower, std::string_view value, std::vector<FingerprintEntry>* out);
 
+// The bucket a lookup found, kept so that listing a new chunk under the
+// same prefix in the same operation (a write's miss, then its insert) need
+// not find and decode it again. Used only while the operation has changed
+// no bucket since.
+struct FingerprintSlot {
+    const Txn* txn = nullptr;
+    std::uint64_t changes = 0;  // t.changes(Db::kFingerprints) when found
+    std::uint64_t prefix = 0;
+    bool found = false;  // a bucket holds prefix's range
+    bool damaged = false;
+    std::uint64_t lower = 0;
+    std::vector<FingerprintEntry> entries;
+};
+
 // The chunk ids listed under prefix (none if its bucket is damaged:
 // hiodsfs-fsck rebuilds it; until then those chunks are not shared onto).
-Status fingerprint_ids(Txn& t, std::uint64_t prefix, std::vector<ChunkId>* out);
+// slot (if given): keeps the bucket for add_fingerprint.
+Status fingerprint_ids(Txn& t, std::uint64_t prefix, std::vector<ChunkId>* out, FingerprintSlot* slot = nullptr);
 // Lists id under prefix (nothing if it is listed). A damaged bucket it
 // falls into is replaced, its entries lost until fsck adds them again.
-Status add_fingerprint(Txn& t, std::uint64_t prefix, ChunkId id);
+// slot: what fingerprint_ids found for prefix, used if still current.
+Status add_fingerprint(Txn& t, std::uint64_t prefix, ChunkId id, FingerprintSlot* slot = nullptr);
 // Takes id off prefix's list (ok if it was not on it; a damaged bucket is
 // left for fsck). *listed, if given, says whether it was.
 Status remove_fingerprint(Txn& t, std::uint64_t prefix, ChunkId id, bool* listed = nullptr);

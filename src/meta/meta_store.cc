@@ -265,6 +265,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
         return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
     }
     ++writes_;
+    ++changes_[static_cast<int>(db)];
     store_->note_write(db, key);
     if (store_->capturing()) journal_put(&journal_, db, key, value);
     return Status::ok();
@@ -285,6 +286,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
         return change_failed(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
     }
     ++writes_;
+    ++changes_[static_cast<int>(db)];
     store_->note_write(db, key);
     if (store_->capturing()) journal_del(&journal_, db, key);
     return Status::ok();

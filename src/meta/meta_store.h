@@ -188,6 +188,8 @@ public:
     // Ok whether or not the key existed; *existed tells which if given.
     Status del(Db db, std::string_view key, bool* existed = nullptr);
     Cursor cursor(Db db);
+    // How many puts and deletes this operation has made in db so far.
+    std::uint64_t changes(Db db) const { return changes_[static_cast<int>(db)]; }
 
     SuperState& super();
     // Folds this operation into the open group; it becomes durable with the
@@ -221,6 +223,7 @@ private:
     std::vector<Undo> undo_;
     std::unordered_set<std::string> undo_keys_;  // db byte + key of each entry in undo_
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
+    std::uint64_t changes_[static_cast<int>(Db::kCount)] = {};  // the same, per database
     std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
     SuperState saved_;  // restored if the operation aborts
     bool done_ = false;

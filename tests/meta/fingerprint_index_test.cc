@@ -171,3 +171,48 @@ TEST_CASE("a damaged fingerprint bucket reads as empty and the next add replaces
     CHECK(ids_of(*t, 1500) == std::vector<ChunkId>{3});
     CHECK(add_fingerprint(*t, 10, 0).err() == EINVAL);
 }
+
+TEST_CASE("an insert uses the bucket its lookup found, unless the index changed in between",
+          "[meta][fingerprints]") {
+    TempDir dir;
+    std::unique_ptr<MetaStore> m;
+    REQUIRE(MetaStore::open(dir.meta(), 1ull << 30, false, &m).is_ok());
+    std::mt19937_64 rng(21);
+    std::multimap<std::uint64_t, ChunkId> model;
+    ChunkId next_id = 1;
+    std::unique_ptr<Txn> t;
+    REQUIRE(m->begin(&t).is_ok());
+    int reused = 0, stale = 0;
+    for (int op = 0; op < 3000; ++op) {
+        const std::uint64_t p = rng() % 5 == 0 && !model.empty() ? std::next(model.begin(), static_cast<long>(rng() % model.size()))->first
+                                                                : rng();
+        FingerprintSlot slot;
+        std::vector<ChunkId> ids;
+        REQUIRE(fingerprint_ids(*t, p, &ids, &slot).is_ok());
+        if (rng() % 3 == 0) {
+            // A neighbour listed in between: the slot's copy of the bucket
+            // lacks it, so using the slot now would drop it.
+            const ChunkId other = next_id++;
+            REQUIRE(add_fingerprint(*t, p + 1, other).is_ok());
+            model.emplace(p + 1, other);
+            ++stale;
+        } else {
+            ++reused;
+        }
+        const ChunkId id = next_id++;
+        REQUIRE(add_fingerprint(*t, p, id, &slot).is_ok());
+        CHECK(slot.txn == nullptr);  // spent
+        model.emplace(p, id);
+    }
+    CHECK(reused > 1000);
+    CHECK(stale > 500);
+    std::size_t buckets = 0;
+    const auto seen = walk(*t, &buckets);
+    CHECK(seen.size() == model.size());
+    for (const auto& [p, id] : model) CHECK(seen.count({p, id}) == 1);
+    for (const auto& [p, id] : model) {
+        const std::vector<ChunkId> got = ids_of(*t, p);
+        CHECK(std::find(got.begin(), got.end(), id) != got.end());
+    }
+    REQUIRE(t->commit().is_ok());
+}
