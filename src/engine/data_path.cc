@@ -108,9 +108,6 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     return Status::ok();
 }
 
-// Appends bytes to the stream and emits every chunk they complete. On a
-// failure the stream is left holding only bytes that were acknowledged
-// before this call, with the chunker state rebuilt to match.
 void EngineImpl::ChunkBatch::add(const ChunkSpan& c, bool stable) {
     if (stable) {
         chunks_.push_back(Held{c.off, c.data, 0, c.len});
@@ -138,6 +135,9 @@ Status EngineImpl::flush_batch(InodeId ino, Stream& s, ChunkBatch& batch, WriteU
     return st;
 }
 
+// Appends bytes to the stream and emits every chunk they complete. On a
+// failure the stream is left holding only bytes that were acknowledged
+// before this call, with the chunker state rebuilt to match.
 Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::size_t len,
                         WriteUpdate* upd, ChunkBatch* batch, bool data_stable) {
     // The bytes are chunked where they are: only the chunk that completes
@@ -455,13 +455,13 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         st = realign(ino, *s, offset + len, reach, restart != nullptr || upd.applied ? nullptr : &upd,
                      restart, &ahead);
     if (restart != nullptr) {
-        // What the realignment cut before a failure is stored all the same,
-        // as it would have been piece by piece.
-        Status flushed = flush_batch(ino, *s, batch, &upd);
-        if (!flushed) {
-            accepted_end = 0;
-            if (st) st = flushed;
-        }
+        // A realignment that failed (old bytes after the write that do not
+        // read) fails the write whole: the stream held only its bytes and
+        // old ones, and goes with the batch.
+        Status flushed = st ? flush_batch(ino, *s, batch, &upd) : Status::ok();
+        if (!st) s->clear();
+        if (!flushed) st = flushed;
+        if (!st) accepted_end = 0;
     }
     if (!upd.applied) {
         std::unique_ptr<Txn> t;

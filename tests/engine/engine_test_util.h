@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -258,6 +259,22 @@ inline std::vector<std::string> check_invariants(const std::string& store) {
     if (!st) problems.push_back("fsck: " + st.to_string());
     for (const auto& p : report.problems) problems.push_back("fsck: " + p.what);
     return problems;
+}
+
+// Flips one payload byte of a chunk in its segment file (rec: its record;
+// at: the byte within the payload), as a disk's damage would.
+inline void flip_chunk_byte(const std::string& store, const ChunkRecord& rec, std::uint64_t at) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/segments/%08x.seg", rec.segment);
+    std::fstream f(store + name, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f.good());
+    f.seekg(static_cast<std::streamoff>(rec.offset + at));
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 1;
+    f.seekp(static_cast<std::streamoff>(rec.offset + at));
+    f.write(&c, 1);
+    REQUIRE(f.good());
 }
 
 }  // namespace hiodsfs::test

@@ -1,6 +1,7 @@
 // The engine under I/O faults and power loss, through FaultInjectionEnv:
 // every failing call returns its error cleanly, and after reopening every
 // file made durable before the fault (or the crash) reads back exactly.
+#include <fstream>
 #include <iostream>
 
 #include "engine_test_util.h"
@@ -155,6 +156,72 @@ TEST_CASE("an overwrite whose chunks cannot be stored changes nothing of the fil
         }
     }
     CHECK(failures_seen > 0);  // the faults reached the write path
+}
+
+TEST_CASE("an overwrite whose re-cut meets a damaged chunk changes nothing of the file",
+          "[engine][fault]") {
+    // The re-cut after an overwrite reads the old bytes that follow it; when
+    // those do not read (a chunk that fails its checksum), the write fails
+    // whole, and no byte of it is stored, then or later.
+    const ChunkingParams params = ChunkingParams::cdc(1024, 4096, 16384);
+    TempDir dir;
+    const EngineOptions o = options_for(dir.store(), params);
+    std::mt19937_64 rng(31);
+    std::vector<std::uint8_t> model = random_bytes(rng, 256 * 1024);
+    InodeId ino = 0;
+    {
+        auto e = open_engine(o);
+        ino = make_file(*e, "f").ino;
+        write_all(*e, ino, 0, model);
+        REQUIRE(e->close().is_ok());
+    }
+    // The chunk holding the middle of the file, and where it starts.
+    MappedExtent damaged;
+    ChunkRecord rec;
+    {
+        std::unique_ptr<MetaStore> m;
+        REQUIRE(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m).is_ok());
+        std::unique_ptr<Txn> t;
+        REQUIRE(m->begin(&t).is_ok());
+        std::vector<MappedExtent> ex;
+        REQUIRE(extents_overlapping(*t, ino, 128 * 1024, 128 * 1024 + 1, &ex).is_ok());
+        REQUIRE(ex.size() == 1);
+        damaged = ex.front();
+        bool found = false;
+        REQUIRE(get_chunk(*t, damaged.e.chunk, &rec, &found).is_ok());
+        REQUIRE(found);
+    }
+    flip_chunk_byte(dir.store(), rec, 200);
+    auto e = open_engine(o);
+    const std::size_t before = static_cast<std::size_t>(damaged.start);
+    int refused = 0;
+    for (int k = 0; k < 8; ++k) {
+        // New bytes right before the damaged chunk: unless they happen to
+        // keep a cut at its start, the re-cut goes on into it.
+        const std::size_t len = 100 + k * 50, at = before - len;
+        std::vector<std::uint8_t> d = random_bytes(rng, len);
+        Status st = e->write(ino, at, d.data(), d.size());
+        if (st.is_ok()) {
+            std::copy(d.begin(), d.end(), model.begin() + static_cast<std::ptrdiff_t>(at));
+        } else {
+            ++refused;
+            CHECK(st.err() == EIO);
+        }
+        INFO("write " << k << ": " << st.to_string());
+        std::vector<std::uint8_t> got(before);
+        std::size_t n = 0;
+        REQUIRE(e->read(ino, 0, before, got.data(), &n).is_ok());
+        REQUIRE(n == before);
+        REQUIRE(std::equal(got.begin(), got.end(), model.begin()));
+    }
+    CHECK(refused > 0);
+    // Nothing of a refused write is stored when the stream closes either.
+    REQUIRE(e->fsync(ino, false).is_ok());
+    std::vector<std::uint8_t> got(before);
+    std::size_t n = 0;
+    REQUIRE(e->read(ino, 0, before, got.data(), &n).is_ok());
+    CHECK(std::equal(got.begin(), got.end(), model.begin()));
+    REQUIRE(e->close().is_ok());
 }
 
 TEST_CASE("power loss drops unsynced writes; everything fsynced survives", "[engine][crash]") {

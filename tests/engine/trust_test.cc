@@ -625,17 +625,7 @@ TEST_CASE("a chunk that failed its checksum is never shared again, and fsck heal
         REQUIRE(get_chunk(*t, ext.chunk, &rec, &found).is_ok());
         REQUIRE(found);
     }
-    {
-        char name[64];
-        std::snprintf(name, sizeof name, "/segments/%08x.seg", rec.segment);
-        std::fstream f(dir.store() + name, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(static_cast<std::streamoff>(rec.offset + 100));
-        char c = 0;
-        f.read(&c, 1);
-        c ^= 1;
-        f.seekp(static_cast<std::streamoff>(rec.offset + 100));
-        f.write(&c, 1);
-    }
+    flip_chunk_byte(dir.store(), rec, 100);
     InodeId b_ino = 0;
     {
         auto e = open_engine(o);
