@@ -463,7 +463,8 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         if (!flushed) st = flushed;
         if (!st) accepted_end = 0;
     }
-    if (!upd.applied) {
+    // A write that took nothing leaves the times as they were too.
+    if (!upd.applied && accepted_end != 0) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
         Inode cur;

@@ -162,7 +162,7 @@ TEST_CASE("an overwrite whose re-cut meets a damaged chunk changes nothing of th
           "[engine][fault]") {
     // The re-cut after an overwrite reads the old bytes that follow it; when
     // those do not read (a chunk that fails its checksum), the write fails
-    // whole, and no byte of it is stored, then or later.
+    // whole: no byte of it is stored, then or later, and the times stay.
     const ChunkingParams params = ChunkingParams::cdc(1024, 4096, 16384);
     TempDir dir;
     const EngineOptions o = options_for(dir.store(), params);
@@ -200,12 +200,20 @@ TEST_CASE("an overwrite whose re-cut meets a damaged chunk changes nothing of th
         // keep a cut at its start, the re-cut goes on into it.
         const std::size_t len = 100 + k * 50, at = before - len;
         std::vector<std::uint8_t> d = random_bytes(rng, len);
+        Attr was;
+        REQUIRE(e->getattr(ino, &was).is_ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a later write's times differ
         Status st = e->write(ino, at, d.data(), d.size());
         if (st.is_ok()) {
             std::copy(d.begin(), d.end(), model.begin() + static_cast<std::ptrdiff_t>(at));
         } else {
             ++refused;
             CHECK(st.err() == EIO);
+            Attr now;
+            REQUIRE(e->getattr(ino, &now).is_ok());
+            CHECK(now.mtime.tv_sec == was.mtime.tv_sec);
+            CHECK(now.mtime.tv_nsec == was.mtime.tv_nsec);
+            CHECK(now.size == was.size);
         }
         INFO("write " << k << ": " << st.to_string());
         std::vector<std::uint8_t> got(before);
