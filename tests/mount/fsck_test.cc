@@ -26,8 +26,9 @@ using namespace hiodsfs::mt;
 namespace {
 
 // Where the chunk that holds byte `off` of /name lies: segment file and byte.
+// *start (if given): the file offset its extent begins at.
 std::pair<std::string, std::uint64_t> chunk_byte(const std::string& store, const std::string& name,
-                                                 std::uint64_t off) {
+                                                 std::uint64_t off, std::uint64_t* start = nullptr) {
     std::unique_ptr<MetaStore> m;
     REQUIRE(MetaStore::open(store + "/meta", 1ull << 32, true, &m).is_ok());
     std::unique_ptr<Txn> t;
@@ -41,6 +42,7 @@ std::pair<std::string, std::uint64_t> chunk_byte(const std::string& store, const
     std::vector<MappedExtent> ex;
     REQUIRE(extents_overlapping(*t, d.ino, off, off + 1, &ex).is_ok());
     REQUIRE(ex.size() == 1);
+    if (start != nullptr) *start = ex[0].start;
     const ExtentRecord e = ex[0].e;
     ChunkRecord c;
     REQUIRE(get_chunk(*t, e.chunk, &c, &found).is_ok());
@@ -109,6 +111,51 @@ TEST_CASE("a corrupt chunk reads as EIO through the mount; fsck refuses a mounte
     CHECK(r.out.find("cannot be repaired without losing data") != std::string::npos);
     CHECK(r.out.find("restore those from a backup") != std::string::npos);
     fx.mount();
+}
+
+// An inline overwrite re-cuts the old bytes after it until its cuts meet
+// old ones; when those bytes do not read, write(2) fails with EIO and the
+// file keeps what it held, after a remount too.
+TEST_CASE("an overwrite whose re-cut meets a corrupt chunk fails with EIO and leaves the file as it was",
+          "[mount][fsck][trust]") {
+    MountFixture fx({"chunking=cdc", "mode=inline", "no_writeback_cache"});
+    std::string data = random_bytes(256 * kKiB, 5);
+    write_file(fx.path("f"), data);
+    fx.unmount();
+    std::uint64_t start = 0;
+    auto [segment, at] = chunk_byte(fx.store(), "f", 128 * kKiB, &start);
+    flip_byte(segment, at, 0x01);
+    fx.mount();
+    int refused = 0;
+    for (int k = 0; k < 8; ++k) {
+        // New bytes right before the corrupt chunk: unless they happen to
+        // keep a cut where it starts, the re-cut goes on into it.
+        const std::size_t len = 100 + 50 * k, off = static_cast<std::size_t>(start) - len;
+        const std::string d = random_bytes(len, 200 + k);
+        const int fd = ::open(fx.path("f").c_str(), O_WRONLY | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        const ssize_t n = ::pwrite(fd, d.data(), d.size(), static_cast<off_t>(off));
+        const int err = errno;
+        ::close(fd);
+        if (n == static_cast<ssize_t>(len)) {
+            data.replace(off, len, d);
+        } else {
+            ++refused;
+            CHECK(n == -1);
+            CHECK(err == EIO);
+        }
+    }
+    CHECK(refused > 0);
+    fx.remount();
+    // O_DIRECT: the page that holds the corrupt chunk's first bytes does not
+    // read, and the written bytes lie in it; a direct read asks for exactly
+    // the bytes before the chunk.
+    const int fd = ::open(fx.path("f").c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    REQUIRE(fd >= 0);
+    std::string got(static_cast<std::size_t>(start), '\0');
+    CHECK(::pread(fd, got.data(), got.size(), 0) == static_cast<ssize_t>(got.size()));
+    ::close(fd);
+    CHECK(got == data.substr(0, got.size()));
 }
 
 namespace {
