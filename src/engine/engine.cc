@@ -699,7 +699,32 @@ Status EngineImpl::commit_now(bool* reached_limit) {
     return commit_locked(reached_limit);
 }
 
+Status EngineImpl::note_new_segments() {
+    if (opts_.read_only || segs_->active_segment() <= segments_noted_) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    // Listed under the metadata lock: compaction deletes a file before it
+    // drops the file's entry, in an operation of its own, so a file listed
+    // here still has its entry unless it never got one.
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    const SegmentId active = segs_->active_segment();
+    SegmentId noted = segments_noted_;
+    for (const auto& [seg, size] : files) {
+        if (seg <= segments_noted_ || seg > active) continue;
+        std::string_view v;
+        bool found = false;
+        HIODSFS_TRY(t->get(Db::kSegments, key_u64(seg), &v, &found));
+        if (!found) HIODSFS_TRY(add_segment_live(*t, seg, 0));
+        noted = std::max(noted, seg);
+    }
+    HIODSFS_TRY(t->commit());
+    segments_noted_ = noted;
+    return Status::ok();
+}
+
 Status EngineImpl::commit_locked(bool* reached_limit) {
+    HIODSFS_TRY(note_new_segments());
     // Most data is synced before taking the metadata lock; the second sync,
     // under it, covers what was appended meanwhile and is usually cheap.
     // With a journal, the same for the synced bytes the tier needs first.
@@ -739,6 +764,8 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
     std::map<SegmentId, std::uint64_t> on_disk(files.begin(), files.end());
+    for (const auto& [seg, size] : files)
+        if (size > 0) segments_noted_ = std::max(segments_noted_, seg);
     std::vector<SegmentId> gone, beyond;
     {
         std::unique_ptr<Txn> t;

@@ -465,6 +465,13 @@ private:
     // one that got a chunk, so reclaim may free it and fsck knows it.
     Status note_log_segment(SegmentId seg);
     SegmentId log_segment_noted_ = 0;  // under commit_mu_
+    // Every segment this run made has an entry in Db::kSegments from the
+    // first group commit after it was made, even if no chunk of it was
+    // ever mapped (a lost held write, a failed operation's appends): its
+    // bytes are then counted dead and reclaim frees it. Segments that
+    // were already there at open are left as they were (hiodsfs-fsck's).
+    Status note_new_segments();
+    SegmentId segments_noted_ = 0;  // made by this run above it; under commit_mu_
     Status replay_log(const std::string& dir);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();
