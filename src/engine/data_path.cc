@@ -15,9 +15,6 @@
 // pass (background.cc).
 #include "engine/engine_impl.h"
 
-#include <tbb/parallel_for.h>
-
-#include "common/tsan_fork_join.h"
 
 namespace hiodsfs {
 
@@ -68,10 +65,7 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     // A large request's chunks are hashed on every core: one file's stream
     // is serial, and SHA-256 is most of its CPU time.
     if (chunks.size() >= 8) {
-        ForkJoin fj;  // for ThreadSanitizer: TBB's hand-off is not instrumented
-        fj.fork();
-        tbb::parallel_for(std::size_t{0}, chunks.size(), fj.wrap(fingerprint));
-        fj.join();
+        digest_loop_.run(chunks.size(), fingerprint);
     } else {
         for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
     }

@@ -46,6 +46,7 @@
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "chunk/fingerprint.h"
+#include "common/parallel_loop.h"
 #include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/history.h"
@@ -569,6 +570,9 @@ private:
     std::atomic<bool> commit_failed_{false};  // logged once
     std::atomic<bool> push_failing_{false};   // a tiered commit failed without stopping the store
     std::atomic<bool> deferred_{false};
+    // A large write's chunks are fingerprinted on the FUSE thread and these
+    // helpers (emit_chunks); the background pass has its TBB arena.
+    ParallelLoop digest_loop_{ParallelLoop::default_helpers()};
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass

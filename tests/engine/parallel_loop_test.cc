@@ -1,0 +1,67 @@
+// ParallelLoop: every index once, from several callers at once, and a
+// caller never waits for work that no thread has started.
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "common/parallel_loop.h"
+#include "engine_test_util.h"
+
+using namespace hiodsfs;
+
+TEST_CASE("a parallel loop calls its body once for every index", "[parallel-loop]") {
+    for (unsigned helpers : {0u, 1u, 3u}) {
+        ParallelLoop pool(helpers);
+        for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{1000}}) {
+            std::vector<std::atomic<int>> calls(n);
+            pool.run(n, [&](std::size_t i) { calls[i].fetch_add(1); });
+            for (std::size_t i = 0; i < n; ++i) {
+                INFO("helpers " << helpers << ", n " << n << ", index " << i);
+                REQUIRE(calls[i].load() == 1);
+            }
+        }
+    }
+}
+
+TEST_CASE("parallel loops from several threads at once each see all their indices", "[parallel-loop]") {
+    ParallelLoop pool(1);
+    std::vector<std::thread> callers;
+    std::atomic<int> wrong{0};
+    for (int c = 0; c < 4; ++c) {
+        callers.emplace_back([&, c] {
+            for (int round = 0; round < 200; ++round) {
+                const std::size_t n = 2 + static_cast<std::size_t>((c * 31 + round) % 64);
+                std::vector<std::atomic<int>> calls(n);
+                pool.run(n, [&](std::size_t i) { calls[i].fetch_add(1); });
+                for (auto& k : calls)
+                    if (k.load() != 1) wrong.fetch_add(1);
+            }
+        });
+    }
+    for (auto& t : callers) t.join();
+    CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("a caller finishes its loop itself while every helper is busy elsewhere", "[parallel-loop]") {
+    ParallelLoop pool(1);
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    std::atomic<int> blocked{0};
+    // Both of this loop's calls block: one on its caller, one on the helper.
+    std::thread stuck([&] {
+        pool.run(2, [&](std::size_t) {
+            blocked.fetch_add(1);
+            released.wait();
+        });
+    });
+    while (blocked.load() < 2) std::this_thread::yield();
+    std::atomic<int> calls{0};
+    auto other = std::async(std::launch::async, [&] { pool.run(100, [&](std::size_t) { calls.fetch_add(1); }); });
+    const bool finished = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    release.set_value();
+    stuck.join();
+    other.wait();
+    CHECK(finished);
+    CHECK(calls.load() == 100);
+}
