@@ -115,6 +115,11 @@ public:
     // records stay readable from memory and are written again by the next
     // hand-off, flush() or sync(), which return the error if it fails again.
     Status append(ChunkId chunk, const void* data, std::uint32_t len, ChunkLocation* out);
+    // The same, with payload_crc = crc32c(data, len) computed by the caller
+    // (a write computes it beside the chunk's fingerprint, on every core,
+    // so the serial store of a request's chunks does not).
+    Status append(ChunkId chunk, const void* data, std::uint32_t len, std::uint32_t payload_crc,
+                  ChunkLocation* out);
     // Reads the whole payload of a record into out (loc.length bytes) and
     // verifies its checksum and chunk id; EIO with a clear message otherwise.
     // *damaged (if given) tells a failure of the record itself (checks that

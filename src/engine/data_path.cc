@@ -56,11 +56,14 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
                                WriteUpdate* upd) {
     if (chunks.empty()) return Status::ok();
     std::vector<Digest> digests(chunks.size());
+    std::vector<std::uint32_t> crcs(chunks.size());
     std::vector<char> zero(chunks.size());
     auto fingerprint = [&](std::size_t i) {
         // Zeros are not stored: they read back from a hole.
         zero[i] = all_zero(chunks[i].data, chunks[i].len);
-        if (!zero[i]) digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
+        if (zero[i]) return;
+        digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
+        crcs[i] = crc32c(chunks[i].data, chunks[i].len);
     };
     // A large request's chunks are hashed on every core: one file's stream
     // is serial, and SHA-256 is most of its CPU time.
@@ -86,7 +89,7 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
             continue;
         }
         ExtentRecord e;
-        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains));
+        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains, &crcs[i]));
         if (fresh)
             HIODSFS_TRY(map_extent(*t, ino, in, c.off, e));
         else

@@ -350,8 +350,9 @@ private:
     // New chunks' live bytes per segment, added once per request (most of a
     // request's chunks land in one segment).
     using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;
+    // crc (if given) is crc32c(data, len), computed ahead.
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
-                       ExtentRecord* out, SegmentGains* gains = nullptr);
+                       ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr);
     Status purge_inode(Txn& t, InodeId ino);
     bool pinned(InodeId ino);
     // Forgets ino's stream once nothing holds or pins it. A stream is never

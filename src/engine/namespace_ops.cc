@@ -155,7 +155,8 @@ Status EngineImpl::map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t o
 }
 
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
-                               const Digest& digest, ExtentRecord* out, SegmentGains* gains) {
+                               const Digest& digest, ExtentRecord* out, SegmentGains* gains,
+                               const std::uint32_t* crc) {
     auto& c = t.super().counters;
     ChunkId same = 0;
     ChunkRecord same_rec;
@@ -170,7 +171,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     }
     ChunkId id = t.super().next_chunk++;
     ChunkLocation loc;
-    HIODSFS_TRY(segs_->append(id, data, len, &loc));
+    HIODSFS_TRY(crc != nullptr ? segs_->append(id, data, len, *crc, &loc) : segs_->append(id, data, len, &loc));
     ChunkRecord rec;
     rec.segment = loc.segment;
     rec.offset = loc.offset;

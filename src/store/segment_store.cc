@@ -983,10 +983,15 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
 
 Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
                             ChunkLocation* out) {
+    return append(chunk, data, len, crc32c(data, len), out);
+}
+
+Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, std::uint32_t payload_crc,
+                            ChunkLocation* out) {
     if (chunk == 0) return Status::error(EINVAL, "segment store: chunk id 0 is not valid");
     // The whole header depends only on the record, so it is built unlocked.
     char hdr[kHeaderBytes];
-    encode_header(hdr, chunk, len, crc32c(data, len));
+    encode_header(hdr, chunk, len, payload_crc);
     const std::uint64_t record = kHeaderBytes + std::uint64_t{len};
 
     Impl& m = *impl_;

@@ -141,6 +141,33 @@ TEST_CASE("segment store: round trip across segments, buffer and reopen", "[segm
     REQUIRE_OK(read_back(*s, r));
 }
 
+TEST_CASE("segment store: an append with the payload's checksum given stores that checksum", "[segment]") {
+    TempDir tmp;
+    const std::string dir = tmp / "segments";
+    std::mt19937_64 rng(7);
+    const std::vector<char> good = test::random_bytes(rng, 5000);
+    const std::vector<char> bad = test::random_bytes(rng, 5000);
+    Rec given, wrong;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir, small_options(1 << 20, 4096), &s));
+        given.id = 1;
+        given.data = good;
+        REQUIRE_OK(s->append(1, good.data(), 5000, crc32c(good.data(), good.size()), &given.loc));
+        // A checksum that is not the payload's: the record must not read.
+        wrong.id = 2;
+        wrong.data = bad;
+        REQUIRE_OK(s->append(2, bad.data(), 5000, crc32c(good.data(), good.size()), &wrong.loc));
+        REQUIRE_OK(read_back(*s, given));
+        CHECK(read_back(*s, wrong).err() == EIO);  // from the write buffer
+        REQUIRE_OK(s->sync());
+    }
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir, small_options(1 << 20, 4096), &s));
+    REQUIRE_OK(read_back(*s, given));
+    CHECK(read_back(*s, wrong).err() == EIO);  // from the file
+}
+
 TEST_CASE("segment store: oversized and empty records, invalid chunk id", "[segment]") {
     TempDir tmp;
     std::unique_ptr<SegmentStore> s;
