@@ -82,19 +82,33 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     HIODSFS_TRY(extents_in(*t, ino, in, chunks.front().off, chunks.back().off + chunks.back().len, &old));
     const bool fresh = old.empty();
     SegmentGains gains;
+    // Chunks that follow each other are mapped with one splice per run, so
+    // an extent block is read and written once per request, not per chunk.
+    // Stored first, mapped after: a chunk a run shares gains its reference
+    // before the run's old extents drop theirs.
+    std::vector<ExtentRecord> run;
+    std::uint64_t run_off = 0, run_end = 0;
+    auto map_run = [&]() -> Status {
+        if (run.empty()) return Status::ok();
+        Status st = replace_range(*t, ino, in, run_off, run_end - run_off, std::span<const ExtentRecord>(run));
+        run.clear();
+        return st;
+    };
     for (std::size_t i = 0; i < chunks.size(); ++i) {
         const ChunkSpan& c = chunks[i];
         if (zero[i]) {
+            HIODSFS_TRY(map_run());
             if (!fresh) HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, nullptr));
             continue;
         }
         ExtentRecord e;
         HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains, &crcs[i]));
-        if (fresh)
-            HIODSFS_TRY(map_extent(*t, ino, in, c.off, e));
-        else
-            HIODSFS_TRY(replace_range(*t, ino, in, c.off, c.len, &e));
+        if (!run.empty() && c.off != run_end) HIODSFS_TRY(map_run());
+        if (run.empty()) run_off = run_end = c.off;
+        run.push_back(e);
+        run_end += c.len;
     }
+    HIODSFS_TRY(map_run());
     for (const auto& [seg, bytes] : gains)
         HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
     WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};

@@ -343,6 +343,9 @@ private:
     // chunk reference the caller has already taken). Updates mapped bytes.
     Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
                          const ExtentRecord* add);
+    // The same with adds mapped back to back from off (a run of chunks).
+    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
+                         std::span<const ExtentRecord> adds);
     // Maps [off, off + e.length), which must be unmapped (a hole).
     Status map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, const ExtentRecord& e);
     Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);

@@ -132,19 +132,24 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
 
 Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off,
                                  std::uint64_t len, const ExtentRecord* add) {
+    return replace_range(t, ino, inode, off, len, std::span<const ExtentRecord>(add, add != nullptr ? 1 : 0));
+}
+
+Status EngineImpl::replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
+                                 std::span<const ExtentRecord> adds) {
     std::uint64_t end = len > kMaxFileSize - std::min(off, kMaxFileSize) ? kMaxFileSize : off + len;
     std::vector<ExtentCut> cuts;
-    HIODSFS_TRY(S_ISREG(inode.r.mode) ? splice_extents(t, ino, &inode.held_extents, off, end, add, &cuts)
-                                      : splice_extents(t, ino, off, end, add, &cuts));
+    HIODSFS_TRY(S_ISREG(inode.r.mode) ? splice_extents(t, ino, &inode.held_extents, off, end, adds, &cuts)
+                                      : splice_extents(t, ino, off, end, adds, &cuts));
     auto& c = t.super().counters;
     for (const ExtentCut& cut : cuts) {
         inode.r.mapped -= cut.removed;
         c.logical_bytes -= cut.removed;
         HIODSFS_TRY(chunk_ref(t, cut.old.e.chunk, cut.pieces_left - 1));
     }
-    if (add != nullptr) {
-        inode.r.mapped += add->length;
-        c.logical_bytes += add->length;
+    for (const ExtentRecord& a : adds) {
+        inode.r.mapped += a.length;
+        c.logical_bytes += a.length;
     }
     return Status::ok();
 }

@@ -1,5 +1,7 @@
 #include "meta/extent_map.h"
 
+#include <span>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -290,9 +292,13 @@ Status put_file_inode(Txn& t, InodeId ino, const InodeRecord& r, std::string_vie
 namespace {
 
 Status splice_extents(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t off, std::uint64_t end,
-                      const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
-    if (end < off || (add != nullptr && (add->length == 0 || add->length > end - off)))
-        return Status::error(EINVAL, "extent splice out of its range");
+                      std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts) {
+    std::uint64_t added_bytes = 0;
+    for (const ExtentRecord& a : adds) {
+        if (a.length == 0) return Status::error(EINVAL, "extent splice of an empty extent");
+        added_bytes += a.length;
+    }
+    if (end < off || added_bytes > end - off) return Status::error(EINVAL, "extent splice out of its range");
     // The blocks the range touches: the one that holds off, and those that
     // start before end.
     std::vector<std::string> keys;  // empty: the inline block
@@ -311,10 +317,15 @@ Status splice_extents(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t off, s
         return Status::ok();
     }));
     std::vector<MappedExtent> next;
-    next.reserve(old.size() + 2);
-    bool added = add == nullptr;
+    next.reserve(old.size() + adds.size() + 1);
+    bool added = adds.empty();
     auto place_add = [&] {
-        if (!added) next.push_back(MappedExtent{off, *add});
+        if (added) return;
+        std::uint64_t at = off;
+        for (const ExtentRecord& a : adds) {
+            next.push_back(MappedExtent{at, a});
+            at += a.length;
+        }
         added = true;
     };
     for (const MappedExtent& m : old) {
@@ -365,18 +376,29 @@ Status splice_extents(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t off, s
 
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
                       std::vector<ExtentCut>* cuts) {
+    return splice_extents(t, ino, off, end, std::span<const ExtentRecord>(add, add != nullptr ? 1 : 0), cuts);
+}
+
+Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                      std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts) {
     InodeTail tail;
     HIODSFS_TRY(read_tail(t, ino, &tail));
-    return splice_extents(t, ino, tail, off, end, add, cuts);
+    return splice_extents(t, ino, tail, off, end, adds, cuts);
 }
 
 Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
                       const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
-    // The block moves in and back out: a request maps each of its chunks
-    // with a splice, so no copy per chunk. On failure the caller's Txn,
+    return splice_extents(t, ino, held_block, off, end, std::span<const ExtentRecord>(add, add != nullptr ? 1 : 0),
+                          cuts);
+}
+
+Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
+                      std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts) {
+    // The block moves in and back out: a request maps its chunks with one
+    // splice per run, so no copy per chunk. On failure the caller's Txn,
     // and the block with it, is thrown away.
     InodeTail tail = held_tail(std::move(*held_block));
-    Status st = splice_extents(t, ino, tail, off, end, add, cuts);
+    Status st = splice_extents(t, ino, tail, off, end, adds, cuts);
     *held_block = std::move(tail.block);
     return st;
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,5 +101,12 @@ Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                       std::vector<ExtentCut>* cuts);
 Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
                       const ExtentRecord* add, std::vector<ExtentCut>* cuts);
+// The same with the extents of `adds` mapped back to back from off (their
+// lengths add up to at most end - off; none empty): a run of chunks a
+// request stores touches each block once, not once per chunk.
+Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
+                      std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts);
+Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
+                      std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts);
 
 }  // namespace hiodsfs

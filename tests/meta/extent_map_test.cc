@@ -147,10 +147,32 @@ TEST_CASE("extent map blocks follow a model through random splices", "[meta][ext
         ExtentRecord add{next_chunk++, static_cast<std::uint32_t>(rng() % 3 * 512),
                          static_cast<std::uint32_t>(len - rng() % 2 * 1000)};
         const ExtentRecord* adding = kind < 7 ? &add : nullptr;
-        const std::uint64_t removed = model_splice(model, off, end, adding);
-        REQUIRE((held ? splice_extents(*t, ino, &held_block, off, end, adding, &cuts)
-                      : splice_extents(*t, ino, off, end, adding, &cuts))
-                    .is_ok());
+        std::uint64_t removed = 0;
+        if (kind < 3 && add.length >= 3) {
+            // A run of chunks mapped back to back in one splice, as a
+            // request maps the chunks it stores.
+            std::vector<ExtentRecord> adds;
+            const std::uint32_t pieces = 2 + static_cast<std::uint32_t>(rng() % 3);
+            for (std::uint32_t k = 0, done = 0; k < pieces; ++k) {
+                const std::uint32_t n = k + 1 == pieces ? add.length - done : add.length / pieces;
+                adds.push_back(ExtentRecord{k == 0 ? add.chunk : next_chunk++, add.chunk_off, n});
+                done += n;
+            }
+            removed = model_splice(model, off, end, nullptr);
+            std::uint64_t at = off;
+            for (const ExtentRecord& a : adds) {
+                model_splice(model, at, at + a.length, &a);
+                at += a.length;
+            }
+            REQUIRE((held ? splice_extents(*t, ino, &held_block, off, end, std::span<const ExtentRecord>(adds), &cuts)
+                          : splice_extents(*t, ino, off, end, std::span<const ExtentRecord>(adds), &cuts))
+                        .is_ok());
+        } else {
+            removed = model_splice(model, off, end, adding);
+            REQUIRE((held ? splice_extents(*t, ino, &held_block, off, end, adding, &cuts)
+                          : splice_extents(*t, ino, off, end, adding, &cuts))
+                        .is_ok());
+        }
         std::uint64_t cut = 0;
         for (const auto& c : cuts) cut += c.removed;
         CHECK(cut == removed);
