@@ -15,7 +15,6 @@
 // pass (background.cc).
 #include "engine/engine_impl.h"
 
-
 namespace hiodsfs {
 
 // ---------------------------------------------------------------------------

@@ -685,10 +685,7 @@ Status EngineImpl::note_log_segment(SegmentId seg) {
     if (seg == log_segment_noted_) return Status::ok();
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
-    std::string_view v;
-    bool found = false;
-    HIODSFS_TRY(t->get(Db::kSegments, key_u64(seg), &v, &found));
-    if (!found) HIODSFS_TRY(add_segment_live(*t, seg, 0));
+    HIODSFS_TRY(note_segment(*t, seg));
     HIODSFS_TRY(t->commit());
     log_segment_noted_ = seg;
     return Status::ok();
@@ -697,6 +694,15 @@ Status EngineImpl::note_log_segment(SegmentId seg) {
 Status EngineImpl::commit_now(bool* reached_limit) {
     std::lock_guard<std::mutex> serial(commit_mu_);
     return commit_locked(reached_limit);
+}
+
+// An entry of 0 live bytes, unless it has one: a damaged one is fsck's to
+// repair, never to be read as "dead" here.
+Status EngineImpl::note_segment(Txn& t, SegmentId seg) {
+    std::string_view v;
+    bool found = false;
+    HIODSFS_TRY(t.get(Db::kSegments, key_u64(seg), &v, &found));
+    return found ? Status::ok() : add_segment_live(t, seg, 0);
 }
 
 Status EngineImpl::note_new_segments() {
@@ -712,10 +718,7 @@ Status EngineImpl::note_new_segments() {
     SegmentId noted = segments_noted_;
     for (const auto& [seg, size] : files) {
         if (seg <= segments_noted_ || seg > active) continue;
-        std::string_view v;
-        bool found = false;
-        HIODSFS_TRY(t->get(Db::kSegments, key_u64(seg), &v, &found));
-        if (!found) HIODSFS_TRY(add_segment_live(*t, seg, 0));
+        HIODSFS_TRY(note_segment(*t, seg));
         noted = std::max(noted, seg);
     }
     HIODSFS_TRY(t->commit());

@@ -469,6 +469,7 @@ private:
     // A segment a log record went to has an entry in Db::kSegments, like
     // one that got a chunk, so reclaim may free it and fsck knows it.
     Status note_log_segment(SegmentId seg);
+    static Status note_segment(Txn& t, SegmentId seg);
     SegmentId log_segment_noted_ = 0;  // under commit_mu_
     // Every segment this run made has an entry in Db::kSegments from the
     // first group commit after it was made, even if no chunk of it was

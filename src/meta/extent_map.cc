@@ -1,7 +1,5 @@
 #include "meta/extent_map.h"
 
-#include <span>
-
 #include <sys/stat.h>
 
 #include <algorithm>
