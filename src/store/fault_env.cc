@@ -191,7 +191,8 @@ Status FaultInjectionEnv::sync_dir(const std::string& path) {
     std::lock_guard lock(mu_);
     const std::string d = normalize(path);
     if (take_sync_fault()) {
-        return Status::error(sync_fault_err_, "fsync directory " + d + ": injected fault");
+        last_injected_ = "fsync directory " + d + ": injected fault";
+        return Status::error(sync_fault_err_, last_injected_);
     }
     if (forward_syncs_) HIODSFS_TRY(base_->sync_dir(d));
     Status result;
@@ -237,6 +238,7 @@ Status FaultInjectionEnv::file_pwrite(FaultFile* f, const void* data, std::size_
                                                   std::to_string(len) + " bytes)");
                 break;
         }
+        last_injected_ = injected.message();
     }
     if (to_write == 0) return injected;
 
@@ -274,7 +276,8 @@ Status FaultInjectionEnv::file_sync(FaultFile* f) {
     Node* node = f->node();
     if (f->stale()) return stale_handle(node->path);
     if (take_sync_fault()) {
-        return Status::error(sync_fault_err_, "fdatasync " + node->path + ": injected fault");
+        last_injected_ = "fdatasync " + node->path + ": injected fault";
+        return Status::error(sync_fault_err_, last_injected_);
     }
     if (forward_syncs_) HIODSFS_TRY(f->base()->sync());
     node->log.clear();
@@ -336,6 +339,11 @@ std::uint64_t FaultInjectionEnv::sync_count() const {
 std::uint64_t FaultInjectionEnv::injected_faults() const {
     std::lock_guard lock(mu_);
     return injected_;
+}
+
+std::string FaultInjectionEnv::last_injected_fault() const {
+    std::lock_guard lock(mu_);
+    return last_injected_;
 }
 
 void FaultInjectionEnv::set_forward_syncs(bool forward) {

@@ -107,6 +107,10 @@ public:
     std::uint64_t sync_count() const;
     // How many writes and syncs were made to fail so far.
     std::uint64_t injected_faults() const;
+    // The error the last injected fault returned ("" before any): tests
+    // whose outcome depends on which call failed (a file's sync or a
+    // directory's) read it.
+    std::string last_injected_fault() const;
 
     // When false, File::sync() and sync_dir() are recorded (and can be made
     // to fail) but not passed to the base Env: the simulated durability is
@@ -158,6 +162,7 @@ private:
     std::uint64_t writes_ = 0;
     std::uint64_t syncs_ = 0;
     std::uint64_t injected_ = 0;
+    std::string last_injected_;
     bool forward_syncs_ = true;
 
     std::optional<std::uint64_t> write_fault_at_;  // absolute write index

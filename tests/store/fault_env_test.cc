@@ -53,6 +53,7 @@ TEST_CASE("fault env: write faults fire at the chosen write", "[fault_env]") {
         REQUIRE_OK(write_str(f.get(), "bbbb", 8));
         Status st = write_str(f.get(), "cccc", 12);
         REQUIRE(st.err() == ENOSPC);
+        REQUIRE(env.last_injected_fault() == st.message());
         REQUIRE(st.message().find(tmp / "a") != std::string::npos);
         REQUIRE(read_all(tmp / "a") == "0123aaaabbbb");  // nothing written
         REQUIRE_OK(write_str(f.get(), "dddd", 12));      // one-shot: next one works
@@ -73,14 +74,18 @@ TEST_CASE("fault env: write faults fire at the chosen write", "[fault_env]") {
         REQUIRE(st.err() == EIO);
         REQUIRE(read_all(tmp / "a") == "0123abcd");
     }
-    SECTION("sync faults") {
+    SECTION("sync faults, and which call got the last one") {
+        REQUIRE(env.last_injected_fault().empty());
         env.fail_sync_at(1, ENOSPC);
         REQUIRE_OK(f->sync());
         REQUIRE(f->sync().err() == ENOSPC);
+        REQUIRE(env.last_injected_fault() == "fdatasync " + (tmp / "a") + ": injected fault");
         REQUIRE_OK(env.sync_dir(tmp.path()));
         env.fail_sync_at(0, EIO, true);
         REQUIRE(env.sync_dir(tmp.path()).err() == EIO);
+        REQUIRE(env.last_injected_fault().rfind("fsync directory ", 0) == 0);
         REQUIRE(f->sync().err() == EIO);
+        REQUIRE(env.last_injected_fault().rfind("fdatasync ", 0) == 0);
         env.clear_faults();
         REQUIRE_OK(f->sync());
     }
