@@ -51,26 +51,38 @@ void EngineImpl::apply_update(Inode& in, WriteUpdate* u) {
     u->applied = true;
 }
 
+void EngineImpl::ChunkPrints::resize(std::size_t n) {
+    digests.resize(n);
+    crcs.resize(n);
+    zero.resize(n);
+}
+
+void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
+    // Zeros are not stored: they read back from a hole.
+    zero[i] = all_zero(c.data, c.len);
+    if (zero[i]) return;
+    digests[i] = thread_sha256().digest(c.data, c.len);
+    crcs[i] = crc32c(c.data, c.len);
+}
+
 Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
-                               WriteUpdate* upd) {
+                               WriteUpdate* upd, const ChunkPrints* prints) {
     if (chunks.empty()) return Status::ok();
-    std::vector<Digest> digests(chunks.size());
-    std::vector<std::uint32_t> crcs(chunks.size());
-    std::vector<char> zero(chunks.size());
-    auto fingerprint = [&](std::size_t i) {
-        // Zeros are not stored: they read back from a hole.
-        zero[i] = all_zero(chunks[i].data, chunks[i].len);
-        if (zero[i]) return;
-        digests[i] = thread_sha256().digest(chunks[i].data, chunks[i].len);
-        crcs[i] = crc32c(chunks[i].data, chunks[i].len);
-    };
-    // A large request's chunks are hashed on every core: one file's stream
-    // is serial, and SHA-256 is most of its CPU time.
-    if (chunks.size() >= 8) {
-        digest_loop_.run(chunks.size(), fingerprint);
-    } else {
-        for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
+    ChunkPrints computed;
+    if (prints == nullptr) {
+        computed.resize(chunks.size());
+        auto fingerprint = [&](std::size_t i) { computed.compute(i, chunks[i]); };
+        // A large request's chunks are hashed on every core: one file's
+        // stream is serial, and SHA-256 is most of its CPU time.
+        if (chunks.size() >= 8) {
+            digest_loop_.run(chunks.size(), fingerprint);
+        } else {
+            for (std::size_t i = 0; i < chunks.size(); ++i) fingerprint(i);
+        }
+        prints = &computed;
     }
+    const std::vector<Digest>& digests = prints->digests;
+    const std::vector<char>& zero = prints->zero;
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
@@ -101,7 +113,8 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
             continue;
         }
         ExtentRecord e;
-        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains, &crcs[i]));
+        HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains,
+                                &prints->crcs[i]));
         if (!run.empty() && c.off != run_end) HIODSFS_TRY(map_run());
         if (run.empty()) run_off = run_end = c.off;
         run.push_back(e);
@@ -156,17 +169,43 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     std::vector<ChunkSpan> chunks;
     std::uint64_t off = s.off;
     std::size_t pos = 0;
+    // A large request stored at once is hashed while it is cut: a helper
+    // fingerprints each chunk as soon as its end is found, instead of the
+    // cut running alone before the hashing.
+    ChunkPrints prints;
+    std::optional<ParallelLoop::Open> hashing;
+    std::size_t found = 0;
+    if (batch == nullptr && len >= kHashWhileCutting && digest_loop_.has_helpers()) {
+        // Every chunk after the first takes at least min_size bytes of data;
+        // the slots are made now, so a helper's slot never moves.
+        const std::size_t most = len / std::max<std::size_t>(chunking_.min_size, 1) + 2;
+        chunks.resize(most);
+        prints.resize(most);
+        hashing.emplace(digest_loop_, [&](std::size_t i) { prints.compute(i, chunks[i]); });
+    }
+    auto add = [&](const ChunkSpan& c) {
+        off += c.len;
+        if (!hashing) {
+            chunks.push_back(c);
+            return;
+        }
+        chunks[found++] = c;
+        hashing->publish(found);
+    };
     std::size_t n = s.chunker->next_cut(data, len);
     if (n != Chunker::kNoCut) {
         s.buf.insert(s.buf.end(), data, data + n);
-        chunks.push_back(ChunkSpan{off, s.buf.data() + s.head, s.buf.size() - s.head});
-        off += chunks.back().len;
+        add(ChunkSpan{off, s.buf.data() + s.head, s.buf.size() - s.head});
         pos = n;
         while (pos < len && (n = s.chunker->next_cut(data + pos, len - pos)) != Chunker::kNoCut) {
-            chunks.push_back(ChunkSpan{off, data + pos, n});
-            off += n;
+            add(ChunkSpan{off, data + pos, n});
             pos += n;
         }
+    }
+    if (hashing) {
+        hashing->finish();
+        chunks.resize(found);
+        prints.resize(found);
     }
     Status st = Status::ok();
     if (batch != nullptr) {
@@ -175,7 +214,7 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
         for (const ChunkSpan& c : chunks)
             batch->add(c, data_stable && c.data >= data && c.data + c.len <= data + len);
     } else {
-        st = emit_chunks(ino, chunks, upd);
+        st = emit_chunks(ino, chunks, upd, hashing ? &prints : nullptr);
     }
     if (st && chunks.empty()) {
         s.buf.insert(s.buf.end(), data, data + len);

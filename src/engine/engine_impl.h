@@ -69,6 +69,9 @@ inline constexpr auto kReorderWait = std::chrono::milliseconds(50);
 // times, whether the pass's sweep holds it (EngineImpl::read).
 inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
 inline constexpr int kReadLockPolls = 200;
+// A request at least this large that is stored at once has its chunks
+// hashed by a helper while the rest of it is cut (feed).
+inline constexpr std::size_t kHashWhileCutting = 64 * 1024;
 // Old data is re-read in pieces of at most this size while re-chunking.
 inline constexpr std::uint64_t kRechunkPiece = 256 * 1024;
 // Chunks back to back in a segment are read with one pread of at most this
@@ -383,8 +386,18 @@ private:
         bool applied = false;
     };
     static void apply_update(Inode& in, WriteUpdate* u);
+    // What the store needs of each chunk before the metadata operation:
+    // whether it is all zeros, else its SHA-256 and CRC-32C.
+    struct ChunkPrints {
+        std::vector<Digest> digests;
+        std::vector<std::uint32_t> crcs;
+        std::vector<char> zero;
+        void resize(std::size_t n);
+        void compute(std::size_t i, const ChunkSpan& c);  // thread-safe for distinct i
+    };
+    // prints: computed already (feed hashes while it cuts); else here.
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
-                       WriteUpdate* upd = nullptr);
+                       WriteUpdate* upd = nullptr, const ChunkPrints* prints = nullptr);
     // The chunks a small overwrite cuts (the old bytes before it, its own,
     // the old bytes it re-cuts after it), held until the last is cut and
     // then stored and mapped in one metadata operation, instead of one per

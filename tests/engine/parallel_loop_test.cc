@@ -65,3 +65,84 @@ TEST_CASE("a caller finishes its loop itself while every helper is busy elsewher
     CHECK(finished);
     CHECK(calls.load() == 100);
 }
+
+TEST_CASE("an open loop runs every index its owner publishes, once, while more are published",
+          "[parallel-loop]") {
+    for (unsigned helpers : {0u, 1u, 3u}) {
+        ParallelLoop pool(helpers);
+        for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{500}}) {
+            INFO("helpers " << helpers << ", n " << n);
+            std::vector<std::atomic<int>> calls(n);
+            std::vector<int> seen(n, 0);  // what each call saw of its slot
+            std::vector<int> slots(n, 0);
+            std::atomic<int> while_open{0};
+            bool finished = false;
+            {
+                ParallelLoop::Open loop(pool, [&](std::size_t i) {
+                    seen[i] = slots[i];  // written before i was published
+                    calls[i].fetch_add(1);
+                    if (!finished) while_open.fetch_add(1);
+                });
+                for (std::size_t i = 0; i < n; ++i) {
+                    slots[i] = static_cast<int>(i) + 1;
+                    loop.publish(i + 1);
+                }
+                // With helpers, published indices run before finish().
+                const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                while (helpers > 0 && n > 0 && while_open.load() == 0 && std::chrono::steady_clock::now() < give_up)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                loop.finish();
+                finished = true;
+                loop.finish();  // a second finish does nothing
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                INFO("index " << i);
+                REQUIRE(calls[i].load() == 1);
+                REQUIRE(seen[i] == static_cast<int>(i) + 1);
+            }
+            if (helpers > 0 && n > 0) CHECK(while_open.load() > 0);
+        }
+    }
+}
+
+TEST_CASE("open loops and plain loops share the helpers without waiting on each other",
+          "[parallel-loop]") {
+    ParallelLoop pool(1);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> callers;
+    for (int c = 0; c < 4; ++c) {
+        callers.emplace_back([&, c] {
+            for (int round = 0; round < 100; ++round) {
+                const std::size_t n = 1 + static_cast<std::size_t>((c * 17 + round) % 40);
+                std::vector<std::atomic<int>> calls(n);
+                if ((c + round) % 2 == 0) {
+                    pool.run(n, [&](std::size_t i) { calls[i].fetch_add(1); });
+                } else {
+                    ParallelLoop::Open loop(pool, [&](std::size_t i) { calls[i].fetch_add(1); });
+                    for (std::size_t i = 0; i < n; ++i) loop.publish(i + 1);
+                    // Destroyed without finish(): the destructor finishes it.
+                }
+                for (auto& k : calls)
+                    if (k.load() != 1) wrong.fetch_add(1);
+            }
+        });
+    }
+    for (auto& t : callers) t.join();
+    CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("a helper waiting in an open loop that publishes nothing lets its owner finish",
+          "[parallel-loop]") {
+    ParallelLoop pool(2);
+    std::atomic<int> calls{0};
+    {
+        ParallelLoop::Open loop(pool, [&](std::size_t) { calls.fetch_add(1); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the helpers join and sleep
+        auto done = std::async(std::launch::async, [&] { loop.finish(); });
+        REQUIRE(done.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+    }
+    CHECK(calls.load() == 0);
+    // The pool still works afterwards.
+    pool.run(10, [&](std::size_t) { calls.fetch_add(1); });
+    CHECK(calls.load() == 10);
+}
