@@ -159,9 +159,17 @@ bool encode_inode(const InodeRecord& r, std::string_view tail, std::string* out)
     return decode_inode_tail(*out, &back, &rest);  // refuses a type that is not a file type
 }
 
+// Old bytes behind a 0xff, which no record or key of the new format starts
+// with, so that hiodsfs-fsck names them as damaged instead of reading them.
+std::string marked_damaged(std::string_view old) {
+    std::string out(1, '\xff');
+    out.append(old);
+    return out;
+}
+
 // An inode value that did not convert, copied so that no format-4 reader
 // takes it for a record (0xff is not a valid first byte): fsck names it.
-std::string damaged_inode(std::string_view old) { return "\xff" + std::string(old); }
+std::string damaged_inode(std::string_view old) { return marked_damaged(old); }
 
 // The chunk id of an old chunk record's key: 8 big-endian bytes before
 // format 3, meta/keys.h's form in format 3.
@@ -203,9 +211,7 @@ bool convert_key(Db db, std::string_view old, std::string* out) {
 // A key that did not parse in the old format, copied so that no format-3
 // reader takes it for a number: no format-3 key starts with 0xff (a length
 // byte is at most 8), so hiodsfs-fsck names it as a damaged key.
-std::string damaged_key(std::string_view old) {
-    return "\xff" + std::string(old);
-}
+std::string damaged_key(std::string_view old) { return marked_damaged(old); }
 
 // Whether a format-2 value of db (whose format-3 key is key) is a valid
 // record: format 3's values are the same, and are copied as they are, but

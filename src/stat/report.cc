@@ -606,11 +606,14 @@ std::string format_history(const Report& r, const Style& style) {
         const auto& s = r.daily[i];
         std::int64_t saved = static_cast<std::int64_t>(s.logical_bytes) - static_cast<std::int64_t>(s.stored_bytes);
         if (saved < 0) saved = 0;
-        std::string change = i == 0 ? "" : (saved >= prev ? "+" : "-") + human_bytes(static_cast<double>(std::llabs(saved - prev)));
+        char change[48] = "";
+        if (i != 0)
+            std::snprintf(change, sizeof(change), "%s%s", saved >= prev ? "+" : "-",
+                          human_bytes(static_cast<double>(std::llabs(saved - prev))).c_str());
         std::snprintf(buf, sizeof(buf), "  %-10s %12s %12s %12s %12s\n", utc_date(s.unix_time).c_str(),
                       human_bytes(static_cast<double>(s.logical_bytes)).c_str(),
                       human_bytes(static_cast<double>(s.stored_bytes)).c_str(),
-                      human_bytes(static_cast<double>(saved)).c_str(), change.c_str());
+                      human_bytes(static_cast<double>(saved)).c_str(), change);
         o += buf;
         prev = saved;
     }

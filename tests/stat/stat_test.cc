@@ -463,3 +463,27 @@ TEST_CASE("schema check: a missing or mistyped member fails, and a keyword it la
     CHECK_THROWS_WITH(test::schema_violations(no_history, schema_plus),
                       Catch::Contains("keyword format is not implemented"));
 }
+
+TEST_CASE("history: the daily table's change column says how much the saved space moved", "[stat]") {
+    stat::Report r;
+    constexpr double kGiB = 1024.0 * 1024 * 1024;
+    auto day = [](std::int64_t unix_time, std::uint64_t logical_gib, std::uint64_t stored_gib) {
+        stat::Sample s;
+        s.unix_time = static_cast<double>(unix_time);
+        s.logical_bytes = logical_gib << 30;
+        s.stored_bytes = stored_gib << 30;
+        return s;
+    };
+    // Saved: 1 GiB, then 3 GiB (+2), then 2 GiB (-1).
+    r.daily = {day(1764547200, 2, 1), day(1764633600, 5, 2), day(1764720000, 5, 3)};
+    const std::string out = stat::format_history(r, stat::Style{});
+    INFO(out);
+    std::vector<std::string> rows;
+    for (std::size_t at = out.find("2025-12-"); at != std::string::npos; at = out.find("2025-12-", at + 1))
+        rows.push_back(out.substr(at, out.find('\n', at) - at));
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0].find('+') == std::string::npos);
+    CHECK(rows[0].find(" -") == std::string::npos);
+    CHECK(rows[1].ends_with("+" + human_bytes(2 * kGiB)));
+    CHECK(rows[2].ends_with("-" + human_bytes(1 * kGiB)));
+}
