@@ -594,6 +594,7 @@ private:
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
+    std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open

@@ -123,3 +123,28 @@ TEST_CASE("kill -9 in the middle of a backlog loses nothing fsynced; the queue r
     m.remount();
     check_contents(m, files);
 }
+
+// The background pass re-cuts a file under its stream lock, for seconds when
+// the file is large. fsync and close (FUSE's flush) of that file need none
+// of its work, so they do not wait for it; the daemon counts them in
+// status.json ("syncs_beside_sweep"), and the file reads back whole.
+TEST_CASE("fsync and close of a file the pass is sweeping do not wait for the sweep", "[mount][hybrid]") {
+    const std::string data = random_bytes(64 * kMiB, 31);
+    MountFixture m({"mode=deferred", "control_interval=200"});
+    write_synced(m.path("big"), data);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    int syncs = 0;
+    while (std::chrono::steady_clock::now() < deadline &&
+           (status_field(m.store(), "raw_bytes") != 0 || status_field(m.store(), "backlog_records") != 0 ||
+            syncs == 0)) {
+        int fd = ::open(m.path("big").c_str(), O_RDWR | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        REQUIRE(::fsync(fd) == 0);
+        REQUIRE(::close(fd) == 0);
+        ++syncs;
+    }
+    REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
+    INFO(syncs << " fsyncs while the pass ran");
+    CHECK(status_field(m.store(), "syncs_beside_sweep") >= 1);
+    CHECK(read_file(m.path("big")) == data);
+}
