@@ -596,7 +596,8 @@ private:
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
     std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
-    std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle
+    std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
+    std::atomic<std::uint64_t> sweeps_yielded_to_writes_{0};  // of those, for a write to the file
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     // Write-behind (write_behind.cc). held_ is in append order.

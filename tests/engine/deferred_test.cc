@@ -516,6 +516,50 @@ TEST_CASE("fsync and close beside the pass's sweep do not wait for it", "[engine
     CHECK(check_invariants(dir.store()).empty());
 }
 
+// A write to a file the pass is sweeping waits for the stream lock the
+// sweep holds. The sweep lets it in at its next piece (1 MiB) instead of
+// making it wait out the whole re-cut: with the throttle never pausing
+// the pass, every yield here is for a write. The file holds every byte
+// written, and the pass still drains it.
+TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[engine][deferred]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(4096, 16384, 65536));
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    o.background_speed = [] { return 1.0; };  // never paused by the throttle
+    auto e = open_engine(o);
+    std::mt19937_64 rng(79);
+    std::vector<std::uint8_t> want = random_bytes(rng, (kSanitized ? 8u : 24u) << 20);
+    want.reserve(want.size() + (64u << 20));  // the appends never move it (a copy would stall them)
+    Attr a = make_file(*e, "f");
+    write_all(*e, a.ino, 0, want, 1u << 20);
+    REQUIRE(e->fsync(a.ino, false).is_ok());  // held writes applied: the pass has its work
+    std::atomic<bool> done{false};
+    Status pass_status;
+    std::thread pass([&] {
+        pass_status = e->run_background();
+        done.store(true);
+    });
+    while (!done.load()) {
+        auto piece = random_bytes(rng, 4096);
+        write_all(*e, a.ino, want.size(), piece);
+        want.insert(want.end(), piece.begin(), piece.end());
+    }
+    pass.join();
+    INFO(pass_status.to_string());
+    REQUIRE(pass_status.is_ok());
+    auto status = nlohmann::json::parse(e->status_json());
+    CHECK(status["sweeps_yielded_to_writes"].get<std::uint64_t>() > 0);
+    CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= status["sweeps_yielded_to_writes"].get<std::uint64_t>());
+    REQUIRE(e->flush(a.ino).is_ok());
+    REQUIRE(e->run_background().is_ok());  // what the yields left, and the appends
+    CHECK(read_all(*e, a.ino) == want);
+    CHECK(counters_of(*e).raw_bytes == 0);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    CHECK(check_invariants(dir.store()).empty());
+}
+
 // The throttle pausing the pass (reads or writes need the machine) stops a
 // sweep at its next piece; the rest of its range is queued again from the
 // stream's last cut. However often that happens, the drained file is cut
