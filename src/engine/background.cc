@@ -98,13 +98,15 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
         // The throttle paused the pass (reads or writes need the machine),
-        // or a write to this file waits for the lock (a lone append would
-        // otherwise wait out the whole re-cut, seconds for a large file):
+        // or a write or another operation on this file waits for the lock
+        // (a lone append, truncate or lseek would otherwise wait out the
+        // whole re-cut, seconds for a large file):
         // stop at this piece, after at least one so that every sweep gets
         // somewhere, and leave the rest for a later one.
         if (pos > offset && background_speed() <= 0) return requeue_sweep(ino, *s, end);
-        if (pos > offset && s->writers.load(std::memory_order_relaxed) > 0) {
-            sweeps_yielded_to_writes_.fetch_add(1, std::memory_order_relaxed);
+        if (pos > offset &&
+            (s->writers.load(std::memory_order_relaxed) > 0 || s->waiters.load(std::memory_order_relaxed) > 0)) {
+            sweeps_yielded_to_requests_.fetch_add(1, std::memory_order_relaxed);
             return requeue_sweep(ino, *s, end);
         }
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));

@@ -438,6 +438,13 @@ void EngineImpl::wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::u
     s.moved.notify_all();  // the next waiter may be first now
 }
 
+std::unique_lock<std::mutex> EngineImpl::lock_stream(Stream& s) {
+    s.waiters.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> l(s.mu);
+    s.waiters.fetch_sub(1, std::memory_order_relaxed);
+    return l;
+}
+
 Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
                          WriteTimes times) {
     if (offset > kMaxFileSize || len > kMaxFileSize - offset)
@@ -803,7 +810,7 @@ Status EngineImpl::sync_all() {
         all.assign(streams_.begin(), streams_.end());
     }
     for (auto& [ino, s] : all) {
-        std::lock_guard<std::mutex> l(s->mu);
+        auto l = lock_stream(*s);
         HIODSFS_TRY(close_stream(ino, *s));
     }
     return commit_now();
@@ -818,7 +825,7 @@ Status EngineImpl::fallocate(InodeId ino, int mode, std::uint64_t offset, std::u
         mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
         return Status::error(EOPNOTSUPP, "fallocate mode not supported");
     auto s = stream(ino);
-    std::lock_guard<std::mutex> l(s->mu);
+    auto l = lock_stream(*s);
     Inode cur;
     HIODSFS_TRY(regular_file(ino, &cur));
     HIODSFS_TRY(close_stream(ino, *s));
@@ -848,15 +855,15 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
     // Lock both streams in inode order (once if they are the same file).
     std::unique_lock<std::mutex> l1, l2;
     if (src == dst) {
-        l1 = std::unique_lock<std::mutex>(ss->mu);
+        l1 = lock_stream(*ss);
         if (src_off < dst_off + len && dst_off < src_off + len)
             return Status::error(EINVAL, "overlapping clone within one file");
     } else if (src < dst) {
-        l1 = std::unique_lock<std::mutex>(ss->mu);
-        l2 = std::unique_lock<std::mutex>(ds->mu);
+        l1 = lock_stream(*ss);
+        l2 = lock_stream(*ds);
     } else {
-        l1 = std::unique_lock<std::mutex>(ds->mu);
-        l2 = std::unique_lock<std::mutex>(ss->mu);
+        l1 = lock_stream(*ds);
+        l2 = lock_stream(*ss);
     }
     Inode tmp;
     HIODSFS_TRY(regular_file(src, &tmp));
@@ -907,7 +914,7 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
 
 Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) {
     auto s = stream(ino);
-    std::lock_guard<std::mutex> l(s->mu);
+    auto l = lock_stream(*s);
     Inode cur;
     HIODSFS_TRY(regular_file(ino, &cur));
     HIODSFS_TRY(close_stream(ino, *s));

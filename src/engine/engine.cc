@@ -901,7 +901,7 @@ std::string EngineImpl::status_json() {
     j["syncs_beside_sweep"] = syncs_beside_sweep_.load();
     j["reads_coalesced"] = reads_coalesced_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();
-    j["sweeps_yielded_to_writes"] = sweeps_yielded_to_writes_.load();
+    j["sweeps_yielded_to_requests"] = sweeps_yielded_to_requests_.load();
     j["early_commits"] = early_commits_.load();
     j["resident_trims"] = resident_trims_.load();
     j["held_writes_applied"] = held_applied_.load();

@@ -139,6 +139,7 @@ struct Stream {
     std::mutex mu;
     std::condition_variable moved;  // a write to the file finished
     std::atomic<int> writers{0};    // write requests inside write() for this file
+    std::atomic<int> waiters{0};    // other operations waiting for mu (lock_stream)
     int streak = 0;                 // consecutive writes that continued the stream
     std::multiset<std::uint64_t> waiting;  // offsets of writes waiting for a gap to fill
     bool active = false;
@@ -427,6 +428,9 @@ private:
     // bytes of the same request, is cleared.
     Status flush_batch(InodeId ino, Stream& s, ChunkBatch& batch, WriteUpdate* upd);
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
+    // The stream's lock for an operation on the file other than a write or
+    // the pass: a sweep that holds it stops at its next piece.
+    static std::unique_lock<std::mutex> lock_stream(Stream& s);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     // upd: a write whose times the emitted chunks' operation sets, if not yet set.
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr,
@@ -597,7 +601,7 @@ private:
     std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
-    std::atomic<std::uint64_t> sweeps_yielded_to_writes_{0};  // of those, for a write to the file
+    std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     // Write-behind (write_behind.cc). held_ is in append order.

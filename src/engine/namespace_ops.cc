@@ -274,7 +274,7 @@ Status EngineImpl::setattr(InodeId ino, const SetAttr& ch, Attr* out) {
     if (ch.valid & SetAttr::kSize) {
         if (ch.size > kMaxFileSize) return Status::error(EFBIG, "file size too large");
         auto s = stream(ino);
-        std::lock_guard<std::mutex> l(s->mu);
+        auto l = lock_stream(*s);
         Inode in;
         HIODSFS_TRY(regular_file(ino, &in));
         HIODSFS_TRY(truncate_locked(ino, *s, ch.size));
@@ -568,7 +568,7 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
         if (it != streams_.end()) s = it->second;
     }
     if (s) {
-        std::lock_guard<std::mutex> l(s->mu);
+        auto l = lock_stream(*s);
         (void)close_stream(ino, *s);
     }
     std::unique_ptr<Txn> t;

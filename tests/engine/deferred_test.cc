@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -516,21 +517,21 @@ TEST_CASE("fsync and close beside the pass's sweep do not wait for it", "[engine
     CHECK(check_invariants(dir.store()).empty());
 }
 
-// A write to a file the pass is sweeping waits for the stream lock the
-// sweep holds. The sweep lets it in at its next piece (1 MiB) instead of
-// making it wait out the whole re-cut: with the throttle never pausing
-// the pass, every yield here is for a write. The file holds every byte
-// written, and the pass still drains it.
-TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[engine][deferred]") {
+// A deferred file the pass sweeps with the throttle never pausing it, so
+// that every stop of a sweep is for a request: step() runs until the pass
+// is done, and may append to `want`. Then the pass drains what the stops
+// left, and the file must read back as `want`.
+static void step_beside_sweep(std::uint64_t seed,
+                       const std::function<void(Engine&, InodeId, std::mt19937_64&, std::vector<std::uint8_t>*)>& step) {
     TempDir dir;
     EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(4096, 16384, 65536));
     o.mode = DedupMode::kDeferred;
     o.background_threads = 0;
-    o.background_speed = [] { return 1.0; };  // never paused by the throttle
+    o.background_speed = [] { return 1.0; };
     auto e = open_engine(o);
-    std::mt19937_64 rng(79);
+    std::mt19937_64 rng(seed);
     std::vector<std::uint8_t> want = random_bytes(rng, (kSanitized ? 8u : 24u) << 20);
-    want.reserve(want.size() + (64u << 20));  // the appends never move it (a copy would stall them)
+    want.reserve(want.size() + (64u << 20));  // appends never move it (a copy would stall them)
     Attr a = make_file(*e, "f");
     write_all(*e, a.ino, 0, want, 1u << 20);
     REQUIRE(e->fsync(a.ino, false).is_ok());  // held writes applied: the pass has its work
@@ -540,24 +541,41 @@ TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[engi
         pass_status = e->run_background();
         done.store(true);
     });
-    while (!done.load()) {
-        auto piece = random_bytes(rng, 4096);
-        write_all(*e, a.ino, want.size(), piece);
-        want.insert(want.end(), piece.begin(), piece.end());
-    }
+    while (!done.load()) step(*e, a.ino, rng, &want);
     pass.join();
     INFO(pass_status.to_string());
     REQUIRE(pass_status.is_ok());
     auto status = nlohmann::json::parse(e->status_json());
-    CHECK(status["sweeps_yielded_to_writes"].get<std::uint64_t>() > 0);
-    CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= status["sweeps_yielded_to_writes"].get<std::uint64_t>());
+    CHECK(status["sweeps_yielded_to_requests"].get<std::uint64_t>() > 0);
+    CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= status["sweeps_yielded_to_requests"].get<std::uint64_t>());
     REQUIRE(e->flush(a.ino).is_ok());
-    REQUIRE(e->run_background().is_ok());  // what the yields left, and the appends
+    REQUIRE(e->run_background().is_ok());
     CHECK(read_all(*e, a.ino) == want);
     CHECK(counters_of(*e).raw_bytes == 0);
     REQUIRE(e->close().is_ok());
     e.reset();
     CHECK(check_invariants(dir.store()).empty());
+}
+
+// A write to a file the pass is sweeping waits for the stream lock the
+// sweep holds. The sweep lets it in at its next piece (1 MiB) instead of
+// making it wait out the whole re-cut.
+TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[engine][deferred]") {
+    step_beside_sweep(79, [](Engine& e, InodeId ino, std::mt19937_64& rng, std::vector<std::uint8_t>* want) {
+        auto piece = random_bytes(rng, 4096);
+        write_all(e, ino, want->size(), piece);
+        want->insert(want->end(), piece.begin(), piece.end());
+    });
+}
+
+// The same for the file's other operations that take its lock: lseek's
+// SEEK_DATA (cp and tar look for holes that way) while the pass sweeps.
+TEST_CASE("an lseek of a file the pass is sweeping makes the sweep yield", "[engine][deferred]") {
+    step_beside_sweep(80, [](Engine& e, InodeId ino, std::mt19937_64&, std::vector<std::uint8_t>*) {
+        std::uint64_t at = 1;
+        REQUIRE(e.seek(ino, 0, SeekWhence::kData, &at).is_ok());
+        REQUIRE(at == 0);
+    });
 }
 
 // The throttle pausing the pass (reads or writes need the machine) stops a

@@ -164,7 +164,7 @@ TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[moun
     // writes would have the throttle pause the pass instead.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     int appends = 0;
-    while (std::chrono::steady_clock::now() < deadline && status_field(m.store(), "sweeps_yielded_to_writes") < 1) {
+    while (std::chrono::steady_clock::now() < deadline && status_field(m.store(), "sweeps_yielded_to_requests") < 1) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         const std::string piece = random_bytes(4096, 1000 + appends);
         REQUIRE(::write(fd, piece.data(), piece.size()) == static_cast<ssize_t>(piece.size()));
@@ -173,7 +173,7 @@ TEST_CASE("a write to a file the pass is sweeping makes the sweep yield", "[moun
     }
     REQUIRE(::close(fd) == 0);
     INFO(appends << " appends");
-    CHECK(status_field(m.store(), "sweeps_yielded_to_writes") >= 1);
+    CHECK(status_field(m.store(), "sweeps_yielded_to_requests") >= 1);
     REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
     CHECK(read_file(m.path("big")) == data);
 }
