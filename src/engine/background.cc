@@ -43,10 +43,12 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     std::shared_ptr<Stream> s = stream(ino);
     Status st;
     bool gone = false;
+    s->pass_at_lock.store(true, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> l(s->mu);
         st = rechunk_locked(ino, *s, offset, length, &gone);
     }
+    s->pass_at_lock.store(false, std::memory_order_relaxed);
     s.reset();
     drop_stream(ino, gone);  // a file nothing pins keeps no stream after its pass
     return st;

@@ -779,8 +779,9 @@ Status EngineImpl::close_stream(InodeId ino) {
             syncs_beside_sweep_.fetch_add(1, std::memory_order_relaxed);
             return Status::ok();
         }
-        // The pass takes the lock a moment before its sweep begins.
-        if (++polls > kReadLockPolls) {
+        // The pass takes the lock a moment before its sweep begins; anyone
+        // else (a write) lets go soon: queue for it.
+        if (!s->pass_at_lock.load(std::memory_order_relaxed) || ++polls > kReadLockPolls) {
             l.lock();
             break;
         }

@@ -153,6 +153,10 @@ struct Stream {
     // sweep runs; a sweep's start and end each add one, so a read beside it
     // can tell that it ended (and a writer may have come) meanwhile.
     std::atomic<std::uint64_t> sweep_seq{0};
+    // The pass holds mu or is about to take it (its checks before a sweep
+    // included): flush and fsync that find mu taken poll it then, until the
+    // sweep begins, and otherwise queue for it (close_stream).
+    std::atomic<bool> pass_at_lock{false};
     // The file was found to be a regular file (a file's type never changes):
     // a held-back write needs no metadata lookup of its own.
     bool regular = false;
