@@ -372,22 +372,11 @@ Status splice_extents(Txn& t, InodeId ino, InodeTail& tail, std::uint64_t off, s
 
 }  // namespace
 
-Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
-                      std::vector<ExtentCut>* cuts) {
-    return splice_extents(t, ino, off, end, std::span<const ExtentRecord>(add, add != nullptr ? 1 : 0), cuts);
-}
-
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                       std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts) {
     InodeTail tail;
     HIODSFS_TRY(read_tail(t, ino, &tail));
     return splice_extents(t, ino, tail, off, end, adds, cuts);
-}
-
-Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
-                      const ExtentRecord* add, std::vector<ExtentCut>* cuts) {
-    return splice_extents(t, ino, held_block, off, end, std::span<const ExtentRecord>(add, add != nullptr ? 1 : 0),
-                          cuts);
 }
 
 Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,

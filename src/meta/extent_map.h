@@ -94,16 +94,12 @@ struct ExtentCut {
     int pieces_left = 0;        // 0, 1 or 2 (the parts before and after the range)
 };
 
-// Unmaps [off, end) of ino and, if add is not null, maps it at off
-// (add->length <= end - off). The blocks it touches are read and written
-// once. *cuts gets one entry per extent the range overlapped.
-Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end, const ExtentRecord* add,
-                      std::vector<ExtentCut>* cuts);
-Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,
-                      const ExtentRecord* add, std::vector<ExtentCut>* cuts);
-// The same with the extents of `adds` mapped back to back from off (their
-// lengths add up to at most end - off; none empty): a run of chunks a
-// request stores touches each block once, not once per chunk.
+// Unmaps [off, end) of ino and maps the extents of `adds` back to back from
+// off (their lengths add up to at most end - off; none empty; none: only
+// unmaps). The blocks it touches are read and written once, so a run of
+// chunks a request stores costs one splice, not one per chunk. *cuts gets
+// one entry per extent the range overlapped. held_block: the file's inline
+// block, held by the caller (Inode::held_extents) instead of in its record.
 Status splice_extents(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
                       std::span<const ExtentRecord> adds, std::vector<ExtentCut>* cuts);
 Status splice_extents(Txn& t, InodeId ino, std::string* held_block, std::uint64_t off, std::uint64_t end,

@@ -212,7 +212,7 @@ TEST_CASE("fsck: a deleted extent leaves an unreferenced chunk that is dropped",
     ChunkId id = s.extent(s.b, 8192).chunk;
     s.edit([&](Txn& t) {
         std::vector<ExtentCut> cuts;  // the map loses one extent; nothing else is told
-        REQUIRE(splice_extents(t, s.b, 8192, 12288, nullptr, &cuts).is_ok());
+        REQUIRE(splice_extents(t, s.b, 8192, 12288, {}, &cuts).is_ok());
         REQUIRE(cuts.size() == 1);
     });
     find_repair_clean(s, "chunk " + std::to_string(id) + " (4096 bytes) is referenced by no file");
