@@ -45,7 +45,8 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     bool gone = false;
     s->pass_at_lock.store(true, std::memory_order_relaxed);
     {
-        std::lock_guard<std::mutex> l(s->mu);
+        std::unique_lock<std::mutex> l(s->mu);
+        whole(*s, l);
         st = rechunk_locked(ino, *s, offset, length, &gone);
     }
     s->pass_at_lock.store(false, std::memory_order_relaxed);

@@ -391,7 +391,8 @@ Status EngineImpl::plan_realign_step(Txn& t, InodeId ino, const Inode& in, std::
 // After an overwrite inside old data: keep chunking the old bytes that follow
 // until a cut falls on an old extent boundary, so the chunks after it stay.
 Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
-                           WriteUpdate* upd, ChunkBatch* batch, std::vector<RealignStep>* ahead) {
+                           WriteUpdate* upd, ChunkBatch* batch, std::vector<RealignStep>* ahead,
+                           std::uint64_t window_end, bool* left_window) {
     const std::uint64_t give_up = write_end + std::min(reach, kMaxFileSize);
     std::vector<std::uint8_t> piece;
     for (;;) {
@@ -416,6 +417,10 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
         if (step.hole_at_pos) return Status::ok();
         if (may_stop && step.at_boundary && step.next_starts_chunk)
             return close_stream(ino, s, true, upd, batch);  // inline even when the pass runs this
+        if (step.piece_end > window_end) {
+            *left_window = true;
+            return Status::ok();
+        }
         piece.resize(step.piece_end - pos);
         HIODSFS_TRY(fetch_read(ino, nullptr, step.plan, piece.data()));
         HIODSFS_TRY(feed(ino, s, piece.data(), piece.size(), upd != nullptr && !upd->applied ? upd : nullptr,
@@ -442,7 +447,88 @@ std::unique_lock<std::mutex> EngineImpl::lock_stream(Stream& s) {
     s.waiters.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock<std::mutex> l(s.mu);
     s.waiters.fetch_sub(1, std::memory_order_relaxed);
+    whole(s, l);
     return l;
+}
+
+void EngineImpl::whole(Stream& s, std::unique_lock<std::mutex>& l) {
+    if (s.windows.empty()) return;
+    ++s.whole_waiting;
+    s.window_left.wait(l, [&] { return s.windows.empty(); });
+    --s.whole_waiting;
+}
+
+// Overwrites in windows. A write inside a file that does not continue its
+// stream re-cuts only the region around it: from the cut point before it
+// (at most `reach` back) to where a new cut meets an old chunk boundary
+// again (at most `reach` and one chunk past its end, else it is retried).
+// That window is all it reads or remaps, and its chunks are mapped in one
+// metadata operation at the end, so overwrites whose windows do not meet
+// run at once, each with a stream of its own, as a database's random
+// writes come. The file's stream is idle meanwhile; everyone who would
+// use it, or change the file's size or bytes (writes that extend or
+// continue, truncate, fallocate, clone, the pass's sweep), waits for the
+// windows to close (whole()), and no new window opens while one waits.
+Status EngineImpl::write_in_window(InodeId ino, Stream& s, std::unique_lock<std::mutex>& l,
+                                   std::uint64_t offset, const std::uint8_t* data, std::size_t len,
+                                   WriteUpdate* upd, bool* done) {
+    *done = false;
+    const std::uint64_t reach = std::uint64_t{chunking_.max_size} * 4;
+    const std::uint64_t lo = offset - std::min(offset, reach);
+    const std::uint64_t hi = offset + len + reach + chunking_.max_size;
+    auto meets = [&](const std::pair<std::uint64_t, std::uint64_t>& w) { return w.first < hi && lo < w.second; };
+    for (;;) {
+        if (deferred_.load() || s.active || s.whole_waiting > 0 || offset == s.last_end) return Status::ok();
+        if (std::none_of(s.windows.begin(), s.windows.end(), meets)) break;
+        s.window_left.wait(l);
+    }
+    const bool beside = !s.windows.empty();
+    s.windows.emplace_back(lo, hi);
+    s.streak = 0;
+    s.last_end = offset + len;
+    bool inside = false, left_window = false;
+    Status st;
+    {
+        // The window closes, under the lock, however the work ends.
+        struct Close {
+            Stream& s;
+            std::unique_lock<std::mutex>& l;
+            std::pair<std::uint64_t, std::uint64_t> w;
+            ~Close() {
+                if (!l.owns_lock()) l.lock();
+                s.windows.erase(std::find(s.windows.begin(), s.windows.end(), w));
+                s.window_left.notify_all();
+            }
+        } close{s, l, {lo, hi}};
+        l.unlock();
+
+        Stream own;
+        ChunkBatch batch;
+        std::vector<RealignStep> ahead;
+        std::uint64_t size = 0;
+        st = start_stream(ino, own, offset, reach, &size, offset + len, &ahead, &batch);
+        // Only inside the file, whose size then stays while windows are
+        // open: a write that reaches its end is made under the lock.
+        inside = st && offset + len < size;
+        if (inside) st = feed(ino, own, data, len, nullptr, &batch, true);
+        if (inside && st) st = realign(ino, own, offset + len, reach, nullptr, &batch, &ahead, hi, &left_window);
+        // A tail the realignment left open (at a hole or the file's end)
+        // is chunked now: no later write continues this stream.
+        if (inside && st && !left_window) st = close_stream(ino, own, true, nullptr, &batch);
+        // Nothing is mapped before this one operation: a write that fails
+        // or leaves its window has changed nothing.
+        if (inside && st && !left_window) st = flush_batch(ino, own, batch, upd);
+    }
+    if (!st) return st;
+    if (!inside) return Status::ok();
+    overwrites_in_windows_.fetch_add(1, std::memory_order_relaxed);
+    if (beside) overwrites_beside_others_.fetch_add(1, std::memory_order_relaxed);
+    if (left_window) {
+        window_retries_.fetch_add(1, std::memory_order_relaxed);
+        return Status::ok();
+    }
+    *done = true;
+    return Status::ok();
 }
 
 Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
@@ -477,6 +563,17 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     const auto* bytes = static_cast<const std::uint8_t*>(data);
     WriteUpdate upd{offset + len, now_ts()};
     upd.touch = times == WriteTimes::kSet;
+    if (!s->active) {
+        bool done = false;
+        Status st = write_in_window(ino, *s, l, offset, bytes, len, &upd, &done);
+        if (!st) return st;
+        if (done) {
+            l.unlock();
+            return apply_unless_applied(ino, &upd);
+        }
+    }
+    whole(*s, l);
+    s->last_end = offset + len;
     if (deferred_.load()) {
         HIODSFS_TRY(hold_write(ino, *s, offset, bytes, len, upd.touch ? &upd.now : nullptr));
         l.unlock();
@@ -520,20 +617,19 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
         if (!st) accepted_end = 0;
     }
     // A write that took nothing leaves the times as they were too.
-    if (!upd.applied && accepted_end != 0) {
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin(&t));
-        Inode cur;
-        HIODSFS_TRY(load_inode(*t, ino, &cur));
-        if (accepted_end > cur.r.size) cur.r.size = accepted_end;
-        if (upd.touch) {
-            set_time(&cur.r.mtime_s, &cur.r.mtime_ns, upd.now);
-            set_time(&cur.r.ctime_s, &cur.r.ctime_ns, upd.now);
-        }
-        HIODSFS_TRY(store_inode(*t, ino, cur));
-        HIODSFS_TRY(t->commit());
-    }
+    if (accepted_end != 0) HIODSFS_TRY(apply_unless_applied(ino, &upd));
     return st;
+}
+
+Status EngineImpl::apply_unless_applied(InodeId ino, WriteUpdate* upd) {
+    if (upd->applied) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    Inode cur;
+    HIODSFS_TRY(load_inode(*t, ino, &cur));
+    apply_update(cur, upd);
+    HIODSFS_TRY(store_inode(*t, ino, cur));
+    return t->commit();
 }
 
 Status EngineImpl::plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t off,

@@ -902,6 +902,9 @@ std::string EngineImpl::status_json() {
     j["reads_coalesced"] = reads_coalesced_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();
     j["sweeps_yielded_to_requests"] = sweeps_yielded_to_requests_.load();
+    j["overwrites_in_windows"] = overwrites_in_windows_.load();
+    j["overwrites_beside_others"] = overwrites_beside_others_.load();
+    j["window_retries"] = window_retries_.load();
     j["early_commits"] = early_commits_.load();
     j["resident_trims"] = resident_trims_.load();
     j["held_writes_applied"] = held_applied_.load();

@@ -160,6 +160,16 @@ struct Stream {
     // The file was found to be a regular file (a file's type never changes):
     // a held-back write needs no metadata lookup of its own.
     bool regular = false;
+    // Overwrites inside the file that run without mu, each in a window
+    // [first, second) holding every byte it reads or remaps (data_path.cc,
+    // "Overwrites in windows"); guarded by mu. Everyone else who changes
+    // the file's bytes, size or stream waits for them under mu (whole()).
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
+    std::condition_variable window_left;  // a window was released
+    int whole_waiting = 0;  // operations waiting under mu for the windows: no new ones open
+    // Where the last write to the file ended: a write that starts there (an
+    // append, a rewrite in order) is no random overwrite, and takes no window.
+    std::uint64_t last_end = 0;
 
     std::size_t size() const { return buf.size() - head; }
     std::uint64_t end() const { return off + size(); }
@@ -433,8 +443,19 @@ private:
     Status flush_batch(InodeId ino, Stream& s, ChunkBatch& batch, WriteUpdate* upd);
     static void wait_for_gap(Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset);
     // The stream's lock for an operation on the file other than a write or
-    // the pass: a sweep that holds it stops at its next piece.
+    // the pass: a sweep that holds it stops at its next piece. It has the
+    // whole file: no overwrite runs in a window beside it.
     static std::unique_lock<std::mutex> lock_stream(Stream& s);
+    // With mu held (l): waits until no overwrite runs in a window.
+    static void whole(Stream& s, std::unique_lock<std::mutex>& l);
+    // A write inside the file, with mu held (l), run in a window of its own
+    // without mu when it can be: *done says it ran (result in the Status);
+    // otherwise the caller writes it under mu. Releases and retakes l.
+    // Sets the file's size and times as the write upd says, unless its
+    // chunks' operation did.
+    Status apply_unless_applied(InodeId ino, WriteUpdate* upd);
+    Status write_in_window(InodeId ino, Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset,
+                           const std::uint8_t* data, std::size_t len, WriteUpdate* upd, bool* done);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
     // upd: a write whose times the emitted chunks' operation sets, if not yet set.
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr,
@@ -454,9 +475,12 @@ private:
     // upd (if given): the write before it, whose times the first chunks
     // realign emits set. ahead: steps start_stream looked up, used while
     // they match where the stream is.
+    // window_end (if given): realign reads nothing at or past it; it stops
+    // and sets *left_window instead.
     Status realign(InodeId ino, Stream& s, std::uint64_t write_end, std::uint64_t reach,
                    WriteUpdate* upd = nullptr, ChunkBatch* batch = nullptr,
-                   std::vector<RealignStep>* ahead = nullptr);
+                   std::vector<RealignStep>* ahead = nullptr, std::uint64_t window_end = kUnbounded,
+                   bool* left_window = nullptr);
     // Looks up realign's step at pos; the piece is planned unless the step
     // is past the end, at a hole, or stops (may_stop, at a chunk boundary).
     Status plan_realign_step(Txn& t, InodeId ino, const Inode& in, std::uint64_t pos, bool may_stop,
@@ -606,6 +630,9 @@ private:
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
     std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation
+    std::atomic<std::uint64_t> overwrites_in_windows_{0};  // overwrites that ran without the stream lock
+    std::atomic<std::uint64_t> overwrites_beside_others_{0};  // of those, begun while another ran
+    std::atomic<std::uint64_t> window_retries_{0};  // of those, whose realignment left the window
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
     // Write-behind (write_behind.cc). held_ is in append order.

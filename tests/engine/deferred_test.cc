@@ -626,3 +626,33 @@ TEST_CASE("a sweep the throttle pauses stops early and leaves the canonical cuts
         }
     }
 }
+
+// An overwrite inside a file runs in a window of its own (data_path.cc,
+// "Overwrites in windows"), which bounds how far its realignment may read.
+// Raw bytes after it (written deferred, not yet swept) hold no chunk
+// boundary to stop at: the realignment runs on past the window, and the
+// write is made again under the file's stream lock, whole, as before.
+TEST_CASE("an overwrite whose realignment leaves its window through raw data is made again under the lock",
+          "[engine][deferred]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    auto e = open_engine(o);
+    std::mt19937_64 rng(41);
+    auto data = random_bytes(rng, 2 << 20);
+    Attr a = make_file(*e, "a");
+    write_all(*e, a.ino, 0, data, 1 << 20);
+    e->set_deferred(false);
+    auto patch = random_bytes(rng, 4096);
+    write_all(*e, a.ino, 512 * 1024, patch);
+    std::copy(patch.begin(), patch.end(), data.begin() + 512 * 1024);
+    auto status = nlohmann::json::parse(e->status_json());
+    INFO(status.dump());
+    CHECK(status["window_retries"].get<std::uint64_t>() >= 1);
+    CHECK(read_all(*e, a.ino) == data);
+    REQUIRE(e->run_background().is_ok());
+    CHECK(read_all(*e, a.ino) == data);
+    REQUIRE(e->close().is_ok());
+    CHECK(check_invariants(dir.store()).empty());
+}

@@ -8,12 +8,17 @@
 // tag, its index, a version, a checksum) and a read must find each block
 // zero or whole, of its own file and at its own place. At the end every file
 // matches its model, before and after a reopen, and the store passes fsck.
+#include <linux/falloc.h>
+
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
 
 #include "engine_test_util.h"
+#include "store/fault_env.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
@@ -111,6 +116,94 @@ void run_threads(Engine& e, bool switching, std::uint64_t seed, int writers,
     stop_switching.store(true);
     switcher.join();
 }
+
+// One file of kBlock-sized self-describing blocks that several threads
+// overwrite, each its own blocks (block % writers == w), as modelled.
+struct SharedBlockFile {
+    Engine& e;
+    std::uint64_t tag;
+    std::uint64_t seed;
+    Failures& failures;
+    Attr f;
+    std::vector<std::uint8_t> model;
+    std::mutex model_mu;
+    std::atomic<int> writers_left{0};
+
+    SharedBlockFile(Engine& engine, const char* name, std::uint64_t blocks, std::uint64_t file_tag,
+                    std::uint64_t rng_seed, Failures& fails)
+        : e(engine), tag(file_tag), seed(rng_seed), failures(fails), model(blocks * kBlock) {
+        NewNode n;
+        n.mode = S_IFREG | 0644;
+        REQUIRE(e.create(kRootInode, name, n, &f).is_ok());
+        // The whole file first: every later overwrite is inside old data.
+        for (std::uint64_t b = 0; b < blocks; ++b) fill_block(model.data() + b * kBlock, tag, b, 0);
+        REQUIRE(e.write(f.ino, 0, model.data(), model.size()).is_ok());
+    }
+    std::uint64_t blocks() const { return model.size() / kBlock; }
+
+    // Writer w of `writers`: `ops` overwrites of its own blocks among the
+    // first `within`, and an fsync after one in `fsync_every` (0: none).
+    void overwrite(int w, int writers, std::uint64_t within, int ops, unsigned fsync_every) {
+        std::mt19937_64 rng(seed + static_cast<std::uint64_t>(w));
+        std::vector<std::uint8_t> buf(kBlock);
+        for (int op = 0; op < ops; ++op) {
+            const std::uint64_t block = (rng() % (within / static_cast<std::uint64_t>(writers))) *
+                                            static_cast<std::uint64_t>(writers) +
+                                        static_cast<std::uint64_t>(w);
+            fill_block(buf.data(), tag, block, rng() | 1);
+            Status st = e.write(f.ino, block * kBlock, buf.data(), buf.size());
+            if (!st) {
+                failures.add("write block " + std::to_string(block) + ": " + st.to_string());
+                continue;
+            }
+            std::lock_guard<std::mutex> l(model_mu);
+            std::memcpy(model.data() + block * kBlock, buf.data(), kBlock);
+            if (fsync_every != 0 && rng() % fsync_every == 0) {
+                st = e.fsync(f.ino, false);
+                if (!st) failures.add("fsync: " + st.to_string());
+            }
+        }
+        writers_left.fetch_sub(1);
+    }
+
+    // At the end (the threads joined): the file reads as modelled, the
+    // store is consistent once closed, and the file reads the same reopened.
+    void check_closed_and_reopened(std::unique_ptr<Engine>& engine, const EngineOptions& o, const TempDir& dir) {
+        const InodeId ino = f.ino;
+        CHECK(read_all(*engine, ino) == model);
+        REQUIRE(engine->close().is_ok());
+        engine.reset();  // this->e is not used again
+        for (const auto& p : check_invariants(dir.store())) FAIL_CHECK(p);
+        engine = open_engine(o);
+        CHECK(read_all(*engine, ino) == model);
+        REQUIRE(engine->close().is_ok());
+    }
+
+    // Reader r: runs of at most `most` blocks among the first `within`,
+    // each zero or whole, until every writer is done.
+    void check_reads(int r, std::uint64_t within, std::uint64_t most) {
+        std::mt19937_64 rng(seed ^ (0x1234ull + static_cast<std::uint64_t>(r)));
+        std::vector<std::uint8_t> buf(most * kBlock);
+        while (writers_left.load() > 0) {
+            const std::uint64_t first = rng() % within, count = 1 + rng() % std::min(most, within - first);
+            std::size_t got = 0;
+            Status st = e.read(f.ino, first * kBlock, count * kBlock, buf.data(), &got);
+            if (!st || got != count * kBlock) {
+                failures.add("read: " + st.to_string() + ", " + std::to_string(got) + " bytes");
+                continue;
+            }
+            std::uint64_t seen = 0;
+            for (std::uint64_t i = 0; i < count; ++i) {
+                std::string bad = check_block(buf.data() + i * kBlock, first + i, &seen);
+                if (bad.empty() && seen != tag) bad = "block of another file";
+                if (!bad.empty()) {
+                    failures.add("read: " + bad);
+                    break;
+                }
+            }
+        }
+    }
+};
 
 }  // namespace
 
@@ -298,72 +391,169 @@ TEST_CASE("one file's overwrites from many threads at once keep every block whol
         INFO("seed " << seed);
 
         constexpr int kWriters = 4, kReaders = 2;
-        constexpr std::uint64_t kBlocks = 64, kTag = 7;
+        constexpr std::uint64_t kBlocks = 64;
         const int ops = kSanitized ? 150 : 600;
         Failures failures;
-        NewNode n;
-        n.mode = S_IFREG | 0644;
-        Attr f;
-        REQUIRE(e->create(kRootInode, "shared", n, &f).is_ok());
-        // The whole file first: every later write is inside old data.
-        std::vector<std::uint8_t> model(kBlocks * kBlock);
-        for (std::uint64_t b = 0; b < kBlocks; ++b) fill_block(model.data() + b * kBlock, kTag, b, 0);
-        REQUIRE(e->write(f.ino, 0, model.data(), model.size()).is_ok());
-        std::mutex model_mu;  // each writer changes only its own blocks of it
-        std::atomic<int> writers_left{kWriters};
-
-        auto writer = [&](int w) {
-            std::mt19937_64 rng(seed + static_cast<std::uint64_t>(w));
-            std::vector<std::uint8_t> buf(kBlock);
-            for (int op = 0; op < ops; ++op) {
-                const std::uint64_t block = (rng() % (kBlocks / kWriters)) * kWriters + static_cast<std::uint64_t>(w);
-                fill_block(buf.data(), kTag, block, rng() | 1);
-                Status st = e->write(f.ino, block * kBlock, buf.data(), buf.size());
-                if (!st) {
-                    failures.add("write block " + std::to_string(block) + ": " + st.to_string());
-                    continue;
-                }
-                std::lock_guard<std::mutex> l(model_mu);
-                std::memcpy(model.data() + block * kBlock, buf.data(), kBlock);
-                if (rng() % 16 == 0) {
-                    st = e->fsync(f.ino, false);
-                    if (!st) failures.add("fsync: " + st.to_string());
-                }
-            }
-            writers_left.fetch_sub(1);
-        };
-        auto reader = [&](int r) {
-            std::mt19937_64 rng(seed ^ (0x1234ull + static_cast<std::uint64_t>(r)));
-            std::vector<std::uint8_t> buf(kBlocks * kBlock);
-            while (writers_left.load() > 0) {
-                const std::uint64_t first = rng() % kBlocks, count = 1 + rng() % (kBlocks - first);
-                std::size_t got = 0;
-                Status st = e->read(f.ino, first * kBlock, count * kBlock, buf.data(), &got);
-                if (!st || got != count * kBlock) {
-                    failures.add("read: " + st.to_string() + ", " + std::to_string(got) + " bytes");
-                    continue;
-                }
-                std::uint64_t tag = 0;
-                for (std::uint64_t i = 0; i < count; ++i) {
-                    std::string bad = check_block(buf.data() + i * kBlock, first + i, &tag);
-                    if (bad.empty() && tag != kTag) bad = "block of another file";
-                    if (!bad.empty()) {
-                        failures.add("read: " + bad);
-                        break;
-                    }
-                }
-            }
-        };
+        SharedBlockFile file(*e, "shared", kBlocks, 7, seed, failures);
+        file.writers_left = kWriters;
+        auto writer = [&](int w) { file.overwrite(w, kWriters, kBlocks, ops, 16); };
+        auto reader = [&](int r) { file.check_reads(r, kBlocks, kBlocks); };
         run_threads(*e, switching, seed, kWriters, writer, kReaders, reader);
         e->set_deferred(false);
         for (const auto& msg : failures.list()) FAIL_CHECK(msg);
 
-        CHECK(read_all(*e, f.ino) == model);
-        REQUIRE(e->close().is_ok());
-        e.reset();
-        for (const auto& p : check_invariants(dir.store())) FAIL_CHECK(p);
-        e = open_engine(o);
-        CHECK(read_all(*e, f.ino) == model);
-        REQUIRE(e->close().is_ok());
+        file.check_closed_and_reopened(e, o, dir);
+    }
+}
+
+// Overwrites inside a file run in windows of their own, beside each other
+// (data_path.cc, "Overwrites in windows"), while appends, fsyncs, hole
+// lookups, fallocate and sync_all of the same file need the whole
+// file and wait for the windows to close. Four writers overwrite blocks of
+// their own all over an 8 MiB file, so their windows often meet and often
+// do not; an appender grows the file; a reader checks every block it
+// sees; a thread takes the whole file again and again.
+TEST_CASE("overwrites of one file run beside each other in windows, and the whole-file operations wait for them",
+          "[engine][stress]") {
+    TempDir dir;
+    EngineOptions o = stress_options(dir);
+    o.mode = DedupMode::kInline;
+    auto e = open_engine(o);
+    const std::uint64_t seed = std::random_device{}();
+    INFO("seed " << seed);
+
+    constexpr int kWriters = 4, kReaders = 1;
+    constexpr std::uint64_t kBlocks = 2048, kTag = 11;
+    const int ops = kSanitized ? 300 : 1500;
+    Failures failures;
+    SharedBlockFile file(*e, "db", kBlocks, kTag, seed, failures);
+    file.writers_left = kWriters + 1;
+    auto overwriter = [&](int w) { file.overwrite(w, kWriters, kBlocks, ops, 0); };
+    auto appender = [&] {
+        std::mt19937_64 rng(seed ^ 0xa99e);
+        std::vector<std::uint8_t> buf(kBlock);
+        for (std::uint64_t block = kBlocks; block < kBlocks + ops / 8; ++block) {
+            fill_block(buf.data(), kTag, block, rng() | 1);
+            Status st = e->write(file.f.ino, block * kBlock, buf.data(), buf.size());
+            if (!st) {
+                failures.add("append block " + std::to_string(block) + ": " + st.to_string());
+                break;
+            }
+            std::lock_guard<std::mutex> l(file.model_mu);
+            file.model.insert(file.model.end(), buf.begin(), buf.end());
+        }
+        file.writers_left.fetch_sub(1);
+    };
+    auto whole_file = [&] {
+        std::mt19937_64 rng(seed ^ 0x3401e);
+        while (file.writers_left.load() > 0) {
+            Status st;
+            std::uint64_t at = 0;
+            switch (rng() % 4) {
+                case 0: st = e->fsync(file.f.ino, false); break;
+                case 1: st = e->seek(file.f.ino, (rng() % kBlocks) * kBlock, SeekWhence::kHole, &at); break;
+                case 2: st = e->fallocate(file.f.ino, FALLOC_FL_KEEP_SIZE, 0, kBlock); break;
+                default: st = e->sync_all(); break;
+            }
+            if (!st) failures.add("whole-file operation: " + st.to_string());
+            std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 800));
+        }
+    };
+    auto reader = [&](int r) { file.check_reads(r, kBlocks, 64); };
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kWriters; ++w) threads.emplace_back(overwriter, w);
+    threads.emplace_back(appender);
+    threads.emplace_back(whole_file);
+    for (int r = 0; r < kReaders; ++r) threads.emplace_back(reader, r);
+    for (auto& t : threads) t.join();
+    for (const auto& msg : failures.list()) FAIL_CHECK(msg);
+
+    auto status = nlohmann::json::parse(e->status_json());
+    INFO(status.dump());
+    CHECK(status["overwrites_beside_others"].get<std::uint64_t>() > 0);
+    CHECK(status["overwrites_in_windows"].get<std::uint64_t>() >= status["overwrites_beside_others"].get<std::uint64_t>());
+    file.check_closed_and_reopened(e, o, dir);
+}
+
+// The same overwrites in windows, with a segment write failing under them
+// (once, or from then on): a write that fails maps nothing, so after a
+// reopen every block holds its first version or one a write acknowledged,
+// and, when the fsync after them succeeded, the last one acknowledged.
+TEST_CASE("a segment write failing under overwrites in windows loses nothing acknowledged",
+          "[engine][stress][fault]") {
+    constexpr int kWriters = 4;
+    constexpr std::uint64_t kBlocks = 512, kTag = 13;
+    for (bool permanent : {false, true}) {
+        for (std::uint64_t at = 1; at < 40; at += 6) {
+            INFO((permanent ? "permanent" : "one") << " I/O error at segment write " << at);
+            TempDir dir;
+            FaultInjectionEnv fenv(Env::posix());
+            fenv.set_forward_syncs(false);
+            EngineOptions o = stress_options(dir);
+            o.mode = DedupMode::kInline;
+            o.env = &fenv;
+            o.background_commit = false;
+            o.segments.write_buffer_bytes = 32 * 1024;
+            // Per block: the versions acknowledged, in order (each block has one writer).
+            std::vector<std::vector<std::uint64_t>> acked(kBlocks, std::vector<std::uint64_t>{0});
+            std::atomic<std::uint64_t> failed{0};
+            bool synced = false;
+            {
+                auto e = open_engine(o);
+                Attr f = make_file(*e, "db");
+                std::vector<std::uint8_t> first(kBlocks * kBlock);
+                for (std::uint64_t b = 0; b < kBlocks; ++b) fill_block(first.data() + b * kBlock, kTag, b, 0);
+                REQUIRE(e->write(f.ino, 0, first.data(), first.size()).is_ok());
+                REQUIRE(e->fsync(f.ino, false).is_ok());
+                fenv.fail_write_at(at, WriteFault::kIoError, permanent);
+                std::vector<std::thread> threads;
+                for (int w = 0; w < kWriters; ++w) {
+                    threads.emplace_back([&, w] {
+                        std::mt19937_64 rng(at * 31 + static_cast<std::uint64_t>(w));
+                        std::vector<std::uint8_t> buf(kBlock);
+                        for (int op = 0; op < 48; ++op) {
+                            const std::uint64_t block =
+                                (rng() % (kBlocks / kWriters)) * kWriters + static_cast<std::uint64_t>(w);
+                            const std::uint64_t version = rng() | 1;
+                            fill_block(buf.data(), kTag, block, version);
+                            if (e->write(f.ino, block * kBlock, buf.data(), buf.size()).is_ok())
+                                acked[block].push_back(version);
+                            else
+                                failed.fetch_add(1);
+                        }
+                    });
+                }
+                for (auto& t : threads) t.join();
+                Status fs = e->fsync(f.ino, false);
+                synced = fs.is_ok();
+                if (!synced) CHECK(fs.err() == EIO);
+                (void)e->close();
+            }
+            CHECK((failed.load() > 0 || synced));
+            fenv.clear_faults();
+            auto e = open_engine(o);
+            Attr f;
+            REQUIRE(e->lookup(kRootInode, "db", &f).is_ok());
+            auto got = read_all(*e, f.ino);
+            REQUIRE(got.size() == kBlocks * kBlock);
+            int wrong = 0;
+            for (std::uint64_t b = 0; b < kBlocks && wrong < 5; ++b) {
+                const std::uint8_t* p = got.data() + b * kBlock;
+                std::uint64_t tag = 0, version = 0;
+                std::string bad = check_block(p, b, &tag);
+                std::memcpy(&version, p + 24, sizeof version);
+                if (bad.empty() && tag == 0) bad = "zeros";
+                if (bad.empty() && synced && version != acked[b].back()) bad = "not the last acknowledged version";
+                if (bad.empty() && std::find(acked[b].begin(), acked[b].end(), version) == acked[b].end())
+                    bad = "a version no write acknowledged";
+                if (!bad.empty()) {
+                    FAIL_CHECK("block " << b << ": " << bad);
+                    ++wrong;
+                }
+            }
+            REQUIRE(e->close().is_ok());
+            e.reset();
+            for (const auto& p : check_invariants(dir.store())) FAIL_CHECK(p);
+        }
     }
 }
