@@ -326,6 +326,19 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     });
 }
 
+// An O_DIRECT open asked for no caching: its reads and writes go straight
+// to the daemon, and its writes inside the file may come in parallel
+// (the engine runs them in windows of their own). Otherwise direct only
+// while the store is nearly full (Vfs::write_through).
+void set_direct_io(fuse_req_t req, fuse_file_info* fi) {
+    if (fi->flags & O_DIRECT) {
+        fi->direct_io = 1;
+        allow_parallel_direct_writes();
+        return;
+    }
+    fi->direct_io = vfs_of(req).write_through(fi->flags);
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     guarded(req, [&] {
         std::uint64_t fh = 0;
@@ -336,7 +349,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         // Every change to a file passes through this kernel's page cache,
         // so what it cached is still valid at the next open.
         fi->keep_cache = 1;
-        fi->direct_io = vfs_of(req).write_through(fi->flags);
+        set_direct_io(req, fi);
         if (fuse_reply_open(req, fi) != 0) vfs_of(req).release(fh);
     });
 }
@@ -350,7 +363,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (!st.is_ok()) return reply_status(req, st);
         fi->fh = fh;
         fi->keep_cache = 1;
-        fi->direct_io = vfs_of(req).write_through(fi->flags);
+        set_direct_io(req, fi);
         fuse_entry_param e = to_entry(state(req), a);
         if (fuse_reply_create(req, &e, fi) != 0) {
             vfs_of(req).release(fh);

@@ -45,6 +45,8 @@ bool args_of(const void* buf, std::size_t len, T* out) {
 
 const RequestFlags& current_request() { return t_request; }
 
+void allow_parallel_direct_writes() { t_request.parallel_direct_writes = true; }
+
 bool KernelChannel::install(fuse_session* se) {
     fuse_custom_io io{};
     io.read = [](int fd, void* buf, size_t len, void* userdata) -> ssize_t {
@@ -69,6 +71,7 @@ void KernelChannel::note_request(const void* buf, std::size_t len) {
     fuse_in_header h;
     if (len < sizeof h) return;
     std::memcpy(&h, buf, sizeof h);
+    t_request.unique = h.unique;
     if (h.opcode < kOpcodes) counts_[h.opcode].fetch_add(1, std::memory_order_relaxed);
     switch (h.opcode) {
     case FUSE_INIT: {
@@ -99,24 +102,40 @@ void KernelChannel::note_request(const void* buf, std::size_t len) {
     }
 }
 
+// A copy of iov[1] with `bits` or-ed into the 32-bit field at `at`, written
+// in libfuse's place (the argument is libfuse's own buffer).
+static long writev_patched(int fd, ::iovec* iov, int count, std::size_t at, std::uint32_t bits) {
+    std::string arg(static_cast<const char*>(iov[1].iov_base), iov[1].iov_len);
+    std::uint32_t v;
+    std::memcpy(&v, arg.data() + at, sizeof v);
+    v |= bits;
+    std::memcpy(arg.data() + at, &v, sizeof v);
+    std::vector<iovec> copy(iov, iov + count);
+    copy[1].iov_base = arg.data();
+    return ::writev(fd, copy.data(), count);
+}
+
 long KernelChannel::writev_hook(int fd, ::iovec* iov, int count, void* self) {
     auto* ch = static_cast<KernelChannel*>(self);
     // libfuse sends a reply as the header and then its argument.
     fuse_out_header h;
+    if (t_request.parallel_direct_writes && count >= 2 && iov[0].iov_len >= sizeof h &&
+        iov[1].iov_len >= sizeof(fuse_open_out)) {
+        std::memcpy(&h, iov[0].iov_base, sizeof h);
+        if (h.unique == t_request.unique && h.error == 0) {
+            t_request.parallel_direct_writes = false;
+            // OPEN's argument is a fuse_open_out; CREATE's a fuse_entry_out
+            // and then one.
+            const std::size_t at = iov[1].iov_len - sizeof(fuse_open_out) + offsetof(fuse_open_out, open_flags);
+            return writev_patched(fd, iov, count, at, FOPEN_PARALLEL_DIRECT_WRITES);
+        }
+    }
     if (ch->kernel_offers_v2_.load() && count >= 2 &&
         iov[0].iov_len >= sizeof h && !ch->killpriv_v2_.load()) {
         std::memcpy(&h, iov[0].iov_base, sizeof h);
         constexpr std::size_t kFlags = offsetof(fuse_init_out, flags);
         if (h.unique == ch->init_unique_.load() && h.error == 0 && iov[1].iov_len >= kFlags + 4) {
-            // A patched copy: the argument is libfuse's.
-            std::string arg(static_cast<const char*>(iov[1].iov_base), iov[1].iov_len);
-            std::uint32_t flags;
-            std::memcpy(&flags, arg.data() + kFlags, sizeof flags);
-            flags |= FUSE_HANDLE_KILLPRIV_V2;
-            std::memcpy(arg.data() + kFlags, &flags, sizeof flags);
-            std::vector<iovec> copy(iov, iov + count);
-            copy[1].iov_base = arg.data();
-            const ssize_t n = ::writev(fd, copy.data(), count);
+            const long n = writev_patched(fd, iov, count, kFlags, FUSE_HANDLE_KILLPRIV_V2);
             if (n >= 0) ch->killpriv_v2_.store(true);
             return n;
         }

@@ -14,6 +14,12 @@
 // it to the handler through current_request(): libfuse's loops run each
 // request on the thread that read it.
 //
+// FOPEN_PARALLEL_DIRECT_WRITES (Linux 6.2) has no field in libfuse 3.14's
+// fuse_file_info either: without it the kernel takes a file's inode lock
+// for every direct write, so writes of one file reach the daemon one at a
+// time. A handler asks for it (allow_parallel_direct_writes) and the
+// channel adds it to the OPEN or CREATE reply.
+//
 // The channel also counts requests by opcode, for status.json.
 // Thread-safety: the hooks run on libfuse's worker threads; counts() and
 // killpriv_v2() may be called from any thread.
@@ -37,8 +43,14 @@ struct RequestFlags {
     // Drop S_ISUID, and S_ISGID when group-executable (FUSE_WRITE_KILL_SUIDGID,
     // FATTR_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID).
     bool kill_suidgid = false;
+    std::uint64_t unique = 0;  // the request's id, which its reply carries
+    // Set by an OPEN or CREATE handler before it replies with direct_io:
+    // the reply also says FOPEN_PARALLEL_DIRECT_WRITES.
+    bool parallel_direct_writes = false;
 };
 const RequestFlags& current_request();
+// For the OPEN or CREATE request handled on this thread.
+void allow_parallel_direct_writes();
 
 class KernelChannel {
 public:
