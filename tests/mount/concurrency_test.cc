@@ -359,9 +359,10 @@ TEST_CASE("4 writers and 4 readers on private, shared and renamed files", "[conc
 // says FOPEN_PARALLEL_DIRECT_WRITES, so the kernel sends their overwrites
 // inside the file at once (it takes the inode lock for each one
 // otherwise), and the engine runs them in windows of their own
-// (status.json `overwrites_beside_others`, 0 before either change). A
-// reader through the page cache checks every block it sees; at the end
-// the file is as modelled, through the cache, O_DIRECT and a remount.
+// (status.json `overwrites_beside_others`, 0 before either change). An
+// O_DIRECT reader checks every block it sees; at the end the file is as
+// modelled, through the cache, O_DIRECT and a remount, and each kind of
+// descriptor sees the other's writes.
 TEST_CASE("O_DIRECT overwrites of one file from 4 threads run at once and end as modelled", "[concurrency]") {
     constexpr std::uint32_t kBlocks = 4096, kFile = 7;  // 16 MiB
     MountFixture fx({"chunking=cdc", "mode=inline"});
@@ -397,20 +398,25 @@ TEST_CASE("O_DIRECT overwrites of one file from 4 threads run at once and end as
         ::close(fd);
         left.fetch_sub(1);
     };
+    // O_DIRECT too: while any descriptor of the file is open through the
+    // page cache, the kernel takes the inode lock for direct writes again.
     auto reader = [&] {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        std::vector<char> buf(64 * kBlock);
+        const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        void* mem = nullptr;
+        if (::posix_memalign(&mem, kBlock, 64 * kBlock) != 0) std::abort();
+        const char* buf = static_cast<const char*>(mem);
         std::uint64_t rng = 0x4ead;
         while (fd >= 0 && left.load() > 0) {
             const auto first = static_cast<std::uint32_t>(splitmix64(rng) % (kBlocks - 64));
-            if (::pread(fd, buf.data(), buf.size(), static_cast<off_t>(first) * kBlock) != static_cast<ssize_t>(buf.size())) {
-                errors.add(errstr("pread", path));
+            if (::pread(fd, mem, 64 * kBlock, static_cast<off_t>(first) * kBlock) != static_cast<ssize_t>(64 * kBlock)) {
+                errors.add(errstr("pread O_DIRECT", path));
                 break;
             }
             for (std::uint32_t i = 0; i < 64; ++i)
-                if (!valid_block(buf.data() + std::size_t{i} * kBlock, kFile, first + i))
+                if (!valid_block(buf + std::size_t{i} * kBlock, kFile, first + i))
                     errors.add("block " + std::to_string(first + i) + " torn or misplaced");
         }
+        std::free(mem);
         if (fd >= 0) ::close(fd);
     };
     std::vector<std::thread> threads;
