@@ -448,12 +448,12 @@ private:
     static std::unique_lock<std::mutex> lock_stream(Stream& s);
     // With mu held (l): waits until no overwrite runs in a window.
     static void whole(Stream& s, std::unique_lock<std::mutex>& l);
-    // A write inside the file, with mu held (l), run in a window of its own
-    // without mu when it can be: *done says it ran (result in the Status);
-    // otherwise the caller writes it under mu. Releases and retakes l.
     // Sets the file's size and times as the write upd says, unless its
     // chunks' operation did.
     Status apply_unless_applied(InodeId ino, WriteUpdate* upd);
+    // A write inside the file, with mu held (l), run in a window of its own
+    // without mu when it can be: *done says it ran (result in the Status);
+    // otherwise the caller writes it under mu. Releases and retakes l.
     Status write_in_window(InodeId ino, Stream& s, std::unique_lock<std::mutex>& l, std::uint64_t offset,
                            const std::uint8_t* data, std::size_t len, WriteUpdate* upd, bool* done);
     // Chunks the stream's tail (raw in deferred mode unless force_inline).
