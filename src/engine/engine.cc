@@ -160,6 +160,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_options.read_only = options.read_only;
     meta_options.create = fresh;
     meta_options.commit_fault = options.commit_fault;
+    meta_options.on_publish = options.on_publish;
     meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
     meta_options.group_dirty_bytes = options.background_commit ? options.meta_dirty_bytes : 0;
     meta_options.resident_bytes = options.meta_resident_bytes;

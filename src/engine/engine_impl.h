@@ -302,7 +302,11 @@ private:
     Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
 
     // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
-    bool holding() const override { return held_count_.load(std::memory_order_relaxed) != 0; }
+    // Held, or taken by an apply that has not finished: a read that does
+    // not take the metadata lock must wait for both (MetaStore::begin_read).
+    bool holding() const override {
+        return held_count_.load(std::memory_order_acquire) != 0 || held_in_apply_.load(std::memory_order_acquire) != 0;
+    }
     void apply(MetaStore& store, bool for_commit) override;
     // One transaction for n held writes, sorted by inode.
     Status apply_held(MetaStore& store, const HeldWrite* w, std::size_t n);
@@ -380,8 +384,10 @@ private:
     // replaced while in use: the pass re-chunking a file and a write after
     // the kernel forgot and reopened it must serialize on the same lock.
     void drop_stream(InodeId ino, bool file_gone = false);
-    // nlink reached zero: free now, or when the last pin goes.
-    Status release_inode(Txn& t, InodeId ino);
+    // nlink reached zero: free now (*freed), or when the last pin goes.
+    Status release_inode(Txn& t, InodeId ino, bool* freed);
+    // Commits t, then drops the stream of ino if release_inode freed it.
+    Status commit_release(Txn& t, InodeId ino, bool freed);
     Attr to_attr(InodeId ino, const Inode& in) const;
 
     // ---- data path (caller holds the Stream lock) ----
@@ -639,6 +645,7 @@ private:
     std::mutex held_mu_;
     std::vector<HeldWrite> held_, held_spare_;
     std::atomic<std::size_t> held_count_{0};
+    std::atomic<std::size_t> held_in_apply_{0};  // taken from held_, not yet applied (under the metadata lock)
     std::atomic<bool> held_applying_{false};  // a writer is applying a full batch
     // Where the segment store's appends stood when the group about to
     // commit took the last held writes: all the group refers to lies before

@@ -226,10 +226,22 @@ bool EngineImpl::pinned(InodeId ino) {
     return pins_.count(ino) != 0;
 }
 
-Status EngineImpl::release_inode(Txn& t, InodeId ino) {
+Status EngineImpl::release_inode(Txn& t, InodeId ino, bool* freed) {
+    *freed = false;
     if (pinned(ino)) return t.put(Db::kOrphans, key_u64(ino), "");
-    drop_stream(ino, true);
-    return free_inode(t, ino);
+    HIODSFS_TRY(free_inode(t, ino));
+    *freed = true;
+    return Status::ok();
+}
+
+Status EngineImpl::commit_release(Txn& t, InodeId ino, bool freed) {
+    HIODSFS_TRY(t.commit());
+    // Only now: a read that does not wait for operations (MetaStore::
+    // begin_read) and found the file before this one must still find the
+    // bytes its stream holds, and one that takes the stream after this
+    // finds the file gone.
+    if (freed) drop_stream(ino, true);
+    return Status::ok();
 }
 
 void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
@@ -391,8 +403,9 @@ Status EngineImpl::unlink(InodeId parent, std::string_view name) {
     in.r.nlink -= 1;
     set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
     HIODSFS_TRY(store_inode(*t, d.ino, in));
-    if (in.r.nlink == 0) HIODSFS_TRY(release_inode(*t, d.ino));
-    return t->commit();
+    bool freed = false;
+    if (in.r.nlink == 0) HIODSFS_TRY(release_inode(*t, d.ino, &freed));
+    return commit_release(*t, d.ino, freed);
 }
 
 Status EngineImpl::rmdir(InodeId parent, std::string_view name) {
@@ -413,8 +426,9 @@ Status EngineImpl::rmdir(InodeId parent, std::string_view name) {
     in.r.nlink = 0;
     set_time(&in.r.ctime_s, &in.r.ctime_ns, now_ts());
     HIODSFS_TRY(store_inode(*t, d.ino, in));
-    HIODSFS_TRY(release_inode(*t, d.ino));
-    return t->commit();
+    bool freed = false;
+    HIODSFS_TRY(release_inode(*t, d.ino, &freed));
+    return commit_release(*t, d.ino, freed);
 }
 
 Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_parent,
@@ -515,8 +529,9 @@ Status EngineImpl::rename(InodeId parent, std::string_view name, InodeId new_par
         HIODSFS_TRY(touch_dir(*t, parent, old_parent_delta));
         HIODSFS_TRY(touch_dir(*t, new_parent, new_parent_delta));
     }
-    if (have_dst && din.r.nlink == 0) HIODSFS_TRY(release_inode(*t, dst.ino));
-    return t->commit();
+    bool freed = false;
+    if (have_dst && din.r.nlink == 0) HIODSFS_TRY(release_inode(*t, dst.ino, &freed));
+    return commit_release(*t, dst.ino, freed);
 }
 
 Status EngineImpl::readdir(InodeId dir, std::vector<DirEntry>* out) {

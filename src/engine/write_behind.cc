@@ -79,7 +79,7 @@ Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_
             }
             held_.push_back(HeldWrite{ino, off + done, ids[i], loc, off + len, touched != nullptr, time});
         }
-        held_count_.store(held_.size(), std::memory_order_relaxed);
+        held_count_.store(held_.size(), std::memory_order_release);
     }
     if (pass_) pass_->wake();
     return Status::ok();
@@ -102,7 +102,10 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
         std::lock_guard<std::mutex> g(held_mu_);
         batch.swap(held_spare_);
         batch.swap(held_);
-        held_count_.store(0, std::memory_order_relaxed);
+        // Still "holding" until the batch is applied: a read that finds
+        // neither count set sees every write in the metadata.
+        held_in_apply_.store(batch.size(), std::memory_order_release);
+        held_count_.store(0, std::memory_order_release);
         // The caller holds the metadata lock, so every other append the
         // group refers to was made before this point too.
         if (for_commit) drained_at_ = segs_->append_position();
@@ -128,6 +131,7 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
         }
         held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);
     }
+    held_in_apply_.store(0, std::memory_order_release);
     batch.clear();
     std::lock_guard<std::mutex> g(held_mu_);
     if (held_spare_.capacity() < batch.capacity()) held_spare_.swap(batch);

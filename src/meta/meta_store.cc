@@ -157,11 +157,85 @@ bool Cursor::move(MDB_cursor_op op, std::string_view* key) {
     return true;
 }
 
-bool Cursor::seek(std::string_view key) { return move(MDB_SET_RANGE, &key); }
-bool Cursor::first() { return move(MDB_FIRST); }
-bool Cursor::last() { return move(MDB_LAST); }
-bool Cursor::next() { return move(MDB_NEXT); }
-bool Cursor::prev() { return move(MDB_PREV); }
+bool Cursor::seek(std::string_view key) {
+    return over_ != nullptr ? merged_forward(std::string(key), false) : move(MDB_SET_RANGE, &key);
+}
+bool Cursor::first() { return over_ != nullptr ? merged_forward(std::nullopt, false) : move(MDB_FIRST); }
+bool Cursor::last() { return over_ != nullptr ? merged_backward(std::nullopt, false) : move(MDB_LAST); }
+bool Cursor::next() { return over_ != nullptr ? merged_forward(at_, true) : move(MDB_NEXT); }
+bool Cursor::prev() { return over_ != nullptr ? merged_backward(at_, true) : move(MDB_PREV); }
+
+// Each step places both sides afresh from the key it starts at (LMDB finds
+// a key on the page it stands on without a descent), and the overlay wins
+// a tie: it is newer. Views stay valid: the LMDB side is a read
+// transaction's, and the overlay does not change while a read runs.
+bool Cursor::merged_forward(std::optional<std::string> key, bool strict) {
+    if (c_ == nullptr) return false;
+    for (;;) {
+        MDB_val lk{}, lv{};
+        int rc = 0;
+        if (!key) {
+            rc = mdb_cursor_get(c_, &lk, &lv, MDB_FIRST);
+        } else {
+            lk = to_val(*key);
+            rc = mdb_cursor_get(c_, &lk, &lv, MDB_SET_RANGE);
+            if (rc == 0 && strict && from_val(lk) == *key) rc = mdb_cursor_get(c_, &lk, &lv, MDB_NEXT);
+        }
+        auto o = !key ? over_->begin() : strict ? over_->upper_bound(*key) : over_->lower_bound(*key);
+        const Pick p = pick(rc, lk, lv, o != over_->end() ? &*o : nullptr, true);
+        if (p != Pick::kDeleted) return p == Pick::kFound;
+        key = o->first;
+        strict = true;
+    }
+}
+
+bool Cursor::merged_backward(std::optional<std::string> key, bool strict) {
+    if (c_ == nullptr) return false;
+    for (;;) {
+        MDB_val lk{}, lv{};
+        int rc = 0;
+        if (!key) {
+            rc = mdb_cursor_get(c_, &lk, &lv, MDB_LAST);
+        } else {
+            lk = to_val(*key);
+            rc = mdb_cursor_get(c_, &lk, &lv, MDB_SET_RANGE);  // the first at or after key
+            if (rc == 0 && (strict || from_val(lk) != *key)) rc = mdb_cursor_get(c_, &lk, &lv, MDB_PREV);
+            else if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(c_, &lk, &lv, MDB_LAST);  // all are before it
+        }
+        auto o = !key ? over_->end() : strict ? over_->lower_bound(*key) : over_->upper_bound(*key);
+        const bool in_over = o != over_->begin();
+        if (in_over) --o;
+        const Pick p = pick(rc, lk, lv, in_over ? &*o : nullptr, false);
+        if (p != Pick::kDeleted) return p == Pick::kFound;
+        key = o->first;
+        strict = true;
+    }
+}
+
+// The nearer of the LMDB side's entry (rc == 0) and the overlay's in the
+// walk's direction, the overlay's on a tie.
+Cursor::Pick Cursor::pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o,
+                          bool forward) {
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        st_ = lmdb_error(rc, "metadata cursor");
+        return Pick::kNone;
+    }
+    const bool in_lmdb = rc == 0;
+    if (!in_lmdb && o == nullptr) return Pick::kNone;
+    const bool take_over = o != nullptr && (!in_lmdb || (forward ? std::string_view(o->first) <= from_val(lk)
+                                                                   : std::string_view(o->first) >= from_val(lk)));
+    if (take_over) {
+        if (!o->second) return Pick::kDeleted;  // deleted by the group: the walk goes on past it
+        k_ = to_val(o->first);
+        v_ = to_val(*o->second);
+    } else {
+        k_ = lk;
+        v_ = lv;
+    }
+    at_.assign(from_val(k_));
+    return Pick::kFound;
+}
+
 std::string_view Cursor::key() const { return from_val(k_); }
 std::string_view Cursor::value() const { return from_val(v_); }
 
@@ -170,7 +244,14 @@ std::string_view Cursor::value() const { return from_val(v_); }
 Txn::Txn(MetaStore* store, std::unique_lock<std::mutex> lock)
     : store_(store), lock_(std::move(lock)), saved_(store->super_) {}
 
+Txn::Txn(MetaStore* store, MDB_txn* txn) : store_(store), txn_(txn), reading_(true), snapshot_(true) {}
+
 Txn::~Txn() {
+    if (snapshot_) {
+        store_->give_back_reader(txn_);
+        pthread_rwlock_unlock(&store_->snapshot_lock_);
+        return;
+    }
     if (reading_) {
         if (txn_ != nullptr && txn_ != store_->group_) mdb_txn_abort(txn_);
         return;
@@ -237,6 +318,14 @@ void Txn::drop_last_undo() {
 
 Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* found) {
     if (txn_ == nullptr) return store_->failed_.is_ok() ? Status::error(EINVAL, "metadata operation ended") : store_->failed_;
+    if (snapshot_) {
+        const Overlay& over = store_->overlay_[static_cast<int>(db)];
+        if (auto it = over.find(key); it != over.end()) {
+            *found = it->second.has_value();
+            if (*found) *value = *it->second;
+            return Status::ok();
+        }
+    }
     MDB_val k = to_val(key), v{};
     int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], &k, &v);
     if (rc == MDB_NOTFOUND) {
@@ -295,7 +384,8 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
 Cursor Txn::cursor(Db db) {
     MDB_cursor* c = nullptr;
     int rc = txn_ == nullptr ? EINVAL : mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
-    Cursor cur(rc == 0 ? c : nullptr);
+    const Overlay* over = snapshot_ ? &store_->overlay_[static_cast<int>(db)] : nullptr;
+    Cursor cur(rc == 0 ? c : nullptr, over != nullptr && !over->empty() ? over : nullptr);
     if (rc != 0) cur.st_ = lmdb_error(rc, "metadata cursor open");
     if (rc == MDB_BAD_TXN && direct_) broken_ = true;
     return cur;
@@ -312,6 +402,11 @@ Status Txn::commit() {
         store_->super_ = saved_;
         return store_->failed_;
     }
+    if (Status published = publish(); !published) {
+        rollback();
+        store_->super_ = saved_;
+        return published;
+    }
     done_ = true;
     undo_.clear();
     undo_keys_.clear();
@@ -324,6 +419,45 @@ Status Txn::commit() {
     // Within a group too: one group's lookups can map more of a large index
     // than the limit (the map is read-only, so unmapping is always safe).
     if (before / kTrimEveryWrites != store_->pending_writes_ / kTrimEveryWrites) store_->trim_resident_locked();
+    return Status::ok();
+}
+
+namespace {
+
+// What an overlay entry takes from the heap: the map's node, and the key's
+// and value's buffers where they do not fit in the string itself.
+std::uint64_t overlay_entry_bytes(const std::string& key, const std::optional<std::string>& value) {
+    constexpr std::uint64_t kNode = 32 + sizeof(std::string) + sizeof(std::optional<std::string>) + 8;
+    auto heap = [](std::size_t n) -> std::uint64_t { return n < 16 ? 0 : (n + 1 + 8 + 15) / 16 * 16; };
+    return kNode + heap(key.size()) + (value ? heap(value->size()) : 0);
+}
+
+}  // namespace
+
+// Every key the operation changed has an entry in undo_ (its first value);
+// the group holds its value now. Read first, then moved in at once, so the
+// snapshot lock is held exclusively only for the map inserts.
+Status Txn::publish() {
+    if (undo_.empty()) return Status::ok();
+    if (store_->on_publish_) store_->on_publish_();
+    std::vector<std::optional<std::string>> values(undo_.size());
+    for (std::size_t i = 0; i < undo_.size(); ++i) {
+        MDB_val k = to_val(undo_[i].key), v{};
+        const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(undo_[i].db)], &k, &v);
+        if (rc == 0) values[i].emplace(from_val(v));
+        else if (rc != MDB_NOTFOUND) return change_failed(rc, std::string("metadata read (") + kDbNames[int(undo_[i].db)] + ")");
+    }
+    std::uint64_t bytes = store_->overlay_bytes_;
+    pthread_rwlock_wrlock(&store_->snapshot_lock_);
+    for (std::size_t i = 0; i < undo_.size(); ++i) {
+        Overlay& over = store_->overlay_[static_cast<int>(undo_[i].db)];
+        auto [it, added] = over.try_emplace(std::move(undo_[i].key));
+        if (!added) bytes -= overlay_entry_bytes(it->first, it->second);
+        it->second = std::move(values[i]);
+        bytes += overlay_entry_bytes(it->first, it->second);
+    }
+    pthread_rwlock_unlock(&store_->snapshot_lock_);
+    store_->overlay_bytes_ = bytes;
     return Status::ok();
 }
 
@@ -393,6 +527,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     std::unique_ptr<MetaStore> m(new MetaStore());
     m->read_only_ = read_only;
     m->commit_fault_ = options.commit_fault;
+    m->on_publish_ = options.on_publish;
     m->group_writes_limit_ = options.group_writes;
     m->on_group_full_ = options.on_group_full;
     m->resident_limit_ = options.resident_bytes;
@@ -419,7 +554,8 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     if (options.group_dirty_bytes != 0) {
         MDB_stat st{};
         mdb_env_stat(m->env_, &st);
-        m->group_dirty_limit_ = std::max<std::uint64_t>(1, options.group_dirty_bytes / std::max(1u, st.ms_psize));
+        m->page_bytes_ = std::max(1u, st.ms_psize);
+        m->group_dirty_limit_ = std::max<std::uint64_t>(1, options.group_dirty_bytes / m->page_bytes_);
     }
     if (m->resident_limit_ != 0) {
         int fd = -1;
@@ -554,6 +690,8 @@ Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_
         return result;
     }
     // The environment is closed first: its map and descriptor are of the old file.
+    close_readers();
+    stopped_ = true;
     mdb_env_close(env_);
     env_ = nullptr;
     failed_ = Status::error(EINVAL, "the metadata was compacted and closed");
@@ -572,7 +710,17 @@ Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_
     return Status::ok();
 }
 
+MetaStore::MetaStore() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&snapshot_lock_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+}
+
 MetaStore::~MetaStore() {
+    close_readers();
+    pthread_rwlock_destroy(&snapshot_lock_);
     if (group_ != nullptr) mdb_txn_abort(group_);
     if (env_ != nullptr) mdb_env_close(env_);
     if (statm_fd_ >= 0) ::close(statm_fd_);
@@ -659,11 +807,19 @@ std::uint64_t MetaStore::dirty_pages_locked() const {
 void MetaStore::maybe_group_full() {
     if (group_full_told_ || !on_group_full_) return;
     const bool writes = group_writes_limit_ != 0 && pending_writes_ >= group_writes_limit_;
-    const bool pages = group_dirty_limit_ != 0 && dirty_pages_locked() >= group_dirty_limit_;
+    // The overlay holds a copy of what the group changed, beside LMDB's
+    // pages: it counts against the same bound.
+    const bool pages = group_dirty_limit_ != 0 && (dirty_pages_locked() >= group_dirty_limit_ ||
+                                                   overlay_bytes_ >= group_dirty_limit_ * page_bytes_);
     const bool journal = capturing() && group_journal_.size() >= kJournalGroupBytes;
     if (!writes && !pages && !journal) return;
     group_full_told_ = true;
     on_group_full_();
+}
+
+std::uint64_t MetaStore::overlay_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return overlay_bytes_;
 }
 
 std::uint64_t MetaStore::dirty_pages_estimate() {
@@ -683,6 +839,7 @@ Status MetaStore::failure() {
 void MetaStore::stop(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_.is_ok()) failed_ = Status::error(EIO, why);
+    stopped_ = true;
 }
 
 SuperState MetaStore::super_snapshot() {
@@ -783,6 +940,47 @@ void MetaStore::lose_group_locked(const std::string& why) {
     if (failed_.is_ok())
         failed_ = Status::error(EIO, why + "; the operations of the last interval are lost and the store " +
                                          "accepts nothing more until it is mounted again");
+    stopped_ = true;
+    new_snapshot_locked(false);
+}
+
+void MetaStore::new_snapshot_locked(bool committed) {
+    pthread_rwlock_wrlock(&snapshot_lock_);
+    for (Overlay& over : overlay_) over.clear();
+    overlay_bytes_ = 0;
+    if (committed) {
+        std::lock_guard<std::mutex> pool(pool_mu_);
+        std::vector<MDB_txn*> renewed;
+        for (MDB_txn* t : pool_) {
+            mdb_txn_reset(t);
+            if (mdb_txn_renew(t) == 0) renewed.push_back(t);
+            else mdb_txn_abort(t);
+        }
+        pool_ = std::move(renewed);
+    }
+    pthread_rwlock_unlock(&snapshot_lock_);
+}
+
+Status MetaStore::take_reader(MDB_txn** out) {
+    std::lock_guard<std::mutex> pool(pool_mu_);
+    if (!pool_.empty()) {
+        *out = pool_.back();
+        pool_.pop_back();
+        return Status::ok();
+    }
+    const int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, out);
+    return rc == 0 ? Status::ok() : lmdb_error(rc, "metadata read");
+}
+
+void MetaStore::give_back_reader(MDB_txn* txn) {
+    std::lock_guard<std::mutex> pool(pool_mu_);
+    pool_.push_back(txn);
+}
+
+void MetaStore::close_readers() {
+    std::lock_guard<std::mutex> pool(pool_mu_);
+    for (MDB_txn* t : pool_) mdb_txn_abort(t);
+    pool_.clear();
 }
 
 Status MetaStore::take_chunk_ids(std::uint64_t n, ChunkId* first) {
@@ -804,23 +1002,29 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
 }
 
 Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
+    if (!read_only_) {
+        // Writes held back, or a stopped store: the mutex first (see HeldBack).
+        if (stopped_.load() || (held_ != nullptr && held_->holding())) {
+            std::lock_guard<std::mutex> lock(mu_);
+            HIODSFS_TRY(check_running());
+            apply_held_locked(false);
+        }
+        pthread_rwlock_rdlock(&snapshot_lock_);
+        MDB_txn* txn = nullptr;
+        if (Status st = take_reader(&txn); !st) {
+            pthread_rwlock_unlock(&snapshot_lock_);
+            return st;
+        }
+        out->reset(new Txn(this, txn));
+        return Status::ok();
+    }
+    // A read-only store: its one snapshot, which LMDB lets one thread use at a time.
     std::unique_lock<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
-    if (read_only_) HIODSFS_TRY(ensure_group());
-    apply_held_locked(false);
+    HIODSFS_TRY(ensure_group());
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     t->reading_ = true;
-    if (group_ != nullptr) {
-        t->txn_ = group_;
-    } else {
-        // No group open: the committed state is all there is. Opening a
-        // group instead would cost a commit (and its syncs) for nothing.
-        int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t->txn_);
-        if (rc != 0) {
-            t->txn_ = nullptr;
-            return lmdb_error(rc, "metadata read");
-        }
-    }
+    t->txn_ = group_;
     *out = std::move(t);
     return Status::ok();
 }
@@ -873,11 +1077,16 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     logged_upto_ = 0;
     ++group_number_;
     end_group_capture();
-    if (fault != 0) {
-        mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
-        rc = fault;
-    } else {
-        rc = mdb_txn_commit(group_);
+    {
+        // Reads go on meanwhile, from the state before and the overlay; only
+        // one that must begin a read transaction waits (the meta page).
+        std::lock_guard<std::mutex> pool(pool_mu_);
+        if (fault != 0) {
+            mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
+            rc = fault;
+        } else {
+            rc = mdb_txn_commit(group_);
+        }
     }
     group_ = nullptr;
     pending_ops_ = 0;
@@ -888,6 +1097,9 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
         lose_group_locked(lmdb_error(rc, "metadata commit").message());
         return failed_;
     }
+    // Before the next write transaction can begin (it holds mu_): with
+    // MDB_NOLOCK LMDB reuses the pages the commit before this one freed.
+    new_snapshot_locked(true);
     return Status::ok();
 }
 
@@ -1008,8 +1220,12 @@ Status MetaStore::replay(const JournalRecord& record) {
         return rc != 0 ? lmdb_error(rc, "journal replay")
                        : Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " does not parse");
     }
-    rc = mdb_txn_commit(txn);
+    {
+        std::lock_guard<std::mutex> pool(pool_mu_);
+        rc = mdb_txn_commit(txn);
+    }
     if (rc != 0) return lmdb_error(rc, "journal replay commit");
+    new_snapshot_locked(true);
     super_ = next;
     committed_seq_ = record.seq;
     logged_seq_ = prepared_seq_ = replayed_seq_ = record.seq;

@@ -4,23 +4,37 @@
 // changes of many operations; commit_group() makes them durable together.
 // Each operation (Txn) changes the group directly and logs what each change
 // overwrote, so it is atomic: a failure half-way puts that operation's
-// changes back, and only its. Every read goes through the same write
-// transaction, so operations see each other's uncommitted changes.
+// changes back, and only its. Operations that change the store are
+// serialized by the MetaStore mutex, which a Txn from begin() holds for its
+// lifetime, and read through the same write transaction.
+//
+// Reads do not wait for them (begin_read() on a writable store): as an
+// operation commits, what it changed is copied into the group's overlay,
+// an ordered map per database, and a read looks there first and then in
+// an LMDB read transaction of the last committed state. A read so sees
+// whole operations only, and never waits for a group commit's I/O; the
+// overlay empties when its group has committed.
 //
 // The environment is opened with MDB_NOLOCK: exactly one process may have
-// a store open (the engine holds STORE/lock), and within it all access is
-// serialized by the MetaStore mutex that a Txn holds for its lifetime.
-// Thread-safety: begin() may be called from any thread; a Txn is used by the
-// thread that began it and must not outlive its scope.
+// a store open (the engine holds STORE/lock), and within it the store keeps
+// LMDB's rule itself: a read transaction is never older than the last
+// commit when the next write transaction begins (see commit_group).
+// Thread-safety: begin() and begin_read() may be called from any thread; a
+// Txn is used by the thread that began it and must not outlive its scope,
+// and a thread holds one Txn at a time.
 #pragma once
 
 #include <lmdb.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -98,6 +112,9 @@ struct MetaStoreOptions {
     // Tests: called before each group commit; a non-zero errno makes that
     // commit fail as a failed mdb_txn_commit would (the group is gone).
     std::function<int()> commit_fault;
+    // Tests: called as an operation that changed something becomes visible
+    // to reads (begin_read), under the store's lock.
+    std::function<void()> on_publish;
     // LMDB holds a group's dirty pages in memory until it commits, and with
     // random keys (fingerprints) each write dirties a page of its own: once
     // the open group holds this many writes (puts and deletes; 0: no limit)
@@ -147,8 +164,13 @@ public:
     virtual void apply(MetaStore& store, bool for_commit) = 0;
 };
 
+// The open group's committed operations over one database, as reads see
+// them: key -> value, or nullopt for a key they deleted.
+using Overlay = std::map<std::string, std::optional<std::string>, std::less<>>;
+
 // A read/write cursor over one database of a Txn; destroy it before the Txn
-// ends (LMDB closes a write transaction's cursors when it commits).
+// ends (LMDB closes a write transaction's cursors when it commits). A read
+// of begin_read() with an overlay for its database walks both together.
 class Cursor {
 public:
     Cursor(Cursor&& other) noexcept : c_(other.c_) { other.c_ = nullptr; }
@@ -168,11 +190,20 @@ public:
 
 private:
     friend class Txn;
-    explicit Cursor(MDB_cursor* c) : c_(c) {}
+    explicit Cursor(MDB_cursor* c, const Overlay* over = nullptr) : c_(c), over_(over) {}
     bool move(MDB_cursor_op op, std::string_view* key = nullptr);
+    // With an overlay: the first entry at or after `key` (after it if
+    // strict; from the start with no key), or the last at or before it
+    // (from the end with no key), skipping the keys the overlay deleted.
+    bool merged_forward(std::optional<std::string> key, bool strict);
+    bool merged_backward(std::optional<std::string> key, bool strict);
+    enum class Pick { kNone, kFound, kDeleted };
+    Pick pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o, bool forward);
     MDB_cursor* c_;
     MDB_val k_{}, v_{};
     Status st_;
+    const Overlay* over_ = nullptr;  // null: LMDB alone
+    std::string at_;  // the merged position's key
 };
 
 class Txn {
@@ -199,6 +230,12 @@ public:
 private:
     friend class MetaStore;
     Txn(MetaStore* store, std::unique_lock<std::mutex> lock);
+    // A read of the committed state and the overlay: holds the store's
+    // snapshot lock shared and `txn`, a read transaction of the pool.
+    Txn(MetaStore* store, MDB_txn* txn);
+    // Copies what this operation changed, as the group now holds it, into
+    // the overlay; in commit(), under the store's mutex.
+    Status publish();
     // What a change overwrote, to put back if the operation aborts.
     struct Undo {
         Db db;
@@ -218,6 +255,7 @@ private:
     std::unique_lock<std::mutex> lock_;
     MDB_txn* txn_ = nullptr;
     bool reading_ = false;  // begun by begin_read(): txn_ is the group's, or its own read-only one
+    bool snapshot_ = false;  // reading_ through the overlay: txn_ is of the store's pool
     bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
     bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
     std::vector<Undo> undo_;
@@ -245,11 +283,12 @@ public:
     // transaction would do the same at the cost of megabytes of page lists
     // set up per operation). A read-only store reads the group directly.
     Status begin(std::unique_ptr<Txn>* out);
-    // Starts an operation that only reads: it reads the open group directly
-    // (or, with none open, a read-only transaction of the committed state),
-    // without the nested transaction a change needs, which costs LMDB
-    // megabytes of dirty-page lists to set up. Its put() and del() fail
-    // with EINVAL; commit() only ends it.
+    // Starts an operation that only reads. On a writable store it does not
+    // take the mutex: it reads the last committed state with the open
+    // group's committed operations over it (see the top of this file), so
+    // it sees every operation committed before it began, whole, and none
+    // that commits while it runs. A read-only store reads its snapshot.
+    // Its put() and del() fail with EINVAL; commit() only ends it.
     Status begin_read(std::unique_ptr<Txn>* out);
 
     // From now on every change is captured and each group commit writes
@@ -328,6 +367,9 @@ public:
     // Pages of the random-key databases the open group has dirtied, as
     // estimated for group_dirty_bytes (0 when that is off or no group is open).
     std::uint64_t dirty_pages_estimate();
+    // Heap bytes the open group's overlay takes (estimated), which count
+    // toward group_dirty_bytes too.
+    std::uint64_t overlay_bytes();
     bool read_only() const { return read_only_; }
     // The failure that stopped the store (ok while it runs).
     Status failure();
@@ -361,7 +403,7 @@ public:
 
 private:
     friend class Txn;
-    MetaStore() = default;
+    MetaStore();
     Status ensure_group();  // caller holds mu_
     bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
@@ -390,11 +432,35 @@ private:
         std::uint64_t pages() const { return distinct + writes / per_leaf + std::min(distinct, branches); }
     };
 
+    // Reads through the overlay (begin_read on a writable store).
+    // Called under mu_ once a write transaction has committed: every read
+    // transaction of the pool moves to the new state and the overlay
+    // empties, under the snapshot lock held exclusively.
+    void new_snapshot_locked(bool committed);
+    Status take_reader(MDB_txn** out);
+    void give_back_reader(MDB_txn* txn);
+    void close_readers();
+    // Shared by each read for its lifetime; exclusive to change the
+    // overlay or move the pool to a new state. Writers go first, so a
+    // stream of reads cannot hold back the operations (which hold mu_
+    // while they wait for it).
+    pthread_rwlock_t snapshot_lock_;
+    Overlay overlay_[static_cast<int>(Db::kCount)];
+    // Read transactions of the last committed state not in use. pool_mu_
+    // is also held around each commit: LMDB writes a meta page then,
+    // which a read transaction being begun must not read half-written.
+    std::mutex pool_mu_;
+    std::vector<MDB_txn*> pool_;
+    std::atomic<bool> stopped_{false};  // failed_ is set: reads go to the mutex for it
+    std::uint64_t overlay_bytes_ = 0;  // under mu_
+    std::uint64_t page_bytes_ = 4096;
+
     std::mutex mu_;
     std::string dir_;
     Status failed_;
     bool had_super_ = false;
     std::function<int()> commit_fault_;
+    std::function<void()> on_publish_;
     std::uint64_t group_writes_limit_ = 0;
     std::uint64_t group_dirty_limit_ = 0;  // pages
     bool group_full_told_ = false;  // on_group_full called for the open group

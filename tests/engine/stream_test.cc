@@ -4,6 +4,9 @@
 // Reads must see every acknowledged byte, and a failed commit must lose
 // nothing that was acknowledged before it.
 #include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -231,4 +234,59 @@ TEST_CASE("every write moves mtime and ctime, appended, inside the file or held 
             REQUIRE(e->close().is_ok());
         }
     }
+}
+
+TEST_CASE("a read that does not wait for an unlink in progress still reads the bytes the stream holds",
+          "[engine][stream]") {
+    // A read takes the file's stream, then reads the metadata without
+    // waiting for operations in progress (MetaStore::begin_read). An unlink
+    // that frees the file must not drop the stream before its operation is
+    // visible: the read would find the old metadata and an empty stream,
+    // and read zeros where the stream's unwritten tail is.
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kSmallCdc);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool armed = false, in_unlink = false, go = false;
+    o.on_publish = [&] {
+        std::unique_lock<std::mutex> l(mu);
+        if (!armed) return;
+        armed = false;
+        in_unlink = true;
+        cv.notify_all();
+        cv.wait(l, [&] { return go; });
+    };
+    auto e = open_engine(o);
+    const Attr a = make_file(*e, "f");
+    std::mt19937_64 rng(7);
+    const std::vector<std::uint8_t> data = random_bytes(rng, 10000);
+    REQUIRE(e->write(a.ino, 0, data.data(), data.size()).is_ok());
+    {
+        std::lock_guard<std::mutex> l(mu);
+        armed = true;
+    }
+    auto unlinking = std::async(std::launch::async, [&] { return e->unlink(kRootInode, "f"); });
+    {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return in_unlink; });
+    }
+    // The unlink holds the metadata store, its changes not yet visible.
+    std::vector<std::uint8_t> got(data.size() + 100, 0xee);
+    std::size_t n = 0;
+    auto reading = std::async(std::launch::async, [&] { return e->read(a.ino, 0, got.size(), got.data(), &n); });
+    const bool finished = reading.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+    {
+        std::lock_guard<std::mutex> l(mu);
+        go = true;
+        cv.notify_all();
+    }
+    REQUIRE(finished);  // a read that waits for the unlink fails here
+    const Status read_status = reading.get();
+    REQUIRE(unlinking.get().is_ok());
+    REQUIRE(read_status.is_ok());
+    REQUIRE(n == data.size());
+    got.resize(n);
+    CHECK(got == data);
+    Attr gone;
+    CHECK(e->lookup(kRootInode, "f", &gone).err() == ENOENT);
 }

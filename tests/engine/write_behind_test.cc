@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <set>
 
 #include "engine_test_util.h"
@@ -94,6 +97,55 @@ TEST_CASE("held writes are applied many to a transaction and every reader sees t
     REQUIRE(e->run_background().is_ok());
     CHECK(read_all(*e, ino) == model);
     close_and_check(std::move(e), dir.store());
+}
+
+TEST_CASE("a read beside an apply of held writes waits for it and sees them", "[engine][write-behind]") {
+    // An apply takes the held writes out before it has applied them; a read
+    // that does not take the metadata lock (MetaStore::begin_read) must
+    // still count them as held, or it reads the file without them.
+    TempDir dir;
+    EngineOptions o = held_options(dir.store());
+    std::mutex mu;
+    std::condition_variable cv;
+    bool armed = false, in_apply = false, go = false;
+    o.held_write_fault = [&](InodeId) {
+        std::unique_lock<std::mutex> l(mu);
+        if (armed) {
+            armed = false;
+            in_apply = true;
+            cv.notify_all();
+            cv.wait(l, [&] { return go; });
+        }
+        return 0;
+    };
+    auto e = open_engine(o);
+    const InodeId ino = make_file(*e, "f").ino;
+    std::mt19937_64 rng(23);
+    const std::vector<std::uint8_t> data = random_bytes(rng, 64 * 1024);
+    REQUIRE(e->write(ino, 0, data.data(), data.size()).is_ok());  // held
+    {
+        std::lock_guard<std::mutex> l(mu);
+        armed = true;
+    }
+    // Another operation applies them first, and stops inside the apply.
+    auto other = std::async(std::launch::async, [&] { return e->sync_all(); });
+    {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return in_apply; });
+    }
+    std::vector<std::uint8_t> got(data.size(), 0xee);
+    std::size_t n = 0;
+    auto reading = std::async(std::launch::async, [&] { return e->read(ino, 0, got.size(), got.data(), &n); });
+    reading.wait_for(std::chrono::milliseconds(200));  // time to read too early, if it would
+    {
+        std::lock_guard<std::mutex> l(mu);
+        go = true;
+        cv.notify_all();
+    }
+    REQUIRE(other.get().is_ok());
+    REQUIRE(reading.get().is_ok());
+    CHECK(n == data.size());
+    CHECK(got == data);
 }
 
 TEST_CASE("held writes survive a crash once fsynced, and only the unsynced ones are lost",
