@@ -121,7 +121,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         if (!result) break;
         buf.resize(n);
         std::size_t got = 0;
-        result = read_locked(ino, nullptr, pos, n, buf.data(), &got);
+        result = read_locked(ino, nullptr, pos, n, buf.data(), &got, false, MetaStore::ReadFrom::kGroup);
         if (result) result = feed(ino, *s, buf.data(), n);
         pos += n;
     }

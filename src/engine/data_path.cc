@@ -286,7 +286,7 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
     ReadPlan first;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
         HIODSFS_TRY(check_regular(in));
@@ -342,7 +342,8 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
         std::fill(old.begin(), old.end(), 0);  // past EOF stays zeros
         std::size_t got = 0;
         Status st = pos == start ? fetch_read(ino, nullptr, first, old.data())
-                                 : read_locked(ino, nullptr, pos, old.size(), old.data(), &got);
+                                 : read_locked(ino, nullptr, pos, old.size(), old.data(), &got, false,
+                                               MetaStore::ReadFrom::kGroup);
         if (st) st = feed(ino, s, old.data(), old.size(), nullptr, batch);
         if (!st) {
             s.clear();
@@ -405,7 +406,7 @@ Status EngineImpl::realign(InodeId ino, Stream& s, std::uint64_t write_end, std:
         } else {
             if (ahead != nullptr) ahead->clear();  // the stream went elsewhere
             std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin_read(&t));
+            HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
             Inode in;
             HIODSFS_TRY(load_inode(*t, ino, &in));
             HIODSFS_TRY(plan_realign_step(*t, ino, in, pos, may_stop, &step));
@@ -660,11 +661,11 @@ Status EngineImpl::plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t
 }
 
 Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
-                               std::uint8_t* out, std::size_t* got, bool quiet) {
+                               std::uint8_t* out, std::size_t* got, bool quiet, MetaStore::ReadFrom from) {
     ReadPlan plan;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(meta_->begin_read(&t, from));
         Inode in;
         HIODSFS_TRY(load_inode(*t, ino, &in));
         HIODSFS_TRY(plan_read(*t, ino, in, off, len, &plan, quiet));
@@ -826,7 +827,7 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     std::uint64_t keep_start = size;
     {
         std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
         std::vector<MappedExtent> ex;
         if (size > 0) HIODSFS_TRY(extents_in(*t, ino, size - 1, size, &ex));
         if (!ex.empty() && ex.front().end() > size) keep_start = ex.front().start;
@@ -834,7 +835,8 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     if (keep_start < size) {
         keep.resize(size - keep_start);
         std::size_t got = 0;
-        HIODSFS_TRY(read_locked(ino, nullptr, keep_start, keep.size(), keep.data(), &got));
+        HIODSFS_TRY(read_locked(ino, nullptr, keep_start, keep.size(), keep.data(), &got, false,
+                                MetaStore::ReadFrom::kGroup));
     }
     bool zero = keep.empty() || all_zero(keep.data(), keep.size());
     Digest digest;

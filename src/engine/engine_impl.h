@@ -504,8 +504,10 @@ private:
                       bool quiet = false);
     // Both, in an operation of its own.
     // quiet: a failure is not counted or acted on (the caller retries).
+    // from: kGroup for the write path's reads of old bytes (MetaStore::begin_read).
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
-                       std::uint8_t* out, std::size_t* got, bool quiet = false);
+                       std::uint8_t* out, std::size_t* got, bool quiet = false,
+                       MetaStore::ReadFrom from = MetaStore::ReadFrom::kSnapshot);
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
     Status regular_file(InodeId ino, Inode* out);
     static Status check_regular(const Inode& in);

@@ -319,10 +319,12 @@ void Txn::drop_last_undo() {
 Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* found) {
     if (txn_ == nullptr) return store_->failed_.is_ok() ? Status::error(EINVAL, "metadata operation ended") : store_->failed_;
     if (snapshot_) {
-        const Overlay& over = store_->overlay_[static_cast<int>(db)];
-        if (auto it = over.find(key); it != over.end()) {
-            *found = it->second.has_value();
-            if (*found) *value = *it->second;
+        if (!overlay_kept(db))
+            return Status::error(EINVAL, std::string("metadata ") + kDbNames[int(db)] + " is read in operations only");
+        const std::optional<std::string>* over = store_->overlay_find(db, key);
+        if (over != nullptr) {
+            *found = over->has_value();
+            if (*found) *value = **over;
             return Status::ok();
         }
     }
@@ -384,8 +386,20 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
 Cursor Txn::cursor(Db db) {
     MDB_cursor* c = nullptr;
     int rc = txn_ == nullptr ? EINVAL : mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
-    const Overlay* over = snapshot_ ? &store_->overlay_[static_cast<int>(db)] : nullptr;
-    Cursor cur(rc == 0 ? c : nullptr, over != nullptr && !over->empty() ? over : nullptr);
+    if (snapshot_ && !overlay_kept(db)) {
+        if (c != nullptr) mdb_cursor_close(c);
+        Cursor refused(nullptr);
+        refused.st_ = Status::error(EINVAL, std::string("metadata ") + kDbNames[int(db)] + " is read in operations only");
+        return refused;
+    }
+    Cursor cur(rc == 0 ? c : nullptr);
+    const int i = static_cast<int>(db);
+    if (snapshot_ && overlay_ordered(db) && !store_->overlay_[i].empty()) {
+        cur.over_ = &store_->overlay_[i];
+    } else if (snapshot_ && !store_->hashed_[i].empty()) {
+        cur.owned_ = std::make_unique<Overlay>(store_->hashed_[i].begin(), store_->hashed_[i].end());
+        cur.over_ = cur.owned_.get();
+    }
     if (rc != 0) cur.st_ = lmdb_error(rc, "metadata cursor open");
     if (rc == MDB_BAD_TXN && direct_) broken_ = true;
     return cur;
@@ -442,6 +456,7 @@ Status Txn::publish() {
     if (store_->on_publish_) store_->on_publish_();
     std::vector<std::optional<std::string>> values(undo_.size());
     for (std::size_t i = 0; i < undo_.size(); ++i) {
+        if (!overlay_kept(undo_[i].db)) continue;
         MDB_val k = to_val(undo_[i].key), v{};
         const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(undo_[i].db)], &k, &v);
         if (rc == 0) values[i].emplace(from_val(v));
@@ -449,12 +464,17 @@ Status Txn::publish() {
     }
     std::uint64_t bytes = store_->overlay_bytes_;
     pthread_rwlock_wrlock(&store_->snapshot_lock_);
-    for (std::size_t i = 0; i < undo_.size(); ++i) {
-        Overlay& over = store_->overlay_[static_cast<int>(undo_[i].db)];
-        auto [it, added] = over.try_emplace(std::move(undo_[i].key));
+    auto put = [&bytes](auto& over, std::string&& key, std::optional<std::string>&& value) {
+        auto [it, added] = over.try_emplace(std::move(key));
         if (!added) bytes -= overlay_entry_bytes(it->first, it->second);
-        it->second = std::move(values[i]);
+        it->second = std::move(value);
         bytes += overlay_entry_bytes(it->first, it->second);
+    };
+    for (std::size_t i = 0; i < undo_.size(); ++i) {
+        const int db = static_cast<int>(undo_[i].db);
+        if (!overlay_kept(undo_[i].db)) continue;
+        if (overlay_ordered(undo_[i].db)) put(store_->overlay_[db], std::move(undo_[i].key), std::move(values[i]));
+        else put(store_->hashed_[db], std::move(undo_[i].key), std::move(values[i]));
     }
     pthread_rwlock_unlock(&store_->snapshot_lock_);
     store_->overlay_bytes_ = bytes;
@@ -947,6 +967,7 @@ void MetaStore::lose_group_locked(const std::string& why) {
 void MetaStore::new_snapshot_locked(bool committed) {
     pthread_rwlock_wrlock(&snapshot_lock_);
     for (Overlay& over : overlay_) over.clear();
+    for (HashedOverlay& over : hashed_) over.clear();
     overlay_bytes_ = 0;
     if (committed) {
         std::lock_guard<std::mutex> pool(pool_mu_);
@@ -959,6 +980,16 @@ void MetaStore::new_snapshot_locked(bool committed) {
         pool_ = std::move(renewed);
     }
     pthread_rwlock_unlock(&snapshot_lock_);
+}
+
+const std::optional<std::string>* MetaStore::overlay_find(Db db, std::string_view key) const {
+    const int i = static_cast<int>(db);
+    if (overlay_ordered(db)) {
+        auto it = overlay_[i].find(key);
+        return it == overlay_[i].end() ? nullptr : &it->second;
+    }
+    auto it = hashed_[i].find(key);
+    return it == hashed_[i].end() ? nullptr : &it->second;
 }
 
 Status MetaStore::take_reader(MDB_txn** out) {
@@ -1001,8 +1032,8 @@ Status MetaStore::begin(std::unique_ptr<Txn>* out) {
     return begin_op(std::move(lock), out);
 }
 
-Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
-    if (!read_only_) {
+Status MetaStore::begin_read(std::unique_ptr<Txn>* out, ReadFrom from) {
+    if (!read_only_ && from == ReadFrom::kSnapshot) {
         // Writes held back, or a stopped store: the mutex first (see HeldBack).
         if (stopped_.load() || (held_ != nullptr && held_->holding())) {
             std::lock_guard<std::mutex> lock(mu_);
@@ -1018,13 +1049,25 @@ Status MetaStore::begin_read(std::unique_ptr<Txn>* out) {
         out->reset(new Txn(this, txn));
         return Status::ok();
     }
-    // A read-only store: its one snapshot, which LMDB lets one thread use at a time.
+    // Under the mutex: the open group, or a read-only store's one snapshot
+    // (which LMDB lets one thread use at a time).
     std::unique_lock<std::mutex> lock(mu_);
     HIODSFS_TRY(check_running());
-    HIODSFS_TRY(ensure_group());
+    if (read_only_) HIODSFS_TRY(ensure_group());
+    apply_held_locked(false);
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     t->reading_ = true;
-    t->txn_ = group_;
+    if (group_ != nullptr) {
+        t->txn_ = group_;
+    } else {
+        // No group open: the committed state is all there is. Opening a
+        // group instead would cost a commit (and its syncs) for nothing.
+        const int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t->txn_);
+        if (rc != 0) {
+            t->txn_ = nullptr;
+            return lmdb_error(rc, "metadata read");
+        }
+    }
     *out = std::move(t);
     return Status::ok();
 }

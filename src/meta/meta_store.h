@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -165,15 +166,35 @@ public:
 };
 
 // The open group's committed operations over one database, as reads see
-// them: key -> value, or nullopt for a key they deleted.
+// them: key -> value, or nullopt for a key they deleted. Ordered for the
+// databases reads walk with cursors; hashed for the others (chunk records,
+// fingerprints, inodes: most of a group's keys, random ones, which reads
+// only look up), whose cursors (at open, fsck) walk a sorted copy.
 using Overlay = std::map<std::string, std::optional<std::string>, std::less<>>;
+struct OverlayHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using HashedOverlay = std::unordered_map<std::string, std::optional<std::string>, OverlayHash, std::equal_to<>>;
+// The fingerprint index is read by operations only (a write's lookup of a
+// duplicate, fsck): it has no overlay, and begin_read() refuses it. It is
+// about a third of what a write changes, in the largest records.
+constexpr bool overlay_kept(Db db) { return db != Db::kFingerprints; }
+constexpr bool overlay_ordered(Db db) {
+    return db == Db::kDirents || db == Db::kExtents || db == Db::kDirty || db == Db::kXattrs ||
+           db == Db::kHistory;
+}
 
 // A read/write cursor over one database of a Txn; destroy it before the Txn
 // ends (LMDB closes a write transaction's cursors when it commits). A read
 // of begin_read() with an overlay for its database walks both together.
 class Cursor {
 public:
-    Cursor(Cursor&& other) noexcept : c_(other.c_) { other.c_ = nullptr; }
+    Cursor(Cursor&& other) noexcept
+        : c_(other.c_), k_(other.k_), v_(other.v_), st_(std::move(other.st_)), over_(other.over_),
+          owned_(std::move(other.owned_)), at_(std::move(other.at_)) {
+        other.c_ = nullptr;
+    }
     Cursor(const Cursor&) = delete;
     Cursor& operator=(const Cursor&) = delete;
     ~Cursor();
@@ -203,6 +224,7 @@ private:
     MDB_val k_{}, v_{};
     Status st_;
     const Overlay* over_ = nullptr;  // null: LMDB alone
+    std::unique_ptr<Overlay> owned_;  // a hashed overlay's sorted copy (over_)
     std::string at_;  // the merged position's key
 };
 
@@ -289,7 +311,11 @@ public:
     // it sees every operation committed before it began, whole, and none
     // that commits while it runs. A read-only store reads its snapshot.
     // Its put() and del() fail with EINVAL; commit() only ends it.
-    Status begin_read(std::unique_ptr<Txn>* out);
+    // ReadFrom::kGroup reads as an operation does instead, under the mutex:
+    // for the write path's own reads (an overwrite's look at the old bytes),
+    // which wait for writers anyway and would pay the overlay's merge.
+    enum class ReadFrom { kSnapshot, kGroup };
+    Status begin_read(std::unique_ptr<Txn>* out, ReadFrom from = ReadFrom::kSnapshot);
 
     // From now on every change is captured and each group commit writes
     // its record to `journal` before it commits locally; a failed write
@@ -438,6 +464,8 @@ private:
     // empties, under the snapshot lock held exclusively.
     void new_snapshot_locked(bool committed);
     Status take_reader(MDB_txn** out);
+    // The overlay's entry for key (under the snapshot lock), null if none.
+    const std::optional<std::string>* overlay_find(Db db, std::string_view key) const;
     void give_back_reader(MDB_txn* txn);
     void close_readers();
     // Shared by each read for its lifetime; exclusive to change the
@@ -445,7 +473,8 @@ private:
     // stream of reads cannot hold back the operations (which hold mu_
     // while they wait for it).
     pthread_rwlock_t snapshot_lock_;
-    Overlay overlay_[static_cast<int>(Db::kCount)];
+    Overlay overlay_[static_cast<int>(Db::kCount)];  // the overlay_ordered() databases
+    HashedOverlay hashed_[static_cast<int>(Db::kCount)];  // the others
     // Read transactions of the last committed state not in use. pool_mu_
     // is also held around each commit: LMDB writes a meta page then,
     // which a read transaction being begun must not read half-written.

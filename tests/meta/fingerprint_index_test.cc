@@ -138,7 +138,7 @@ TEST_CASE("the fingerprint index follows a model through adds and removes", "[me
         REQUIRE(t->commit().is_ok());
         t.reset();  // a group commits with no transaction open
         REQUIRE(m->commit_group(nullptr).is_ok());
-        REQUIRE(m->begin_read(&t).is_ok());
+        REQUIRE(m->begin_read(&t, MetaStore::ReadFrom::kGroup).is_ok());  // the index is read in operations
         const std::size_t buckets = check_all(*t);
         INFO("round " << round << ": " << model.size() << " entries in " << buckets << " buckets");
         // Splits keep buckets at least about half full while the index grows.
