@@ -10,8 +10,8 @@
 //
 // Reads do not wait for them (begin_read() on a writable store): as an
 // operation commits, what it changed is copied into the group's overlay,
-// an ordered map per database, and a read looks there first and then in
-// an LMDB read transaction of the last committed state. A read so sees
+// a map per database (see Overlay), and a read looks there first and then
+// in an LMDB read transaction of the last committed state. A read so sees
 // whole operations only, and never waits for a group commit's I/O; the
 // overlay empties when its group has committed.
 //
@@ -167,9 +167,9 @@ public:
 
 // The open group's committed operations over one database, as reads see
 // them: key -> value, or nullopt for a key they deleted. Ordered for the
-// databases reads walk with cursors; hashed for the others (chunk records,
-// fingerprints, inodes: most of a group's keys, random ones, which reads
-// only look up), whose cursors (at open, fsck) walk a sorted copy.
+// databases reads walk with cursors; hashed for the others (chunk records
+// and inodes: most of a group's keys, random ones, which reads only look
+// up), whose cursors (at open, fsck) walk a sorted copy.
 using Overlay = std::map<std::string, std::optional<std::string>, std::less<>>;
 struct OverlayHash {
     using is_transparent = void;
