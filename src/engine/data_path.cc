@@ -798,9 +798,9 @@ Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void
             // (compaction), or the sweep may have ended and a writer come,
             // whose stream holds bytes its extents do not show yet: then
             // the read is made again under the lock, which has the last word.
-            // (A writer's operations come after the sweep's end, and the
-            // read's lookups after them through the metadata mutex: if the
-            // read saw any of them, this load sees the end.)
+            // (A writer's operations come after the sweep's end, and each
+            // publishes under the store's snapshot lock, which the read's
+            // lookups hold: if the read saw any of them, this load sees the end.)
             const bool ok = read_locked(ino, nullptr, offset, len, static_cast<std::uint8_t*>(out), got, true).is_ok();
             if (ok && s->sweep_seq.load(std::memory_order_acquire) == seq) {
                 reads_beside_sweep_.fetch_add(1, std::memory_order_relaxed);

@@ -10,8 +10,9 @@ int main(int argc, char** argv) {
     // per core), and each keeps megabytes it freed (request buffers, and
     // before 0.3.0 LMDB's nested transactions). Two arenas halved the
     // daemon's RssAnon at 2 Mi chunks (128 -> 59 MiB) at no cost in CPU
-    // (docs/benchmarks.md); the metadata lock serializes those threads
-    // anyway. A MALLOC_ARENA_MAX in the environment is left to rule.
+    // (docs/benchmarks.md), measured while every request took the metadata
+    // lock; reads have not since (meta_store.h), which no run has re-measured
+    // here. A MALLOC_ARENA_MAX in the environment is left to rule.
     if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
     return hiodsfs::fuse::run_daemon(argc, argv, &hiodsfs::Engine::open);
 }
