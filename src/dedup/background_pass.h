@@ -11,6 +11,8 @@
 // Thread-safety: start/stop/wake/stats may be called from any thread.
 #pragma once
 
+#include <oneapi/tbb/global_control.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -74,6 +76,22 @@ private:
     unsigned threads_;
     std::atomic<std::uint64_t> processed_bytes_{0};
     PacedWorker worker_;  // last: its thread calls step() on the members above
+};
+
+// oneTBB starts worker threads for the pass's pools and keeps them past
+// every object of ours; when the last user leaves it ends them without
+// waiting, so they may still be exiting as the process does (LeakSanitizer
+// then reports the per-thread state OpenSSL frees at a thread's exit).
+// Made before the first pool, join() waits until they have exited. It
+// returns false at once if another WorkerThreads is alive (the last one
+// joins); it waits for any other thread still inside a pool.
+class WorkerThreads {
+public:
+    WorkerThreads() : handle_(oneapi::tbb::attach{}) {}
+    bool join() { return !handle_ || oneapi::tbb::finalize(handle_, std::nothrow); }
+
+private:
+    oneapi::tbb::task_scheduler_handle handle_;
 };
 
 }  // namespace hiodsfs

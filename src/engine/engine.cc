@@ -439,6 +439,9 @@ Status EngineImpl::close() {
     meta_.reset();
     segs_.reset();
     lock_.reset();
+    // The pass is stopped: nothing of the engine runs once close returns
+    // (unless another engine of this process still has the threads).
+    pool_threads_.join();
     return result;
 }
 

@@ -631,6 +631,7 @@ private:
     // A large write's chunks are fingerprinted on the FUSE thread and these
     // helpers (emit_chunks); the background pass has its TBB arena.
     ParallelLoop digest_loop_{ParallelLoop::default_helpers()};
+    WorkerThreads pool_threads_;  // the pass's pools' threads: joined by close()
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass

@@ -8,10 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
 #include "engine_test_util.h"
+#include "common/parallel_loop.h"
+#include "dedup/background_pass.h"
 #include "store/fault_env.h"
 
 using namespace hiodsfs;
@@ -655,4 +658,51 @@ TEST_CASE("an overwrite whose realignment leaves its window through raw data is 
     CHECK(read_all(*e, a.ino) == data);
     REQUIRE(e->close().is_ok());
     CHECK(check_invariants(dir.store()).empty());
+}
+
+namespace {
+
+std::size_t threads_of_this_process() {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+    return n;
+}
+
+}  // namespace
+
+// The pass's pools run on oneTBB's worker threads, which outlive the pools.
+// A daemon returns from main right after closing its engine: a worker still
+// exiting then raced LeakSanitizer's scan (OpenSSL's per-thread state).
+// The workers end soon after anyway, so each round only may catch them.
+TEST_CASE("a closed engine leaves none of the pass's threads running", "[engine][deferred]") {
+    // Workers of an earlier test's pools, if any, end first.
+    REQUIRE(WorkerThreads().join());
+    std::thread([] {}).join();  // ThreadSanitizer starts a thread of its own with the first
+    const std::size_t before = threads_of_this_process();
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 6; ++round) {
+        INFO("round " << round);
+        TempDir dir;
+        EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(4096, 16384, 65536));
+        o.mode = DedupMode::kDeferred;
+        o.background_threads = 2;
+        auto e = open_engine(o);
+        for (int f = 0; f < 8; ++f) {  // a task per file: enough for the pool to start a worker
+            Attr a = make_file(*e, "f" + std::to_string(f));
+            write_all(*e, a.ino, 0, random_bytes(rng, 256u << 10));
+            REQUIRE(e->flush(a.ino).is_ok());
+        }
+        SpaceCounters c;
+        for (int i = 0; i < 200; ++i) {
+            REQUIRE(e->counters(&c).is_ok());
+            if (c.backlog_records == 0) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        REQUIRE(c.backlog_records == 0);  // the pass ran on its pool
+        REQUIRE(e->close().is_ok());
+        // Only the digest helpers are left, until the engine is destroyed.
+        CHECK(threads_of_this_process() == before + ParallelLoop::default_helpers());
+        e.reset();
+        CHECK(threads_of_this_process() == before);
+    }
 }
