@@ -291,21 +291,26 @@ Status Txn::change_failed(int rc, const std::string& what) {
     return lmdb_error(rc, what);
 }
 
-Status Txn::save_undo(Db db, MDB_val* key, bool* added) {
+Status Txn::save_undo(Db db, MDB_val* key, bool* added, Undo** entry) {
     *added = false;
     std::string id(1, static_cast<char>(db));
     id.append(from_val(*key));
     // The first value is the one to put back; an operation that rewrites a
     // block of chunk records 16 times keeps it once.
-    if (!undo_keys_.insert(id).second) return Status::ok();
+    auto [at, inserted] = undo_keys_.try_emplace(std::move(id), undo_.size());
+    if (!inserted) {
+        *entry = &undo_[at->second];
+        return Status::ok();
+    }
     MDB_val old{};
     const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old);
     if (rc != 0 && rc != MDB_NOTFOUND) {
-        undo_keys_.erase(id);
+        undo_keys_.erase(at);
         return change_failed(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
     }
-    undo_.push_back(Undo{db, rc == 0, std::string(from_val(*key)), rc == 0 ? std::string(from_val(old)) : std::string()});
+    undo_.push_back(Undo{db, rc == 0, std::string(from_val(*key)), rc == 0 ? std::string(from_val(old)) : std::string(), {}});
     *added = true;
+    *entry = &undo_.back();
     return Status::ok();
 }
 
@@ -349,11 +354,16 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata write after the operation ended");
     MDB_val k = to_val(key), v = to_val(value);
     bool added = false;
-    HIODSFS_TRY(save_undo(db, &k, &added));
+    Undo* undo = nullptr;
+    HIODSFS_TRY(save_undo(db, &k, &added, &undo));
     int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) {
         if (added) drop_last_undo();  // nothing changed
         return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+    }
+    if (overlay_kept(db)) {
+        if (!undo->now) undo->now.emplace();
+        undo->now->assign(value);  // a block rewritten 16 times reuses the buffer
     }
     ++writes_;
     ++changes_[static_cast<int>(db)];
@@ -368,7 +378,8 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (txn_ == nullptr || done_) return Status::error(EINVAL, "metadata delete after the operation ended");
     MDB_val k = to_val(key);
     bool added = false;
-    HIODSFS_TRY(save_undo(db, &k, &added));
+    Undo* undo = nullptr;
+    HIODSFS_TRY(save_undo(db, &k, &added, &undo));
     int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
     if (existed != nullptr) *existed = rc == 0;
     if (rc != 0) {
@@ -376,6 +387,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
         if (rc == MDB_NOTFOUND) return Status::ok();
         return change_failed(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
     }
+    undo->now.reset();
     ++writes_;
     ++changes_[static_cast<int>(db)];
     store_->note_write(db, key);
@@ -416,11 +428,7 @@ Status Txn::commit() {
         store_->super_ = saved_;
         return store_->failed_;
     }
-    if (Status published = publish(); !published) {
-        rollback();
-        store_->super_ = saved_;
-        return published;
-    }
+    publish();
     done_ = true;
     undo_.clear();
     undo_keys_.clear();
@@ -448,20 +456,12 @@ std::uint64_t overlay_entry_bytes(const std::string& key, const std::optional<st
 
 }  // namespace
 
-// Every key the operation changed has an entry in undo_ (its first value);
-// the group holds its value now. Read first, then moved in at once, so the
-// snapshot lock is held exclusively only for the map inserts.
-Status Txn::publish() {
-    if (undo_.empty()) return Status::ok();
+// Every key the operation changed has an entry in undo_: its first value,
+// and the one the group holds now. Moved in at once, so the snapshot lock
+// is held exclusively only for the map inserts.
+void Txn::publish() {
+    if (undo_.empty()) return;
     if (store_->on_publish_) store_->on_publish_();
-    std::vector<std::optional<std::string>> values(undo_.size());
-    for (std::size_t i = 0; i < undo_.size(); ++i) {
-        if (!overlay_kept(undo_[i].db)) continue;
-        MDB_val k = to_val(undo_[i].key), v{};
-        const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(undo_[i].db)], &k, &v);
-        if (rc == 0) values[i].emplace(from_val(v));
-        else if (rc != MDB_NOTFOUND) return change_failed(rc, std::string("metadata read (") + kDbNames[int(undo_[i].db)] + ")");
-    }
     std::uint64_t bytes = store_->overlay_bytes_;
     pthread_rwlock_wrlock(&store_->snapshot_lock_);
     auto put = [&bytes](auto& over, std::string&& key, std::optional<std::string>&& value) {
@@ -470,15 +470,14 @@ Status Txn::publish() {
         it->second = std::move(value);
         bytes += overlay_entry_bytes(it->first, it->second);
     };
-    for (std::size_t i = 0; i < undo_.size(); ++i) {
-        const int db = static_cast<int>(undo_[i].db);
-        if (!overlay_kept(undo_[i].db)) continue;
-        if (overlay_ordered(undo_[i].db)) put(store_->overlay_[db], std::move(undo_[i].key), std::move(values[i]));
-        else put(store_->hashed_[db], std::move(undo_[i].key), std::move(values[i]));
+    for (Undo& u : undo_) {
+        const int db = static_cast<int>(u.db);
+        if (!overlay_kept(u.db)) continue;
+        if (overlay_ordered(u.db)) put(store_->overlay_[db], std::move(u.key), std::move(u.now));
+        else put(store_->hashed_[db], std::move(u.key), std::move(u.now));
     }
     pthread_rwlock_unlock(&store_->snapshot_lock_);
     store_->overlay_bytes_ = bytes;
-    return Status::ok();
 }
 
 namespace {

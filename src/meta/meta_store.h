@@ -255,18 +255,20 @@ private:
     // A read of the committed state and the overlay: holds the store's
     // snapshot lock shared and `txn`, a read transaction of the pool.
     Txn(MetaStore* store, MDB_txn* txn);
-    // Copies what this operation changed, as the group now holds it, into
+    // Moves what this operation changed, as the group now holds it, into
     // the overlay; in commit(), under the store's mutex.
-    Status publish();
-    // What a change overwrote, to put back if the operation aborts.
+    void publish();
+    // What a change overwrote, to put back if the operation aborts, and
+    // (for the overlay_kept() databases) what the key holds now.
     struct Undo {
         Db db;
         bool existed;
         std::string key, old;
+        std::optional<std::string> now;  // none: deleted
     };
     // Saves what key holds unless this operation changed it already;
-    // *added says whether it did now.
-    Status save_undo(Db db, MDB_val* key, bool* added);
+    // *added says whether it did now. *entry is the key's entry.
+    Status save_undo(Db db, MDB_val* key, bool* added, Undo** entry);
     void drop_last_undo();  // the entry save_undo just added: its change failed
     // An LMDB error of a change: the group may be unusable now (see rollback()).
     Status change_failed(int rc, const std::string& what);
@@ -281,7 +283,7 @@ private:
     bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
     bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
     std::vector<Undo> undo_;
-    std::unordered_set<std::string> undo_keys_;  // db byte + key of each entry in undo_
+    std::unordered_map<std::string, std::size_t> undo_keys_;  // db byte + key -> its entry in undo_
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
     std::uint64_t changes_[static_cast<int>(Db::kCount)] = {};  // the same, per database
     std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
