@@ -992,12 +992,15 @@ const std::optional<std::string>* MetaStore::overlay_find(Db db, std::string_vie
 }
 
 Status MetaStore::take_reader(MDB_txn** out) {
-    std::lock_guard<std::mutex> pool(pool_mu_);
-    if (!pool_.empty()) {
-        *out = pool_.back();
-        pool_.pop_back();
-        return Status::ok();
+    {
+        std::lock_guard<std::mutex> pool(pool_mu_);
+        if (!pool_.empty()) {
+            *out = pool_.back();
+            pool_.pop_back();
+            return Status::ok();
+        }
     }
+    std::lock_guard<std::mutex> meta_page(meta_page_mu_);
     const int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, out);
     return rc == 0 ? Status::ok() : lmdb_error(rc, "metadata read");
 }
@@ -1120,9 +1123,10 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     ++group_number_;
     end_group_capture();
     {
-        // Reads go on meanwhile, from the state before and the overlay; only
-        // one that must begin a read transaction waits (the meta page).
-        std::lock_guard<std::mutex> pool(pool_mu_);
+        // Reads go on meanwhile, from the state before and the overlay, in
+        // the pool's transactions; only one that must begin a new read
+        // transaction waits (LMDB writes the meta page last).
+        std::lock_guard<std::mutex> meta_page(meta_page_mu_);
         if (fault != 0) {
             mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
             rc = fault;
@@ -1263,7 +1267,7 @@ Status MetaStore::replay(const JournalRecord& record) {
                        : Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " does not parse");
     }
     {
-        std::lock_guard<std::mutex> pool(pool_mu_);
+        std::lock_guard<std::mutex> meta_page(meta_page_mu_);
         rc = mdb_txn_commit(txn);
     }
     if (rc != 0) return lmdb_error(rc, "journal replay commit");

@@ -477,11 +477,14 @@ private:
     pthread_rwlock_t snapshot_lock_;
     Overlay overlay_[static_cast<int>(Db::kCount)];  // the overlay_ordered() databases
     HashedOverlay hashed_[static_cast<int>(Db::kCount)];  // the others
-    // Read transactions of the last committed state not in use. pool_mu_
-    // is also held around each commit: LMDB writes a meta page then,
-    // which a read transaction being begun must not read half-written.
+    // Read transactions of the last committed state not in use, already
+    // begun: taking one never waits for a commit.
     std::mutex pool_mu_;
     std::vector<MDB_txn*> pool_;
+    // Held around each commit, whose I/O may take long (LMDB writes the
+    // meta page last), and around beginning a read transaction, which must
+    // not read that page half-written.
+    std::mutex meta_page_mu_;
     std::atomic<bool> stopped_{false};  // failed_ is set: reads go to the mutex for it
     std::uint64_t overlay_bytes_ = 0;  // under mu_
     std::uint64_t page_bytes_ = 4096;

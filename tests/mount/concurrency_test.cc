@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../skip.h"
 #include "mount_fixture.h"
 
 using namespace hiodsfs::mt;
@@ -464,4 +465,80 @@ TEST_CASE("O_DIRECT overwrites of one file from 4 threads run at once and end as
     std::memcpy(after.data(), "cached", 6);
     fx.remount();
     CHECK(read_file(path) == after);
+}
+
+namespace {
+
+// fsfreeze of a file system for the scope, thawed however the test ends.
+struct Frozen {
+    std::string dir;
+    bool frozen = false;
+    explicit Frozen(std::string d) : dir(std::move(d)) {
+        CmdResult r = run({"fsfreeze", "-f", dir});
+        INFO("fsfreeze -f: " << r.describe());
+        REQUIRE(r.ok());
+        frozen = true;
+    }
+    void thaw() {
+        if (frozen) run({"fsfreeze", "-u", dir});
+        frozen = false;
+    }
+    ~Frozen() { thaw(); }
+};
+
+}  // namespace
+
+// Issue 13: reads never wait for writers. With the store's file system
+// frozen, the next group commit waits inside LMDB's commit for its page
+// writes; a stat and an O_DIRECT read of a file committed before must be
+// answered meanwhile, from the committed state.
+TEST_CASE("stat and read are answered while a group commit waits for a frozen disk", "[mount][concurrency]") {
+    if (!is_root() || which("mkfs.ext4").empty() || which("fsfreeze").empty())
+        SKIP_TEST("needs root, mkfs.ext4 and fsfreeze (a loop-mounted ext4 to freeze)");
+    TempDir t;
+    LoopExt4 fs(t.path() + "/ext4", 256 * kMiB);
+    ForegroundDaemon d{fs.dir + "/store", t.path() + "/mnt"};
+    make_dir(d.mnt);
+    // Every stat and lookup reaches the daemon; a commit every 200 ms.
+    d.start({"attr_timeout=0", "entry_timeout=0", "commit_interval=200"});
+    const std::string a = d.mnt + "/a", b = d.mnt + "/b";
+    const std::string data = random_bytes(kMiB, 41);
+    write_file(a, data);
+    write_file(b, random_bytes(kMiB, 42));
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // both are committed
+    Frozen frozen(fs.dir);  // writes everything out first
+    // A change of the metadata alone: no disk write until the commit,
+    // whose first is LMDB's, which now waits for the thaw.
+    REQUIRE(::chmod(b.c_str(), 0600) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+
+    std::atomic<bool> done{false};
+    off_t size = -1;
+    std::string got;
+    std::thread reader([&] {
+        struct stat st {};
+        if (::stat(a.c_str(), &st) == 0) size = st.st_size;
+        const int fd = ::open(a.c_str(), O_RDONLY | O_DIRECT);
+        if (fd >= 0) {
+            void* buf = nullptr;
+            if (::posix_memalign(&buf, 4096, kMiB) == 0) {
+                const ssize_t n = ::pread(fd, buf, kMiB, 0);
+                if (n > 0) got.assign(static_cast<char*>(buf), static_cast<std::size_t>(n));
+                std::free(buf);
+            }
+            ::close(fd);
+        }
+        done = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!done && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const double waited = seconds_since(t0);
+    const bool answered_while_frozen = done;
+    frozen.thaw();  // a reader that waited finishes now
+    reader.join();
+    INFO("the stat and read took " << waited << " s with the disk frozen");
+    CHECK(answered_while_frozen);
+    CHECK(size == static_cast<off_t>(kMiB));
+    CHECK(got == data);
+    d.stop();
 }
