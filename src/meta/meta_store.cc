@@ -964,9 +964,15 @@ void MetaStore::lose_group_locked(const std::string& why) {
 }
 
 void MetaStore::new_snapshot_locked(bool committed) {
+    // Emptied by a swap: a group's overlay may hold a hundred thousand
+    // entries, freed after the lock is let go.
+    Overlay old_ordered[static_cast<int>(Db::kCount)];
+    HashedOverlay old_hashed[static_cast<int>(Db::kCount)];
     pthread_rwlock_wrlock(&snapshot_lock_);
-    for (Overlay& over : overlay_) over.clear();
-    for (HashedOverlay& over : hashed_) over.clear();
+    for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
+        overlay_[i].swap(old_ordered[i]);
+        hashed_[i].swap(old_hashed[i]);
+    }
     overlay_bytes_ = 0;
     if (committed) {
         std::lock_guard<std::mutex> pool(pool_mu_);
