@@ -972,6 +972,9 @@ void MetaStore::new_snapshot_locked(bool committed) {
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
         overlay_[i].swap(old_ordered[i]);
         hashed_[i].swap(old_hashed[i]);
+        // As clear() would: the next group does not grow the table again
+        // (each growth rehashes every entry under this lock).
+        hashed_[i].rehash(old_hashed[i].bucket_count());
     }
     overlay_bytes_ = 0;
     if (committed) {
