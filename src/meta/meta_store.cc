@@ -965,16 +965,16 @@ void MetaStore::lose_group_locked(const std::string& why) {
 
 void MetaStore::new_snapshot_locked(bool committed) {
     // Emptied by a swap: a group's overlay may hold a hundred thousand
-    // entries, freed after the lock is let go.
+    // entries, freed after the lock is let go. The empty hashed tables are
+    // made first with the old ones' buckets, as clear() would leave them:
+    // a table that grows again rehashes every entry under this lock.
     Overlay old_ordered[static_cast<int>(Db::kCount)];
     HashedOverlay old_hashed[static_cast<int>(Db::kCount)];
+    for (int i = 0; i < static_cast<int>(Db::kCount); ++i) old_hashed[i].rehash(hashed_[i].bucket_count());
     pthread_rwlock_wrlock(&snapshot_lock_);
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
         overlay_[i].swap(old_ordered[i]);
         hashed_[i].swap(old_hashed[i]);
-        // As clear() would: the next group does not grow the table again
-        // (each growth rehashes every entry under this lock).
-        hashed_[i].rehash(old_hashed[i].bucket_count());
     }
     overlay_bytes_ = 0;
     if (committed) {
