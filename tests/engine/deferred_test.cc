@@ -55,6 +55,17 @@ SpaceCounters counters_of(Engine& e) {
     return c;
 }
 
+// Waits up to 10 s for the engine's own pass to drain the backlog; the
+// counters as they were last read.
+SpaceCounters wait_for_empty_backlog(Engine& e) {
+    SpaceCounters c = counters_of(e);
+    for (int i = 0; i < 200 && c.backlog_records != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        c = counters_of(e);
+    }
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("deferred writes converge to what inline mode stores", "[engine][deferred]") {
@@ -197,12 +208,7 @@ TEST_CASE("the dirty queue survives a restart and a crash", "[engine][deferred]"
     o.mode = DedupMode::kInline;
     o.background_threads = 2;  // the daemon's own pass picks the queue up
     auto e = open_engine(o);
-    SpaceCounters c;
-    for (int i = 0; i < 200; ++i) {
-        REQUIRE(e->counters(&c).is_ok());
-        if (c.backlog_records == 0) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    SpaceCounters c = wait_for_empty_backlog(*e);
     CHECK(c.backlog_records == 0);
     CHECK(c.stored_bytes == data.size());
     Attr a;
@@ -692,13 +698,7 @@ TEST_CASE("a closed engine leaves none of the pass's threads running", "[engine]
             write_all(*e, a.ino, 0, random_bytes(rng, 256u << 10));
             REQUIRE(e->flush(a.ino).is_ok());
         }
-        SpaceCounters c;
-        for (int i = 0; i < 200; ++i) {
-            REQUIRE(e->counters(&c).is_ok());
-            if (c.backlog_records == 0) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        REQUIRE(c.backlog_records == 0);  // the pass ran on its pool
+        REQUIRE(wait_for_empty_backlog(*e).backlog_records == 0);  // the pass ran on its pool
         REQUIRE(e->close().is_ok());
         // Only the digest helpers are left, until the engine is destroyed.
         CHECK(threads_of_this_process() == before + ParallelLoop::default_helpers());
