@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/thread_name.h"
+
 namespace hiodsfs {
 
 namespace {
@@ -25,7 +27,11 @@ struct ParallelLoop::Loop {
 
 ParallelLoop::ParallelLoop(unsigned helpers) {
     threads_.reserve(helpers);
-    for (unsigned i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_main(); });
+    for (unsigned i = 0; i < helpers; ++i)
+        threads_.emplace_back([this] {
+            name_this_thread("digest");
+            helper_main();
+        });
 }
 
 ParallelLoop::~ParallelLoop() {

@@ -25,7 +25,7 @@ struct FileWork {
 BackgroundPass::BackgroundPass(DedupTarget* target, std::function<double()> speed, unsigned threads)
     : target_(target),
       threads_(std::max(1u, threads)),
-      worker_([this](bool* did_work) { return step(did_work); }, std::move(speed), kIdleWait) {}
+      worker_("dedup-pass", [this](bool* did_work) { return step(did_work); }, std::move(speed), kIdleWait) {}
 
 BackgroundPass::~BackgroundPass() { stop(); }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace hiodsfs {
 namespace {
 constexpr auto kPausedPoll = std::chrono::milliseconds(200);
@@ -10,9 +12,9 @@ constexpr auto kMaxRest = std::chrono::milliseconds(2000);
 constexpr double kMinSpeed = 0.02;  // below this the worker counts as paused
 }  // namespace
 
-PacedWorker::PacedWorker(std::function<Status(bool*)> step, std::function<double()> speed,
+PacedWorker::PacedWorker(const char* name, std::function<Status(bool*)> step, std::function<double()> speed,
                          std::chrono::milliseconds idle_poll)
-    : step_(std::move(step)), speed_(std::move(speed)), idle_poll_(idle_poll) {}
+    : name_(name), step_(std::move(step)), speed_(std::move(speed)), idle_poll_(idle_poll) {}
 
 PacedWorker::~PacedWorker() { stop(); }
 
@@ -20,7 +22,10 @@ void PacedWorker::start() {
     std::lock_guard<std::mutex> l(mu_);
     if (worker_.joinable()) return;
     stop_ = false;
-    worker_ = std::thread([this] { run(); });
+    worker_ = std::thread([this] {
+        name_this_thread(name_);
+        run();
+    });
 }
 
 void PacedWorker::stop() {

@@ -21,7 +21,8 @@ class PacedWorker {
 public:
     // step does one bounded piece of work; *did_work is false when there
     // was nothing to do. speed() returns the throttle's speed in [0, 1].
-    PacedWorker(std::function<Status(bool* did_work)> step, std::function<double()> speed,
+    // name: the thread's (common/thread_name.h), a string literal.
+    PacedWorker(const char* name, std::function<Status(bool* did_work)> step, std::function<double()> speed,
                 std::chrono::milliseconds idle_poll);
     ~PacedWorker();  // stops
     PacedWorker(const PacedWorker&) = delete;
@@ -39,6 +40,7 @@ public:
 private:
     void run();
 
+    const char* name_;
     std::function<Status(bool*)> step_;
     std::function<double()> speed_;
     std::chrono::milliseconds idle_poll_;

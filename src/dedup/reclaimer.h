@@ -31,7 +31,7 @@ public:
     // speed() returns the throttle's current background speed in [0, 1].
     Reclaimer(ReclaimTarget* target, std::function<double()> speed,
               std::chrono::milliseconds idle_poll = std::chrono::milliseconds(1000))
-        : PacedWorker([target](bool* did_work) { return target->reclaim_step(did_work); },
+        : PacedWorker("reclaim", [target](bool* did_work) { return target->reclaim_step(did_work); },
                       std::move(speed), idle_poll) {}
 };
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "common/thread_name.h"
 #include "common/units.h"
 
 #include <malloc.h>
@@ -337,14 +338,22 @@ Status EngineImpl::init(const EngineOptions& options) {
     controller_ = std::make_unique<ModeController>(clock, options.control, setting, std::move(policy));
     deferred_.store(controller_->mode() == WriteMode::kDeferred);
     if (options.read_only) return Status::ok();
-    if (options.background_commit) committer_ = std::thread([this] { committer_loop(); });
+    if (options.background_commit)
+        committer_ = std::thread([this] {
+            name_this_thread("committer");
+            committer_loop();
+        });
     if (options.background_threads > 0) {
         pass_ = std::make_unique<BackgroundPass>(
             static_cast<DedupTarget*>(this), [this] { return background_speed(); },
             options.background_threads);
         pass_->start();
     }
-    if (options.background_commit) control_ = std::thread([this] { control_loop(); });
+    if (options.background_commit)
+        control_ = std::thread([this] {
+            name_this_thread("mode-control");
+            control_loop();
+        });
     if (reclaim_mode_ == ReclaimMode::kBackground) {
         reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
                                                  [this] { return background_speed(); });

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/mountinfo.h"
+#include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
 #include "fuse/options.h"
@@ -247,7 +248,10 @@ public:
 
     void start(pthread_t loop_thread) {
         loop_thread_ = loop_thread;
-        thread_ = std::thread([this] { run(); });
+        thread_ = std::thread([this] {
+            name_this_thread("signals");
+            run();
+        });
     }
 
     // After the loop returned.

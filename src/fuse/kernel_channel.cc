@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
 #include "fuse_lowlevel.h"
 
@@ -61,6 +62,12 @@ bool KernelChannel::install(fuse_session* se) {
 }
 
 long KernelChannel::read_hook(int fd, void* buf, std::size_t len, void* self) {
+    // libfuse starts the request threads; each is named as it first reads.
+    thread_local bool named = false;
+    if (!named) {
+        name_this_thread("fuse-req");
+        named = true;
+    }
     const ssize_t n = ::read(fd, buf, len);
     t_request = RequestFlags{};
     if (n > 0) static_cast<KernelChannel*>(self)->note_request(buf, static_cast<std::size_t>(n));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/mountinfo.h"
+#include "common/thread_name.h"
 
 namespace hiodsfs {
 namespace {
@@ -205,7 +206,10 @@ Status RadosTier::lock(const std::string& holder, std::chrono::seconds lease,
     on_lost_ = std::move(on_lost);
     locked_ = true;
     stopping_ = false;
-    renewer_ = std::thread([this] { renew_loop(); });
+    renewer_ = std::thread([this] {
+        name_this_thread("rados-lease");
+        renew_loop();
+    });
     return Status::ok();
 }
 

@@ -25,6 +25,7 @@
 
 #include "chunk/fingerprint.h"
 #include "common/little_endian.h"
+#include "common/thread_name.h"
 #include "store/segment_cache.h"
 
 namespace hiodsfs {
@@ -733,9 +734,16 @@ struct SegmentStore::Impl {
 
     void start_threads() {
         flushing.reserve(options.write_buffer_bytes);
-        flusher = std::thread([this] { flusher_loop(); });
+        flusher = std::thread([this] {
+            name_this_thread("seg-flusher");
+            flusher_loop();
+        });
         hits = 0;  // the opens at open() were no reads
-        if (options.tier != nullptr) uploader = std::thread([this] { uploader_loop(); });
+        if (options.tier != nullptr)
+            uploader = std::thread([this] {
+                name_this_thread("seg-uploader");
+                uploader_loop();
+            });
     }
 
     void wrote_locked(std::size_t n) {

@@ -1,8 +1,11 @@
 // PacedWorker: wake() starts an idle worker at once, never lost however it
 // races the worker going idle; a worker resting between steps at a low
 // speed keeps its pace however often it is woken.
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "dedup/paced_worker.h"
@@ -29,7 +32,7 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
 TEST_CASE("a woken idle worker steps at once, and no wake is lost", "[engine][paced]") {
     std::atomic<int> calls{0};
     // Nothing to do, ever: only wake() (the idle poll is an hour) brings it back.
-    PacedWorker w([&](bool* did_work) {
+    PacedWorker w("test-worker", [&](bool* did_work) {
         *did_work = false;
         calls.fetch_add(1);
         return Status::ok();
@@ -48,7 +51,7 @@ TEST_CASE("a woken idle worker steps at once, and no wake is lost", "[engine][pa
 TEST_CASE("wakes do not cut a resting worker's rest short", "[engine][paced]") {
     std::atomic<int> calls{0};
     // Each step takes 10 ms at speed 0.1: 90 ms of rest after it.
-    PacedWorker w([&](bool* did_work) {
+    PacedWorker w("test-worker", [&](bool* did_work) {
         std::this_thread::sleep_for(10ms);
         *did_work = true;
         calls.fetch_add(1);
@@ -65,4 +68,24 @@ TEST_CASE("wakes do not cut a resting worker's rest short", "[engine][paced]") {
     // rest would have stepped every few ms.
     CHECK(calls.load() >= 1);
     CHECK(calls.load() <= 7);
+}
+
+TEST_CASE("a worker's thread carries the name it was given", "[engine][paced]") {
+    std::atomic<bool> stepped{false};
+    std::string seen;
+    PacedWorker w("a-name-longer-than-fifteen", [&](bool* did_work) {
+        if (!stepped.load()) {
+            char name[16] = {};
+            (void)::pthread_getname_np(::pthread_self(), name, sizeof name);
+            seen = name;
+            stepped.store(true);
+        }
+        *did_work = false;
+        return Status::ok();
+    }, [] { return 1.0; }, std::chrono::hours(1));
+    w.start();
+    REQUIRE(eventually([&] { return stepped.load(); }, 5s));
+    w.stop();
+    // Linux keeps 15 bytes of a thread's name: the rest is cut, not refused.
+    CHECK(seen == "a-name-longer-t");
 }

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -314,4 +316,27 @@ TEST_CASE("background_threads=0 with mode=deferred mounts with a one-line warnin
                    "not deduplicated during this mount") != std::string::npos);
     // Written raw and queued for a later mount with workers.
     CHECK(fx.counters().backlog_records >= 1);
+}
+
+TEST_CASE("the daemon's threads are named for what they do", "[cli][threads]") {
+    MountFixture m({"mode=deferred"});
+    write_file(m.path("f"), std::string(4 << 20, 'x'));  // requests, a commit, the pass
+    ::sync();
+    std::multiset<std::string> names;
+    const std::string tasks = "/proc/" + std::to_string(m.daemon_pid()) + "/task";
+    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+        std::string name = read_file(t.path().string() + "/comm");
+        if (!name.empty() && name.back() == '\n') name.pop_back();
+        names.insert(name);
+    }
+    std::string all;
+    for (const auto& n : names) all += n + " ";
+    INFO("threads: " << all);
+    // Every thread the daemon starts itself has a name; only the main
+    // thread keeps the program's, and the dedup pass's TBB workers theirs.
+    for (const char* want : {"fuse-req", "committer", "mode-control", "seg-flusher", "dedup-pass", "reclaim",
+                             "signals"})
+        CHECK(names.count(want) >= 1);
+    if (std::thread::hardware_concurrency() > 1) CHECK(names.count("digest") >= 1);
+    m.unmount();
 }
