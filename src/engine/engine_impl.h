@@ -65,6 +65,12 @@ inline constexpr std::size_t kMaxSymlink = 4095;
 // at most kReorderWait.
 inline constexpr std::uint64_t kReorderWindow = 16 << 20;
 inline constexpr auto kReorderWait = std::chrono::milliseconds(50);
+// A commit syncs the segments in rounds before it takes the metadata lock,
+// at most this many, until the writers appended at most kLockedSyncBytes
+// during the last one: the sync under the lock, which every metadata
+// operation waits for, then covers only that much (commit_locked).
+inline constexpr int kPreSyncRounds = 4;
+inline constexpr std::uint64_t kLockedSyncBytes = 4u << 20;
 // A read that finds its file's lock taken looks this often, this many
 // times, whether the pass's sweep holds it (EngineImpl::read).
 inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
