@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -322,13 +320,7 @@ TEST_CASE("the daemon's threads are named for what they do", "[cli][threads]") {
     MountFixture m({"mode=deferred"});
     write_file(m.path("f"), std::string(4 << 20, 'x'));  // requests, a commit, the pass
     ::sync();
-    std::multiset<std::string> names;
-    const std::string tasks = "/proc/" + std::to_string(m.daemon_pid()) + "/task";
-    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
-        std::string name = read_file(t.path().string() + "/comm");
-        if (!name.empty() && name.back() == '\n') name.pop_back();
-        names.insert(name);
-    }
+    const std::multiset<std::string> names = thread_names(m.daemon_pid());
     std::string all;
     for (const auto& n : names) all += n + " ";
     INFO("threads: " << all);

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -565,6 +566,16 @@ std::string read_file(const std::string& path) {
     }
     ::close(fd);
     return out;
+}
+
+std::multiset<std::string> thread_names(pid_t pid) {
+    std::multiset<std::string> names;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+        std::string name = read_file(t.path().string() + "/comm");
+        if (!name.empty() && name.back() == '\n') name.pop_back();
+        names.insert(std::move(name));
+    }
+    return names;
 }
 
 void make_dir(const std::string& path, mode_t mode) {

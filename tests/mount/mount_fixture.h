@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -163,6 +164,8 @@ std::uint64_t splitmix64(std::uint64_t& state);
 // Catch2-asserting file helpers (test thread only).
 void write_file(const std::string& path, std::string_view data, mode_t mode = 0644);
 std::string read_file(const std::string& path);
+// The names of a process's threads (/proc/PID/task/*/comm), one per thread.
+std::multiset<std::string> thread_names(pid_t pid);
 void make_dir(const std::string& path, mode_t mode = 0755);
 struct stat stat_of(const std::string& path);   // lstat; REQUIREs success
 bool exists(const std::string& path);           // lstat succeeds

@@ -720,6 +720,20 @@ TEST_CASE("librados: a daemon on a RADOS store loads librados when it opens the 
     fx.unmount();
 }
 
+TEST_CASE("rados: the segment uploader and the lease renewer run as named threads", "[mount][rados][threads]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, fresh_store_name("threads"));
+    fx.mount();
+    const std::multiset<std::string> names = thread_names(fx.daemon_pid());
+    std::string all;
+    for (const auto& n : names) all += n + " ";
+    INFO("threads: " << all);
+    CHECK(names.count("seg-uploader") == 1);
+    CHECK(names.count("rados-lease") == 1);
+    fx.unmount();
+}
+
 TEST_CASE("librados: a RADOS store where librados.so.2 cannot be loaded is one line and a non-zero exit",
           "[mount][rados][librados]") {
 #ifndef HIODSFS_HAVE_RADOS
