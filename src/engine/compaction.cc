@@ -232,13 +232,13 @@ Status Compactor::finish_job() {
         bool present = false;
         HIODSFS_TRY(segment_live(*t, job.seg, &live, &present));
         live_left = live > moved ? live - moved : 0;
-        auto& c = t->super().counters;
-        c.dead_bytes += dead_copies;
+        // The old copies of what moved are dead now, like the copies whose
+        // chunk died meanwhile; the whole segment's payload comes off when
+        // its file goes (remove_file), so a crash in between counts it.
+        t->super().counters.dead_bytes += dead_copies + moved;
         // Its entry stays, at 0 live bytes, until the file is gone: the
         // committed word that it is dead (see delete_segment).
         HIODSFS_TRY(add_segment_live(*t, job.seg, -static_cast<std::int64_t>(moved)));
-        if (live_left == 0)
-            c.dead_bytes -= std::min(c.dead_bytes, job.payload_bytes - std::min(job.payload_bytes, moved));
         HIODSFS_TRY(t->commit());
     }
     chunks_moved_ += moved_chunks;
@@ -253,7 +253,7 @@ Status Compactor::finish_job() {
     // The copies are synced before the switch commits; the old file goes
     // only once nothing durable refers to it.
     HIODSFS_TRY(commit_());
-    HIODSFS_TRY(remove_file(job.seg, 0));
+    HIODSFS_TRY(remove_file(job.seg, job.payload_bytes));
     segments_deleted_ += 1;
     segments_compacted_ += 1;
     bytes_freed_ += job.file_bytes;
@@ -282,12 +282,18 @@ Status Compactor::remove_file(SegmentId seg, std::uint64_t dead_payload) {
     HIODSFS_TRY(segs_->remove(seg));
     // The entry goes after the file: a crash in between leaves an entry of
     // 0 live bytes without a file, which the next open drops.
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
-    auto& c = t->super().counters;
-    c.dead_bytes -= std::min(c.dead_bytes, dead_payload);
-    return t->commit();
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin(&t));
+        HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
+        auto& c = t->super().counters;
+        c.dead_bytes -= std::min(c.dead_bytes, dead_payload);
+        HIODSFS_TRY(t->commit());
+    }
+    // At once, with the sync that makes the unlink durable: until then a
+    // crash that keeps the unlink but not the entry's end would leave the
+    // payload counted dead with no file to free (hiodsfs-fsck notes it).
+    return commit_();
 }
 
 }  // namespace hiodsfs

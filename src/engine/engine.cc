@@ -225,6 +225,8 @@ Status EngineImpl::init(const EngineOptions& options) {
     // that the replayed records do not refer to either (one holding only
     // log records, or writes no fsync covered) is a crash's leftover.
     if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
+    // After the replay: its records carry the frontier of their own state.
+    if (!fresh && !options.read_only) HIODSFS_TRY(count_crash_leftovers(meta_->super_snapshot()));
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -782,6 +784,40 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
     if (st) push_failing_.store(false);
     if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
     return st;
+}
+
+// Chunk records a crash left after the frontier of the state the store
+// opened with (the last commit's, or the last fsync log record's it
+// replayed) are dead, unless something refers to them: counted once, as the
+// next commit's frontier lies past them. A store that has no frontier yet
+// (made before it was recorded) is left to hiodsfs-fsck.
+Status EngineImpl::count_crash_leftovers(const SuperState& committed) {
+    if (committed.frontier_segment == 0) return Status::ok();
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    std::vector<std::pair<ChunkId, ChunkLocation>> after;
+    for (const auto& [seg, size] : files) {
+        if (seg < committed.frontier_segment || !segs_->in_directory(seg)) continue;
+        HIODSFS_TRY(segs_->scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
+            if (r.chunk != kLogRecord &&
+                (seg > committed.frontier_segment || r.header_offset >= committed.frontier_offset))
+                after.emplace_back(r.chunk, r.location);
+            return true;
+        }));
+    }
+    if (after.empty()) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    std::uint64_t dead = 0;
+    for (const auto& [id, loc] : after) {
+        ChunkRecord rec;
+        bool found = false;
+        HIODSFS_TRY(get_chunk(*t, id, &rec, &found));
+        if (!(found && rec.location() == loc)) dead += loc.length;
+    }
+    if (dead == 0) return Status::ok();
+    t->super().counters.dead_bytes += dead;
+    return t->commit();
 }
 
 // Segment files against what committed metadata says of them, at open.

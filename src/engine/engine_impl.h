@@ -555,6 +555,7 @@ private:
     Status snapshot_to_tier(bool closing);
     void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
+    Status count_crash_leftovers(const SuperState& committed);
     void committer_loop();
     void control_loop();
     void stop_committer();
@@ -653,6 +654,9 @@ private:
     // Write-behind (write_behind.cc). held_ is in append order.
     std::mutex held_mu_;
     std::vector<HeldWrite> held_, held_spare_;
+    // Bytes appended for requests that then failed: dead, counted by the
+    // next apply (under held_mu_, like held_).
+    std::uint64_t held_dead_ = 0;
     std::atomic<std::size_t> held_count_{0};
     std::atomic<std::size_t> held_in_apply_{0};  // taken from held_, not yet applied (under the metadata lock)
     std::atomic<bool> held_applying_{false};  // a writer is applying a full batch

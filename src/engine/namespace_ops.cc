@@ -177,6 +177,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     ChunkId id = t.super().next_chunk++;
     ChunkLocation loc;
     HIODSFS_TRY(crc != nullptr ? segs_->append(id, data, len, *crc, &loc) : segs_->append(id, data, len, &loc));
+    t.dead_if_aborted(len);
     ChunkRecord rec;
     rec.segment = loc.segment;
     rec.offset = loc.offset;

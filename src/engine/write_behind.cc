@@ -7,6 +7,8 @@
 // below), many writes in one operation, before any other
 // operation begins and before each group commit, so every reader sees the
 // writes and a commit, fsync's included, carries each acknowledged one.
+#include <utility>
+
 #include "engine/engine_impl.h"
 
 namespace hiodsfs {
@@ -73,8 +75,9 @@ Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_
             Status st = segs_->append(ids[i], data + done, n, &loc);
             if (!st) {
                 // Nothing of the request is held; bytes it appended are
-                // garbage, as a failed operation's are.
+                // dead, as a failed operation's are.
                 held_.resize(before);
+                held_dead_ += done;
                 return st;
             }
             held_.push_back(HeldWrite{ino, off + done, ids[i], loc, off + len, touched != nullptr, time});
@@ -98,10 +101,12 @@ Status EngineImpl::apply_if_full() {
 
 void EngineImpl::apply(MetaStore& store, bool for_commit) {
     std::vector<HeldWrite> batch;
+    std::uint64_t dead = 0;
     {
         std::lock_guard<std::mutex> g(held_mu_);
         batch.swap(held_spare_);
         batch.swap(held_);
+        dead = std::exchange(held_dead_, 0);
         // Still "holding" until the batch is applied: a read that finds
         // neither count set sees every write in the metadata.
         held_in_apply_.store(batch.size(), std::memory_order_release);
@@ -122,6 +127,7 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
                 Status st = apply_held(store, &batch[i], j - i);
                 if (st) continue;
                 held_lost_.fetch_add(j - i, std::memory_order_relaxed);
+                for (std::size_t k = i; k < j; ++k) dead += batch[k].loc.length;
                 if (opts_.log)
                     opts_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
                               std::to_string(batch[i].ino) + " are lost: " + st.message());
@@ -130,6 +136,20 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
             }
         }
         held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);
+    }
+    // In this group, before its frontier passes the bytes; if even this
+    // fails the store has stopped, and the next open counts them.
+    if (dead > 0) {
+        std::unique_ptr<Txn> t;
+        Status st = store.begin_held(&t);
+        if (st) {
+            t->super().counters.dead_bytes += dead;
+            st = t->commit();
+        }
+        if (!st) {
+            std::lock_guard<std::mutex> g(held_mu_);
+            held_dead_ += dead;
+        }
     }
     held_in_apply_.store(0, std::memory_order_release);
     batch.clear();
@@ -157,7 +177,10 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         Status found = load_inode(*t, ino, &f.in);
         // A file freed with bytes still in its stream (close_stream): they
         // belong to no file any more, and get no chunk records either.
-        if (found.err() == ENOENT) continue;
+        if (found.err() == ENOENT) {
+            for (std::size_t k = i; k < j; ++k) sup.counters.dead_bytes += w[k].loc.length;
+            continue;
+        }
         HIODSFS_TRY(found);
         files.push_back(std::move(f));
     }

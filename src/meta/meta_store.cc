@@ -258,8 +258,13 @@ Txn::~Txn() {
     }
     if (!done_ && direct_) {
         rollback();
-        store_->super_ = saved_;
+        restore_saved();
     }
+}
+
+void Txn::restore_saved() {
+    store_->super_ = saved_;
+    store_->super_.counters.dead_bytes += dead_if_aborted_;
 }
 
 void Txn::rollback() {
@@ -425,7 +430,7 @@ Status Txn::commit() {
     }
     if (broken_) {
         rollback();
-        store_->super_ = saved_;
+        restore_saved();
         return store_->failed_;
     }
     publish();

@@ -245,6 +245,10 @@ public:
     std::uint64_t changes(Db db) const { return changes_[static_cast<int>(db)]; }
 
     SuperState& super();
+    // Segment payload this operation appended for chunks it would create:
+    // if it aborts, nothing will ever refer to those bytes, and they are
+    // added to the dead-bytes counter of the group instead.
+    void dead_if_aborted(std::uint64_t bytes) { dead_if_aborted_ += bytes; }
     // Folds this operation into the open group; it becomes durable with the
     // next commit_group().
     Status commit();
@@ -288,6 +292,8 @@ private:
     std::uint64_t changes_[static_cast<int>(Db::kCount)] = {};  // the same, per database
     std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
     SuperState saved_;  // restored if the operation aborts
+    std::uint64_t dead_if_aborted_ = 0;
+    void restore_saved();  // saved_, plus dead_if_aborted_
     bool done_ = false;
 };
 
