@@ -45,8 +45,8 @@ std::map<SegmentId, std::uint64_t> segment_files(const std::string& store) {
 
 // Per-segment invariants of a closed store: every chunk lies in a segment
 // file that exists, and each segment's live count is what its chunks hold.
-std::vector<std::string> check_segments(const std::string& store) {
-    std::vector<std::string> problems = check_invariants(store);
+std::vector<std::string> check_segments(const std::string& store, bool exact_dead_bytes = true) {
+    std::vector<std::string> problems = check_invariants(store, exact_dead_bytes);
     auto files = segment_files(store);
     std::unique_ptr<MetaStore> m;
     Status st = MetaStore::open(store + "/meta", 1ull << 32, true, &m);
@@ -79,8 +79,8 @@ std::vector<std::string> check_segments(const std::string& store) {
 }
 
 // check_segments() of a closed store finds nothing (`when` names the moment).
-void check_store(const std::string& store, const char* when) {
-    auto problems = check_segments(store);
+void check_store(const std::string& store, const char* when, bool exact_dead_bytes = true) {
+    auto problems = check_segments(store, exact_dead_bytes);
     INFO(problems.size() << " problems " << when << ", first: " << (problems.empty() ? "" : problems.front()));
     CHECK(problems.empty());
 }
@@ -350,7 +350,12 @@ TEST_CASE("compaction under power loss at every stage keeps every file", "[engin
             e->abandon();  // the crash
         }
         require_ok(fenv.drop_unsynced(static_cast<std::uint64_t>(fault) * 31 + 7));
-        check_store(dir.store(), "after the crash");
+        // Power lost in a deletion's commit, after its unlink, leaves the
+        // dead-bytes counter over by what the file held; lost after a
+        // commit but before the move of the copies made so far, it leaves
+        // those copies uncounted. hiodsfs-fsck notes either, --repair sets
+        // the counter; every later step keeps the difference.
+        check_store(dir.store(), "after the crash", false);
         auto e = open_engine(o);
         CHECK(read_all(*e, keep_ino) == keep_data);
         require_ok(e->run_reclaim());
