@@ -1189,9 +1189,9 @@ private:
 
     // What the dead-bytes counter (hiodsfs-stat's "reclaimable") should
     // say: the payload of the segments the metadata knows, less the live
-    // chunks. A crash in the middle of a compaction leaves the copies it
-    // had made uncounted (they are dead, and compaction frees them all
-    // the same), so a difference is a note, which --repair mends.
+    // chunks. Power lost in the middle of a reclaim can leave it off either
+    // way (docs/architecture.md, "dead_bytes"); nothing depends on it but
+    // hiodsfs-stat, so a difference is a note, which --repair mends.
     Status check_dead_bytes(const SpaceCounters& want) {
         if (!payload_) return Status::ok();
         std::uint64_t total = 0;
