@@ -70,7 +70,19 @@ Status Compactor::step(bool full_speed, bool* did_work) {
 
 void Compactor::give_up(SegmentId seg) {
     skip_.insert(seg);
+    (void)abandon_job();  // on failure the counter stays low (hiodsfs-fsck notes it)
+}
+
+Status Compactor::abandon_job() {
+    if (!job_) return Status::ok();
+    std::uint64_t copied = 0;
+    for (std::size_t i = 0; i < job_->next; ++i) copied += job_->moves[i].to.length;
     job_.reset();
+    if (copied == 0) return Status::ok();
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    t->super().counters.dead_bytes += copied;
+    return t->commit();
 }
 
 // The sealed segment with the lowest live fraction below the threshold; a
@@ -171,11 +183,13 @@ Status Compactor::copy_batch() {
         Status st = segs_->read(m.from, m.chunk, buf.data());
         if (!st) {
             // A damaged record matters only if a chunk still lives there.
-            std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin(&t));
-            ChunkRecord rec;
             bool live_here = false;
-            HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+            {
+                std::unique_ptr<Txn> t;
+                HIODSFS_TRY(meta_->begin(&t));
+                ChunkRecord rec;
+                HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+            }
             if (live_here) {
                 const SegmentId seg = job.seg;
                 give_up(seg);

@@ -88,6 +88,9 @@ public:
     // Chunk copies of a job are made and the switch is next (for tests that
     // crash at that point).
     bool copies_done() const { return job_ && job_->next == job_->moves.size(); }
+    // Drops the job in progress (the reclaimer stopped: a close). The copies
+    // it made are dead: they go on the dead-bytes counter, in the open group.
+    Status abandon_job();
 
 private:
     struct Move {

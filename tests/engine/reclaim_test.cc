@@ -369,6 +369,57 @@ TEST_CASE("compaction under power loss at every stage keeps every file", "[engin
     }
 }
 
+TEST_CASE("a compaction that stops part-way counts the copies it made as dead", "[engine][reclaim]") {
+    // The copies of a job that gives up (here: a live record it cannot
+    // read) or that a close stops are referred to by nothing: hiodsfs-stat's
+    // dead bytes must count them, as hiodsfs-fsck checks.
+    TempDir dir;
+    std::mt19937_64 rng(23);
+    auto keep_data = random_bytes(rng, 1 << 20);
+    auto drop_data = random_bytes(rng, 4 << 20);
+    EngineOptions o = reclaim_options(dir.store());
+    InodeId keep_ino = 0;
+    {
+        auto e = open_engine(o);
+        keep_ino = keep_and_delete(*e, keep_data, drop_data);
+        require_ok(e->close());
+    }
+    {
+        // Every live chunk but the first of its segment is damaged: a job
+        // copies that one, then stops at the next.
+        std::unique_ptr<MetaStore> m;
+        require_ok(MetaStore::open(dir.store() + "/meta", 1ull << 32, true, &m));
+        std::unique_ptr<Txn> t;
+        require_ok(m->begin(&t));
+        // The chunks "keep" refers to ("drop"'s are still mapped, queued
+        // for the purge that the reclaim below does first).
+        std::set<ChunkId> used;
+        for (const auto& [ino, m] : all_extents(*t))
+            if (ino == keep_ino) used.insert(m.e.chunk);
+        std::map<SegmentId, std::map<std::uint64_t, ChunkRecord>> by_segment;  // offset -> record
+        for (const auto& [id, r] : all_chunk_records(*t))
+            if (used.count(id)) by_segment[r.segment][r.offset] = r;
+        t.reset();
+        m.reset();
+        int flipped = 0;
+        for (const auto& [seg, records] : by_segment) {
+            for (auto it = std::next(records.begin()); it != records.end(); ++it, ++flipped)
+                flip_chunk_byte(dir.store(), it->second, 0);
+        }
+        REQUIRE(flipped > 0);
+    }
+    {
+        auto e = open_engine(o);
+        const Status st = e->run_reclaim();
+        INFO(st.to_string());
+        CHECK(st.message().find("stopped, the segment stays") != std::string::npos);  // the job gave up
+        require_ok(e->close());
+    }
+    auto problems = check_invariants(dir.store());
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
+}
+
 TEST_CASE("a crash after compaction committed finds the old segments gone and every file intact",
           "[engine][reclaim][crash]") {
     TempDir dir;
