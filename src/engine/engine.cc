@@ -416,14 +416,14 @@ Status EngineImpl::close() {
             Status st = close_stream(ino, *s);
             if (!st && result) result = st;
         }
-        // With a tier, the active segment is sealed so that everything
-        // written is uploaded before the daemon exits; the next open
-        // appends to a new segment.
         // A half-copied segment stays; the copies made of it are dead.
         if (compactor_) {
             Status st = compactor_->abandon_job();
             if (!st && result) result = st;
         }
+        // With a tier, the active segment is sealed so that everything
+        // written is uploaded before the daemon exits; the next open
+        // appends to a new segment.
         const bool tiered = opts_.segments.tier != nullptr && meta_->failure().is_ok();
         if (tiered && result) {
             Status sealed = segs_->seal();
