@@ -804,8 +804,7 @@ Status EngineImpl::count_crash_leftovers(const SuperState& committed) {
     for (const auto& [seg, size] : files) {
         if (seg < committed.frontier_segment || !segs_->in_directory(seg)) continue;
         HIODSFS_TRY(segs_->scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
-            if (r.chunk != kLogRecord &&
-                (seg > committed.frontier_segment || r.header_offset >= committed.frontier_offset))
+            if (r.chunk != kLogRecord && committed.after_frontier(seg, r.header_offset))
                 after.emplace_back(r.chunk, r.location);
             return true;
         }));

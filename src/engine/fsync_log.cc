@@ -19,8 +19,8 @@ Status replay_fsync_log(MetaStore& meta, SegmentStore& segs, bool apply, LogRepl
     std::vector<ChunkLocation> found;
     for (const auto& [seg, size] : files) {
         if (seg < from.segment) continue;
-        HIODSFS_TRY(segs.scan(seg, false, [&](const SegmentRecord& r) {
-            if (r.chunk == kLogRecord && (seg > from.segment || r.header_offset >= from.offset))
+        HIODSFS_TRY(segs.scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
+            if (r.chunk == kLogRecord && committed.after_frontier(seg, r.header_offset))
                 found.push_back(r.location);
             return true;
         }));

@@ -1177,8 +1177,7 @@ private:
             if (s.written_after(seg)) continue;
             std::uint64_t& bytes = payload[seg];
             HIODSFS_TRY(segs_.scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
-                if (s.frontier_segment != 0 && seg == s.frontier_segment && r.header_offset >= s.frontier_offset)
-                    return false;
+                if (s.after_frontier(seg, r.header_offset)) return false;
                 if (r.chunk != kLogRecord) bytes += r.location.length;
                 return true;
             }));

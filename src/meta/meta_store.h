@@ -90,6 +90,12 @@ struct SuperState {
         return frontier_segment != 0 &&
                (seg > frontier_segment || (seg == frontier_segment && frontier_offset == 0));
     }
+    // Whether a record at `offset` of segment `seg` lies past the frontier
+    // (false when it is not known).
+    bool after_frontier(std::uint64_t seg, std::uint64_t offset) const {
+        return frontier_segment != 0 &&
+               (seg > frontier_segment || (seg == frontier_segment && offset >= frontier_offset));
+    }
 };
 
 struct JournalRecord;
