@@ -198,6 +198,15 @@ struct FsStats {
     std::uint64_t name_max = 255;
 };
 
+// What one open file (a file description) has been told of its file's
+// lost writes: Linux's errseq_t sample. Taken at open, compared and moved
+// on by that file's flush and fsync, so every file open when writes were
+// lost is told once, whoever else closes the file first; a file opened
+// later is told only of a loss no file was told of yet.
+struct WriteErrorCursor {
+    std::uint64_t seen = 0;  // the last loss this file was told of, or knew at open
+};
+
 enum class SeekWhence { kData, kHole };
 // Whether a write sets the file's mtime and ctime to its own time (kSet),
 // or leaves them (kKeep) to whoever keeps them: the kernel's writeback
@@ -250,9 +259,22 @@ public:
     virtual Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
                          WriteTimes times = WriteTimes::kSet) = 0;
     // Chunks any buffered tail of the file (called on close).
-    virtual Status flush(InodeId ino) = 0;
+    // Both this and fsync then tell the caller's open file of writes lost
+    // since it last asked (EIO, once; see WriteErrorCursor).
+    virtual Status flush(InodeId ino, WriteErrorCursor* seen) = 0;
     // The file's data and metadata are durable when this returns.
-    virtual Status fsync(InodeId ino, bool datasync) = 0;
+    virtual Status fsync(InodeId ino, bool datasync, WriteErrorCursor* seen) = 0;
+    // What an open file samples at open.
+    virtual WriteErrorCursor write_error_cursor(InodeId ino) = 0;
+    // The same for a caller without an open file: as one opened just now.
+    Status flush(InodeId ino) {
+        WriteErrorCursor seen = write_error_cursor(ino);
+        return flush(ino, &seen);
+    }
+    Status fsync(InodeId ino, bool datasync) {
+        WriteErrorCursor seen = write_error_cursor(ino);
+        return fsync(ino, datasync, &seen);
+    }
     // Everything is durable when this returns.
     virtual Status sync_all() = 0;
     // mode: 0 (allocate: extends size, holes stay holes), FALLOC_FL_KEEP_SIZE,

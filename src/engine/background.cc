@@ -193,11 +193,7 @@ Status EngineImpl::reclaim_step(bool* did_work) {
 }
 
 Status EngineImpl::free_inode(Txn& t, InodeId ino) {
-    {
-        // No handle is left to be told of writes it lost.
-        std::lock_guard<std::mutex> g(held_errors_mu_);
-        held_errors_.erase(ino);
-    }
+    write_errors_.forget(ino);  // no file is left to be told of writes it lost
     if (reclaim_mode_ != ReclaimMode::kOff) {
         Inode in;
         if (load_inode(t, ino, &in) && S_ISREG(in.r.mode) && in.r.mapped > opts_.async_delete_bytes) {

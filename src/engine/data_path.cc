@@ -888,18 +888,18 @@ Status EngineImpl::close_stream(InodeId ino) {
     return close_stream(ino, *s);
 }
 
-Status EngineImpl::flush(InodeId ino) {
+Status EngineImpl::flush(InodeId ino, WriteErrorCursor* seen) {
     HIODSFS_TRY(close_stream(ino));
-    // Like a kernel's writeback error: told at close or fsync, once.
-    return take_held_error(ino);
+    // Like a kernel's writeback error: told at close or fsync, once per open file.
+    return write_errors_.check(ino, seen);
 }
 
-Status EngineImpl::fsync(InodeId ino, bool /*datasync*/) {
+Status EngineImpl::fsync(InodeId ino, bool /*datasync*/, WriteErrorCursor* seen) {
     HIODSFS_TRY(close_stream(ino));
     // The commit (or log record) applies the file's last held writes: the
     // error is then about all of them.
     HIODSFS_TRY(meta_->logging() ? log_now() : commit_now());
-    return take_held_error(ino);
+    return write_errors_.check(ino, seen);
 }
 
 Status EngineImpl::sync_all() {

@@ -12,7 +12,7 @@
 //                     in batches (HeldBack)
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
-// then held_mu_, pins_mu_ or held_errors_mu_.
+// then held_mu_, pins_mu_ or WriteErrors' own.
 #pragma once
 
 #include "hiodsfs/engine.h"
@@ -45,6 +45,7 @@
 #include "engine/meta_tier.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
+#include "engine/write_errors.h"
 #include "chunk/fingerprint.h"
 #include "common/parallel_loop.h"
 #include "meta/chunk_table.h"
@@ -265,8 +266,11 @@ public:
                 std::size_t* got) override;
     Status write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
                  WriteTimes times = WriteTimes::kSet) override;
-    Status flush(InodeId ino) override;
-    Status fsync(InodeId ino, bool datasync) override;
+    using Engine::flush;
+    using Engine::fsync;
+    Status flush(InodeId ino, WriteErrorCursor* seen) override;
+    Status fsync(InodeId ino, bool datasync, WriteErrorCursor* seen) override;
+    WriteErrorCursor write_error_cursor(InodeId ino) override { return write_errors_.sample(ino); }
     Status sync_all() override;
     Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) override;
     Status clone_range(InodeId src, std::uint64_t src_off, InodeId dst, std::uint64_t dst_off,
@@ -328,8 +332,6 @@ private:
     // Applies what is held once a batch is full. Never under a Stream lock:
     // a writer applying a batch must not keep its file's other writers out.
     Status apply_if_full();
-    // The error that lost held writes of ino since it was last asked (ok if none).
-    Status take_held_error(InodeId ino);
     // Raw records are bounded like chunks so reads of them stay cheap.
     std::size_t raw_piece_bytes() const {
         return std::max<std::size_t>(chunking_.max_size, 64 * 1024);
@@ -664,8 +666,7 @@ private:
     // commit took the last held writes: all the group refers to lies before
     // it (the commit's frontier; commit_now).
     SegmentPosition drained_at_;
-    std::mutex held_errors_mu_;
-    std::unordered_map<InodeId, Status> held_errors_;
+    WriteErrors write_errors_;  // held writes lost, for the files open when they were
     std::atomic<std::uint64_t> held_batches_{0}, held_applied_{0}, held_lost_{0};
     std::mutex raw_ids_mu_;
     ChunkId raw_ids_next_ = 0, raw_ids_end_ = 0;  // reserved (MetaStore::take_chunk_ids)

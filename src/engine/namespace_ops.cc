@@ -576,6 +576,7 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
         }
         pins_.erase(it);
     }
+    write_errors_.forget_if_told(ino);
     // The kernel forgot the inode: close its stream, and free it if unlinked.
     std::shared_ptr<Stream> s;
     {

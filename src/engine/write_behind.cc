@@ -131,8 +131,7 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
                 if (opts_.log)
                     opts_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
                               std::to_string(batch[i].ino) + " are lost: " + st.message());
-                std::lock_guard<std::mutex> g(held_errors_mu_);
-                held_errors_.emplace(batch[i].ino, st);
+                write_errors_.record(batch[i].ino, st);
             }
         }
         held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);
@@ -231,15 +230,6 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         HIODSFS_TRY(store_inode(*t, ino, in));
     }
     return t->commit();
-}
-
-Status EngineImpl::take_held_error(InodeId ino) {
-    std::lock_guard<std::mutex> g(held_errors_mu_);
-    auto it = held_errors_.find(ino);
-    if (it == held_errors_.end()) return Status::ok();
-    Status st = Status::error(EIO, "writes acknowledged earlier were lost: " + it->second.message());
-    held_errors_.erase(it);
-    return st;
 }
 
 }  // namespace hiodsfs

@@ -349,6 +349,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         // Every change to a file passes through this kernel's page cache,
         // so what it cached is still valid at the next open.
         fi->keep_cache = 1;
+        // A reader's close has nothing to flush and no lost write to be
+        // told of (Vfs::flush): the kernel need not send it.
+        fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
         set_direct_io(req, fi);
         if (fuse_reply_open(req, fi) != 0) vfs_of(req).release(fh);
     });
@@ -363,6 +366,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (!st.is_ok()) return reply_status(req, st);
         fi->fh = fh;
         fi->keep_cache = 1;
+        fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
         set_direct_io(req, fi);
         fuse_entry_param e = to_entry(state(req), a);
         if (fuse_reply_create(req, &e, fi) != 0) {
@@ -397,16 +401,16 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     });
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-    guarded(req, [&] { reply_status(req, vfs_of(req).flush(ino)); });
+void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    guarded(req, [&] { reply_status(req, vfs_of(req).flush(fi->fh, ino)); });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     guarded(req, [&] { reply_status(req, vfs_of(req).release(fi->fh)); });
 }
 
-void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-    guarded(req, [&] { reply_status(req, vfs_of(req).fsync(ino, datasync != 0)); });
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+    guarded(req, [&] { reply_status(req, vfs_of(req).fsync(fi->fh, ino, datasync != 0)); });
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -474,7 +478,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-    guarded(req, [&] { reply_status(req, vfs_of(req).fsync(ino, datasync != 0)); });
+    guarded(req, [&] { reply_status(req, vfs_of(req).fsyncdir(ino, datasync != 0)); });
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {

@@ -243,17 +243,26 @@ Status Vfs::open_handle(InodeId ino, int flags, std::uint64_t* fh) {
         HIODSFS_TRY(engine_.setattr(ino, trunc, &attr));
     }
     pin(ino);
-    *fh = files_.insert(std::make_shared<OpenFile>(OpenFile{ino, flags}));
+    *fh = files_.insert(
+        std::make_shared<OpenFile>(OpenFile{ino, flags, engine_.write_error_cursor(ino)}));
     return Status::ok();
 }
 
-Status Vfs::flush(InodeId ino) { return engine_.flush(ino); }
+Status Vfs::flush(std::uint64_t fh, InodeId ino) {
+    std::shared_ptr<OpenFile> file = files_.get(fh);
+    if (!file) return Status::error(EBADF, "flush of an unknown file handle");
+    // A reader has nothing of its own to write, and its close must not
+    // take a lost write's error from the writers (Linux tells it at close
+    // only to those who wrote through the file).
+    if ((file->flags & O_ACCMODE) == O_RDONLY) return Status::ok();
+    return engine_.flush(ino, &file->seen);
+}
 
 Status Vfs::release(std::uint64_t fh) {
     std::shared_ptr<OpenFile> file = files_.remove(fh);
     if (!file) return Status::error(EBADF, "release of an unknown file handle");
     Status st;
-    if ((file->flags & O_ACCMODE) != O_RDONLY) st = engine_.flush(file->ino);
+    if ((file->flags & O_ACCMODE) != O_RDONLY) st = engine_.flush(file->ino, &file->seen);
     unpin(file->ino, 1);
     return st;
 }
@@ -282,7 +291,13 @@ Status Vfs::write(std::uint64_t fh, InodeId ino, std::uint64_t offset, const voi
                          kernel_times ? WriteTimes::kKeep : WriteTimes::kSet);
 }
 
-Status Vfs::fsync(InodeId ino, bool datasync) { return engine_.fsync(ino, datasync); }
+Status Vfs::fsync(std::uint64_t fh, InodeId ino, bool datasync) {
+    std::shared_ptr<OpenFile> file = files_.get(fh);
+    if (!file) return Status::error(EBADF, "fsync of an unknown file handle");
+    return engine_.fsync(ino, datasync, &file->seen);
+}
+
+Status Vfs::fsyncdir(InodeId ino, bool datasync) { return engine_.fsync(ino, datasync); }
 
 Status Vfs::fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len) {
     return engine_.fallocate(ino, mode, offset, len);

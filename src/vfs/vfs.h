@@ -112,14 +112,21 @@ public:
     // disk (docs/architecture.md, "A full disk").
     static constexpr std::uint64_t kWriteThroughRoom = 64ull << 20;
     bool write_through(int flags);
-    Status flush(InodeId ino);
+    // A close of the open file fh (each close(2) of a descriptor of it):
+    // told of writes lost while it was open, once (Engine::flush). A file
+    // open read-only is not told at close, and takes nothing from the
+    // writers (the adapter sets FOPEN_NOFLUSH on it).
+    Status flush(std::uint64_t fh, InodeId ino);
     Status release(std::uint64_t fh);
     Status read(InodeId ino, std::uint64_t offset, std::size_t size, void* buf, std::size_t* got);
     // writeback: the kernel writes back pages of its writeback cache (a
     // FUSE_WRITE_CACHE request), whose times it has stamped and sends itself.
     Status write(std::uint64_t fh, InodeId ino, std::uint64_t offset, const void* data,
                  std::size_t len, bool writeback = false);
-    Status fsync(InodeId ino, bool datasync);
+    // fsync of the open file fh: told of writes lost while it was open, once.
+    Status fsync(std::uint64_t fh, InodeId ino, bool datasync);
+    // fsync of a directory (no lost writes to tell).
+    Status fsyncdir(InodeId ino, bool datasync);
     Status fallocate(InodeId ino, int mode, std::uint64_t offset, std::uint64_t len);
     // whence: SEEK_DATA or SEEK_HOLE (the kernel does the others itself).
     // ENOSYS with the writeback cache (see vfs.cc).
@@ -159,6 +166,9 @@ private:
     struct OpenFile {
         InodeId ino = 0;
         int flags = 0;
+        // Sampled at open; moved on only inside the engine's calls, under
+        // its lock, so concurrent flushes and fsyncs of one file may share it.
+        WriteErrorCursor seen;
     };
     struct OpenDir {
         InodeId ino = 0;

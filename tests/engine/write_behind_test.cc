@@ -211,6 +211,44 @@ TEST_CASE("a held write that cannot be applied is reported at fsync, once, and c
     close_and_check(std::move(e), dir.store());
 }
 
+TEST_CASE("a lost write is told to each open file once, however the others close it",
+          "[engine][write-behind][errseq]") {
+    TempDir dir;
+    std::atomic<InodeId> failing{0};
+    EngineOptions o = held_options(dir.store());
+    o.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? EIO : 0; };
+    auto e = open_engine(o);
+    const InodeId a = make_file(*e, "a").ino;
+    const std::string block(4096, 'a');
+    // Two files open on a (as at open: before the loss).
+    WriteErrorCursor one = e->write_error_cursor(a), two = e->write_error_cursor(a);
+    failing = a;
+    REQUIRE(e->write(a, 0, block.data(), block.size()).is_ok());
+    Attr attr;
+    (void)e->getattr(a, &attr);  // applies the held write, which is lost
+    failing = 0;
+    CHECK(e->flush(a, &one).err() == EIO);
+    CHECK(e->flush(a, &one).is_ok());
+    CHECK(e->fsync(a, false, &two).err() == EIO);  // one's close took nothing from two
+    CHECK(e->fsync(a, false, &two).is_ok());
+    // Opened now: the files open then were told, so there is nothing to tell.
+    CHECK(e->fsync(a, false).is_ok());
+    WriteErrorCursor later = e->write_error_cursor(a);
+    CHECK(e->flush(a, &later).is_ok());
+
+    // A loss no open file was told of goes to the next to ask, once.
+    failing = a;
+    REQUIRE(e->write(a, 4096, block.data(), block.size()).is_ok());
+    (void)e->getattr(a, &attr);
+    failing = 0;
+    WriteErrorCursor next = e->write_error_cursor(a);
+    CHECK(e->fsync(a, false, &next).err() == EIO);
+    CHECK(e->fsync(a, false).is_ok());
+    CHECK(e->flush(a, &one).err() == EIO);  // and to those open when it happened
+    CHECK(e->flush(a, &later).err() == EIO);
+    REQUIRE(e->close().is_ok());
+}
+
 TEST_CASE("segments that hold only writes that were never applied are known to the metadata, and reclaim frees them",
           "[engine][write-behind]") {
     // Lost held writes leave their bytes behind; whole segments of them must

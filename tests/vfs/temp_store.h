@@ -26,13 +26,21 @@ public:
         std::filesystem::remove_all(path_, ec);
     }
 
-    // space_reserve: EngineOptions::space_reserve (the default: sized by the engine).
-    std::unique_ptr<Engine> open(std::uint64_t space_reserve = UINT64_MAX) const {
+    // What open() opens with.
+    EngineOptions options() const {
         EngineOptions o;
         o.store_dir = path_ + "/store";
         o.lmdb_map_bytes = 1ull << 30;
         o.background_commit = false;
+        return o;
+    }
+    // space_reserve: EngineOptions::space_reserve (the default: sized by the engine).
+    std::unique_ptr<Engine> open(std::uint64_t space_reserve = UINT64_MAX) const {
+        EngineOptions o = options();
         o.space_reserve = space_reserve;
+        return open(o);
+    }
+    std::unique_ptr<Engine> open(const EngineOptions& o) const {
         std::unique_ptr<Engine> e;
         Status st = Engine::open(o, &e);
         INFO(st.to_string());
