@@ -160,6 +160,13 @@ public:
     Status sync_through(const SegmentPosition& upto);
     // Writes buffered appends to the files without syncing.
     Status flush();
+    // Why the store stopped (ok while it runs): a failed fdatasync, or a
+    // write or new segment the file system refused for a reason that does
+    // not pass (EPERM of a file made immutable, EROFS). A failure for want
+    // of room or an I/O error of a write leaves the bytes in memory, written
+    // again by the next hand-off, flush() or sync(). Once stopped, append,
+    // flush and sync fail with EIO (this status) until the store is reopened.
+    Status failure();
 
     // Every segment with its file size in bytes (for the active segment,
     // appended bytes still in the write buffer are counted too; with a

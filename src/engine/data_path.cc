@@ -534,6 +534,13 @@ Status EngineImpl::write_in_window(InodeId ino, Stream& s, std::unique_lock<std:
 
 Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
                          WriteTimes times) {
+    Status st = write_request(ino, offset, data, len, times);
+    if (st.err() == EIO) stop_with_segments();  // a stop says so at once, not at the next interval
+    return st;
+}
+
+Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
+                                 WriteTimes times) {
     if (offset > kMaxFileSize || len > kMaxFileSize - offset)
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();
@@ -889,16 +896,23 @@ Status EngineImpl::close_stream(InodeId ino) {
 }
 
 Status EngineImpl::flush(InodeId ino, WriteErrorCursor* seen) {
-    HIODSFS_TRY(close_stream(ino));
+    if (Status st = close_stream(ino); !st) {
+        stop_with_segments();  // a stop says so at once, not at the next interval
+        return st;
+    }
     // Like a kernel's writeback error: told at close or fsync, once per open file.
     return write_errors_.check(ino, seen);
 }
 
 Status EngineImpl::fsync(InodeId ino, bool /*datasync*/, WriteErrorCursor* seen) {
-    HIODSFS_TRY(close_stream(ino));
+    Status st = close_stream(ino);
     // The commit (or log record) applies the file's last held writes: the
     // error is then about all of them.
-    HIODSFS_TRY(meta_->logging() ? log_now() : commit_now());
+    if (st) st = meta_->logging() ? log_now() : commit_now();
+    if (!st) {
+        stop_with_segments();
+        return st;
+    }
     return write_errors_.check(ino, seen);
 }
 

@@ -399,6 +399,17 @@ void EngineImpl::stop(const std::string& why) {
     if (meta_) meta_->stop(why);
 }
 
+bool EngineImpl::stop_with_segments() {
+    if (!segs_) return false;
+    const Status why = segs_->failure();
+    if (why.is_ok()) return false;
+    meta_->stop(why.message());
+    if (!segments_stop_logged_.exchange(true) && opts_.log)
+        opts_.log("hiodsfs: the store stopped: " + why.message() +
+                  "; every request fails with EIO until it is mounted again");
+    return true;
+}
+
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
     if (reclaimer_) reclaimer_->stop();  // queued deletes stay queued; a half-copied segment stays
@@ -781,8 +792,9 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
     // Logged once: the failure that stopped the store. With a journal, a
     // commit whose bytes could not be pushed leaves the store running (the
     // next commit tries again): logged once per run of such failures.
+    const bool segments_stopped = !st && stop_with_segments();  // logged there
     const bool stopped = !journal_ || !meta_->failure().is_ok();
-    if (!st && st.err() == EIO && stopped && !commit_failed_.exchange(true) && opts_.log)
+    if (!st && st.err() == EIO && stopped && !segments_stopped && !commit_failed_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: " + st.message());
     if (!st && !stopped && !push_failing_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: a commit failed and is tried again with the next: " + st.message());
@@ -893,6 +905,7 @@ void EngineImpl::control_loop() {
             if (controller_->setting() == ModeController::Setting::kHybrid)
                 deferred_.store(controller_->mode() == WriteMode::kDeferred);
             (void)record_history(s, c);  // best effort: history is informational
+            stop_with_segments();  // a write refused since: stop now, not at the next commit
             if (opts_.publish_status) (void)publish_status();
         }
         l.lock();
@@ -982,6 +995,7 @@ std::string EngineImpl::status_json() {
         // What stopped the store, if anything did: it then refuses every
         // change (and fsync) with EIO until it is mounted again.
         Status failed = meta_->failure();
+        if (failed) failed = segs_->failure();  // stopped, and the engine is about to
         j["store_error"] = failed ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(failed.message());
     }
     if (compactor_) {

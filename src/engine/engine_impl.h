@@ -240,6 +240,11 @@ public:
     void abandon() override;
     Status check_tier_unchanged() override;
     void stop(const std::string& why) override;
+    // If the segment store stopped (a failed fdatasync, or a write its files
+    // refused), stops the engine with its reason, logged once: nothing more
+    // is taken that could never be made durable. True if it had. Never
+    // under the metadata lock (a Txn).
+    bool stop_with_segments();
     // The tier's name for FORMAT ("" without one), and whether the store's
     // FORMAT lets this open use it.
     std::string tier_name() const;
@@ -399,6 +404,9 @@ private:
     Attr to_attr(InodeId ino, const Inode& in) const;
 
     // ---- data path (caller holds the Stream lock) ----
+    // write() but for what a failure stops.
+    Status write_request(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
+                         WriteTimes times);
     std::shared_ptr<Stream> stream(InodeId ino);
     struct ChunkSpan {
         std::uint64_t off;
@@ -635,6 +643,7 @@ private:
     Clock* clock_ = nullptr;   // the controller's
 
     std::atomic<bool> commit_failed_{false};  // logged once
+    std::atomic<bool> segments_stop_logged_{false};
     std::atomic<bool> push_failing_{false};   // a tiered commit failed without stopping the store
     std::atomic<bool> deferred_{false};
     // A large write's chunks are fingerprinted on the FUSE thread and these

@@ -231,6 +231,10 @@ Status FaultInjectionEnv::file_pwrite(FaultFile* f, const void* data, std::size_
                 to_write = 0;
                 injected = Status::error(EIO, where + ": injected EIO");
                 break;
+            case WriteFault::kNotPermitted:
+                to_write = 0;
+                injected = Status::error(EPERM, where + ": injected EPERM");
+                break;
             case WriteFault::kShortWrite:
                 to_write = len / 2;
                 injected = Status::error(EIO, where + ": injected short write (" +

@@ -72,6 +72,7 @@ enum class WriteFault {
     kNoSpace,     // nothing is written; ENOSPC
     kIoError,     // nothing is written; EIO
     kShortWrite,  // the first half of the data (len / 2 bytes) is written; EIO
+    kNotPermitted,  // nothing is written; EPERM, as for a file made immutable (chattr +i)
 };
 
 class FaultInjectionEnv final : public Env {

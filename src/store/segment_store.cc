@@ -295,7 +295,8 @@ struct SegmentStore::Impl {
     std::thread flusher;
     std::uint64_t end() const { return written + flushing.size() + buffer.size(); }
     // Set by a failed fdatasync: after one, the kernel may have dropped the
-    // dirty pages, so a later "successful" sync would promise too much.
+    // dirty pages, so a later "successful" sync would promise too much; or
+    // by a write the files refuse for good (write_failed_locked). EIO.
     Status failed;
     // Segments written since their last sync, with a write generation so a
     // sync running without the lock knows whether a file was written again.
@@ -752,11 +753,25 @@ struct SegmentStore::Impl {
         active_written.store(written);
     }
 
+    // A write (or a new segment) that failed. For want of room (ENOSPC,
+    // EDQUOT) or from the device (EIO, a short write) it may pass: the bytes
+    // stay in memory and are written again. Any other reason says the files
+    // refuse writes (EPERM of a segment made immutable, EROFS of a file
+    // system remounted read-only): the store stops, answering EIO with the
+    // reason, as after a failed fdatasync.
+    Status write_failed_locked(const Status& st) {
+        if (st.err() == ENOSPC || st.err() == EDQUOT || st.err() == EIO) return st;
+        if (failed.is_ok())
+            failed = Status::error(EIO, "segment store " + dir + " stopped after a failed write (" + st.message() + ")");
+        return failed;
+    }
+
     // Writes `flushing` here, under mu: the flusher is not writing it (it
     // failed, or has not started on it).
     Status write_flushing_locked() {
         if (flushing.empty()) return Status::ok();
-        HIODSFS_TRY(active_file->pwrite(flushing.data(), flushing.size(), written));
+        if (Status st = active_file->pwrite(flushing.data(), flushing.size(), written); !st)
+            return write_failed_locked(st);
         wrote_locked(flushing.size());
         flushing.clear();
         flush_error = Status::ok();
@@ -771,7 +786,8 @@ struct SegmentStore::Impl {
         flushed_cv.wait(lock, [&] { return !flush_busy; });
         HIODSFS_TRY(write_flushing_locked());
         if (buffer.empty()) return Status::ok();
-        HIODSFS_TRY(active_file->pwrite(buffer.data(), buffer.size(), written));
+        if (Status st = active_file->pwrite(buffer.data(), buffer.size(), written); !st)
+            return write_failed_locked(st);
         wrote_locked(buffer.size());
         buffer.clear();
         return Status::ok();
@@ -829,7 +845,7 @@ struct SegmentStore::Impl {
         }
         const SegmentId next = active + 1;
         std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(path(next), OpenMode::kCreateNew, &f));
+        if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st) return write_failed_locked(st);
         sealed[active] = written;
         sealed_bytes += written;
         ++dir_gen;
@@ -1175,6 +1191,11 @@ Status SegmentStore::flush() {
 
 Status SegmentStore::sync(SegmentPosition* synced) { return impl_->sync(nullptr, synced); }
 
+Status SegmentStore::failure() {
+    std::lock_guard lock(impl_->mu);
+    return impl_->failed;
+}
+
 Status SegmentStore::sync_through(const SegmentPosition& upto) { return impl_->sync(&upto, nullptr); }
 
 Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* synced) {
@@ -1209,10 +1230,9 @@ Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* sy
         Status st = d.file->sync();
         if (!st) {
             std::lock_guard lock(m.mu);
-            m.failed = Status::error(st.err(), "segment store " + m.dir +
-                                                   " stopped after a failed sync (" + st.message() +
-                                                   "); reopen it");
-            return st;
+            m.failed = Status::error(EIO, "segment store " + m.dir + " stopped after a failed sync (" +
+                                              st.message() + "); reopen it");
+            return m.failed;
         }
     }
     // A failed directory sync is not sticky: entries live in the journal,

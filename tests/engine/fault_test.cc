@@ -1,8 +1,11 @@
 // The engine under I/O faults and power loss, through FaultInjectionEnv:
 // every failing call returns its error cleanly, and after reopening every
 // file made durable before the fault (or the crash) reads back exactly.
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <iostream>
+#include <mutex>
 
 #include "engine_test_util.h"
 #include "store/fault_env.h"
@@ -11,6 +14,12 @@ using namespace hiodsfs;
 using namespace hiodsfs::test;
 
 namespace {
+
+std::string testing_join(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& l : lines) out += "\n  " + l;
+    return out;
+}
 
 struct Written {
     std::vector<std::uint8_t> data;
@@ -156,6 +165,68 @@ TEST_CASE("an overwrite whose chunks cannot be stored changes nothing of the fil
         }
     }
     CHECK(failures_seen > 0);  // the faults reached the write path
+}
+
+TEST_CASE("a segment file that refuses writes stops the store: EIO, logged once, and in its status",
+          "[engine][fault][store-stop]") {
+    // EPERM is what a segment file made immutable (chattr +i) answers. The
+    // store must not pass it on as if the caller lacked a permission, nor
+    // go on taking changes it can never make durable.
+    TempDir dir;
+    FaultInjectionEnv fenv(Env::posix());
+    fenv.set_forward_syncs(false);
+    EngineOptions o = fault_options(dir.store(), &fenv, ChunkingParams::cdc(1024, 4096, 16384));
+    std::mutex log_mu;
+    std::vector<std::string> logged;
+    o.log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> g(log_mu);
+        logged.push_back(line);
+    };
+    std::mt19937_64 rng(5);
+    const std::vector<std::uint8_t> kept = random_bytes(rng, 100000);
+    {
+        auto e = open_engine(o);
+        const Attr a = make_file(*e, "kept");
+        write_all(*e, a.ino, 0, kept, 50000);
+        REQUIRE(e->fsync(a.ino, false).is_ok());
+
+        fenv.fail_write_at(0, WriteFault::kNotPermitted, /*permanent=*/true);
+        const Attr b = make_file(*e, "refused");
+        const std::vector<std::uint8_t> d = random_bytes(rng, 300000);
+        Status st;
+        for (std::size_t off = 0; off < d.size() && st; off += 50000)
+            st = e->write(b.ino, off, d.data() + off, std::min<std::size_t>(50000, d.size() - off));
+        if (st) st = e->fsync(b.ino, false);
+        INFO(st.to_string());
+        CHECK(st.err() == EIO);
+        CHECK(e->fsync(b.ino, false).err() == EIO);
+        // Stopped: a change that writes no segment byte is refused too.
+        Attr c;
+        CHECK(e->create(kRootInode, "later", NewNode{S_IFREG | 0644}, &c).err() == EIO);
+        const auto status = nlohmann::json::parse(e->status_json());
+        REQUIRE(status.at("store_error").is_string());
+        const std::string why = status.at("store_error").get<std::string>();
+        CHECK(why.find("injected EPERM") != std::string::npos);  // the reason
+        CHECK(why.find("segment") != std::string::npos);
+        {
+            std::lock_guard<std::mutex> g(log_mu);
+            INFO("logged: " << testing_join(logged));
+            CHECK(std::count_if(logged.begin(), logged.end(), [](const std::string& l) {
+                      return l.find("the store stopped: ") != std::string::npos &&
+                             l.find("injected EPERM") != std::string::npos;
+                  }) == 1);
+        }
+        fenv.clear_faults();
+        (void)e->close();
+    }
+    auto e = open_engine(o);
+    Attr a;
+    REQUIRE(e->lookup(kRootInode, "kept", &a).is_ok());
+    CHECK(read_all(*e, a.ino) == kept);
+    REQUIRE(e->close().is_ok());
+    auto problems = check_invariants(dir.store());
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
 }
 
 TEST_CASE("an overwrite whose re-cut meets a damaged chunk changes nothing of the file",

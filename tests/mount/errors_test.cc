@@ -1,13 +1,19 @@
 // Errors a mounted store must not lose or leave unsaid, through a real
 // mount: a lost write's error belongs to each file description open when it
-// was lost, not to whoever closes the file first.
+// was lost, not to whoever closes the file first; a store whose segment
+// file stops taking writes stops, says why, and answers EIO.
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +52,46 @@ bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
         std::this_thread::sleep_for(20ms);
     }
     return true;
+}
+
+// A file's bytes, "" if it is not there (status.json is replaced by a
+// rename every control interval).
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The newest segment file: the one being appended to.
+std::string active_segment(const std::string& store) {
+    std::vector<std::string> names;
+    DIR* d = ::opendir((store + "/segments").c_str());
+    REQUIRE(d != nullptr);
+    while (const dirent* e = ::readdir(d))
+        if (std::string_view(e->d_name).ends_with(".seg")) names.emplace_back(e->d_name);
+    ::closedir(d);
+    REQUIRE(!names.empty());
+    return store + "/segments/" + *std::max_element(names.begin(), names.end());
+}
+
+// Takes the immutable flag off again however the test ends, so the
+// fixture can unmount and remove the store.
+struct ImmutableGuard {
+    std::string path;
+    ~ImmutableGuard() {
+        if (!path.empty()) (void)run({"chattr", "-i", path});
+    }
+};
+
+// Writes data to a new file and fsyncs it; the errno of the first call that
+// failed (write, fsync or close), or 0.
+int write_and_fsync(const std::string& path, const std::string& data) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    int err = 0;
+    if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) err = errno;
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    if (::close(fd) != 0 && err == 0) err = errno;
+    return err;
 }
 
 }  // namespace
@@ -97,4 +143,55 @@ TEST_CASE("a reader's open and close do not take a lost write's error from its w
     CHECK(MT_ERRNO(::fsync(writer)) == EIO);
     CHECK(MT_ERRNO(::fsync(writer)) == 0);  // told once
     CHECK(::close(writer) == 0);
+}
+
+TEST_CASE(
+    "a segment file made immutable under a mount stops the store, which says why and answers EIO",
+    "[mount][store-stop]") {
+    if (!is_root()) SKIP_TEST("chattr +i needs root (CAP_LINUX_IMMUTABLE)");
+    MountFixture fx({"commit_interval=100", "control_interval=100"});
+    const std::string kept = random_bytes(256 * kKiB, 7);
+    REQUIRE(write_and_fsync(fx.path("kept"), kept) == 0);
+    ImmutableGuard guard{active_segment(fx.store())};
+    const CmdResult chattr = run({"chattr", "+i", guard.path});
+    if (!chattr.ok()) {
+        guard.path.clear();
+        SKIP_TEST("the store's file system does not take chattr +i: " << chattr.describe());
+    }
+
+    CHECK(write_and_fsync(fx.path("refused"), random_bytes(2 * kMiB, 8)) == EIO);
+    // Stopped: nothing more is taken, and the reason is said, once.
+    CHECK(MT_ERRNO(::open(fx.path("after").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) == EIO);
+    std::string why;
+    REQUIRE(wait_for(
+        [&] {
+            const auto status =
+                nlohmann::json::parse(slurp(fx.store() + "/status.json"), nullptr, false);
+            if (status.is_object() && status["store_error"].is_string())
+                why = status["store_error"];
+            return !why.empty();
+        },
+        30s));
+    CHECK(why.find("Operation not permitted") != std::string::npos);
+    const std::string log = fx.daemon_log();
+    INFO("daemon log:\n" << log);
+    const std::size_t first = log.find("the store stopped: ");
+    CHECK(first != std::string::npos);
+    CHECK(log.find("Operation not permitted", first) != std::string::npos);
+    CHECK(log.find("the store stopped: ", first + 1) == std::string::npos);
+    const CmdResult text = run({HIODSFS_STAT_BIN, fx.mnt()});
+    INFO(text.describe() << text.out);
+    CHECK(text.out.find("STOPPED") != std::string::npos);
+    CHECK(text.out.find("Operation not permitted") != std::string::npos);
+    const CmdResult json = run({HIODSFS_STAT_BIN, "--json", fx.mnt()});
+    const auto v = nlohmann::json::parse(json.out, nullptr, false);
+    REQUIRE(v.is_object());
+    CHECK(v["store_error"] == why);
+
+    (void)run({"chattr", "-i", guard.path});
+    guard.path.clear();
+    CHECK(fx.unmount_status() != 0);  // the unmount's flush could not commit either
+    fx.mount();
+    CHECK(read_file(fx.path("kept")) == kept);
+    CHECK_FALSE(exists(fx.path("after")));
 }
