@@ -64,9 +64,27 @@ Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<Dirt
     // iterators would be more objects TSan cannot see TBB hand over.
     arena.execute([&] { tbb::parallel_for(std::size_t{0}, work.size(), fj.wrap(rechunk_file)); });
     fj.join();
-    for (const auto& w : work) HIODSFS_TRY(w.result);
     *bytes_out = bytes;
-    return target->finish_dirty(batch);
+    // One file's failure must not hold back the others' records: they are
+    // finished, and the failing file's are the target's to set aside.
+    std::map<InodeId, Status> failed;
+    for (const auto& w : work)
+        if (!w.result) failed.emplace(w.ino, w.result);
+    std::vector<DirtyRecord> done;
+    std::map<InodeId, std::vector<DirtyRecord>> failed_records;
+    for (const auto& r : batch) {
+        if (failed.count(r.ino) != 0)
+            failed_records[r.ino].push_back(r);
+        else
+            done.push_back(r);
+    }
+    if (!done.empty()) HIODSFS_TRY(target->finish_dirty(done));
+    Status left_queued;
+    for (const auto& [ino, records] : failed_records) {
+        Status st = target->set_aside(records, failed.at(ino));
+        if (!st && left_queued) left_queued = st;
+    }
+    return left_queued;
 }
 
 Status BackgroundPass::run_until_idle(DedupTarget* target, unsigned threads) {

@@ -1,7 +1,8 @@
 // BackgroundPass: the deferred-deduplication worker. It takes dirty records
 // (file ranges written raw in deferred mode) oldest first, in batches;
 // merges the ranges of each file; and has a oneTBB worker pool re-chunk and
-// deduplicate the files of a batch in parallel, one file per task. Between
+// deduplicate the files of a batch in parallel, one file per task. A file
+// that fails is the target's to set aside; the others' records finish. Between
 // batches it sleeps as the throttle says: speed 1 runs flat out, speed s < 1
 // stretches each batch's time by 1/s, speed 0 pauses.
 // The work itself is the DedupTarget's (the engine): re-chunking reads the
@@ -42,6 +43,11 @@ public:
     virtual Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) = 0;
     // Removes finished records (their work is done or stale).
     virtual Status finish_dirty(const std::vector<DirtyRecord>& done) = 0;
+    // The re-chunking of one file's records failed (why): sets them aside,
+    // out of the queue, so that the pass goes on with the rest; or, for a
+    // failure that may pass by itself (a full disk, a stopped store),
+    // returns an error and leaves them queued, to be taken again.
+    virtual Status set_aside(const std::vector<DirtyRecord>& records, const Status& why) = 0;
 };
 
 class BackgroundPass {
@@ -62,7 +68,9 @@ public:
     Status last_error() const { return worker_.last_error(); }
 
     // Processes one batch on `threads` workers: merges each file's ranges,
-    // re-chunks them, then finishes the records. *bytes is the merged size.
+    // re-chunks them, then finishes the records, and sets aside those of
+    // files that failed. *bytes is the merged size. An error: records that
+    // stay queued (a failure that may pass), or one of the target's own.
     static Status process_batch(DedupTarget* target, const std::vector<DirtyRecord>& batch,
                                 unsigned threads, std::uint64_t* bytes);
     // Runs batches in the calling thread until no record is left.

@@ -12,13 +12,15 @@ Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin_read(&t));
     Cursor c = t->cursor(Db::kDirty);
-    for (bool ok = c.first(); ok && out->size() < max; ok = c.next()) {
+    for (bool ok = c.first(); ok && out->size() < max && !past_dirty_queue(c.key());
+         ok = c.next()) {
         DirtyRecord r;
-        if (!parse_key_u64(c.key(), &r.seq) || c.value().size() != 24)
+        DirtyRange range;
+        if (!parse_key_u64(c.key(), &r.seq) || !decode_dirty(c.value(), &range))
             return Status::error(EUCLEAN, "dirty-queue record is damaged");
-        r.ino = get_be64(c.value(), 0);
-        r.offset = get_be64(c.value(), 8);
-        r.length = get_be64(c.value(), 16);
+        r.ino = range.ino;
+        r.offset = range.offset;
+        r.length = range.length;
         out->push_back(r);
     }
     return c.status();
@@ -37,6 +39,84 @@ Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
         }
     }
     return t->commit();
+}
+
+Status EngineImpl::set_aside(const std::vector<DirtyRecord>& records, const Status& why) {
+    if (records.empty() || !may_set_aside(why)) return why;
+    const std::string reason = Quarantine::reason(why);
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    auto& c = t->super().counters;
+    for (const auto& r : records) {
+        bool existed = false;
+        HIODSFS_TRY(t->del(Db::kDirty, key_u64(r.seq), &existed));
+        if (!existed) continue;
+        // Out of the backlog: the pass will not take it in this run.
+        c.backlog_records -= 1;
+        c.backlog_bytes -= r.length;
+        HIODSFS_TRY(t->put(Db::kDirty, set_aside_key(r.seq),
+                           encode_set_aside({r.ino, r.offset, r.length}, reason)));
+    }
+    HIODSFS_TRY(t->commit());
+    quarantine_.note(Quarantine::Work::kDedup, records.front().ino, reason);
+    return Status::ok();
+}
+
+bool EngineImpl::may_set_aside(const Status& why) {
+    return Quarantine::set_aside(why) && meta_->failure().is_ok() && segs_->failure().is_ok();
+}
+
+Status EngineImpl::requeue_set_aside() {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    std::vector<std::pair<std::string, std::string>> aside;  // key, value
+    {
+        Cursor c = t->cursor(Db::kDirty);
+        for (bool ok = c.seek(std::string(1, kSetAsideMark)); ok && c.key()[0] == kSetAsideMark;
+             ok = c.next())
+            aside.emplace_back(c.key(), c.value());
+        HIODSFS_TRY(c.status());
+    }
+    std::uint64_t requeued = 0;
+    auto& counters = t->super().counters;
+    for (const auto& [key, value] : aside) {
+        std::uint64_t seq = 0;
+        DirtyRange r;
+        std::string_view why;
+        if (!parse_set_aside_key(key, &seq) || !decode_set_aside(value, &r, &why))
+            continue;  // fsck's
+        HIODSFS_TRY(t->put(Db::kDirty, key_u64(seq), encode_dirty(r)));
+        HIODSFS_TRY(t->del(Db::kDirty, key));
+        counters.backlog_records += 1;
+        counters.backlog_bytes += r.length;
+        ++requeued;
+    }
+    HIODSFS_TRY(t->commit());
+    if (requeued > 0 && opts_.log)
+        opts_.log("hiodsfs: " + std::to_string(requeued) +
+                  " dirty-queue records the background pass set aside before are tried again");
+    return Status::ok();
+}
+
+void EngineImpl::count_set_aside(Txn& t, std::uint64_t* dirty, std::uint64_t* deletes,
+                                 std::string* why) {
+    *dirty = *deletes = 0;
+    Cursor d = t.cursor(Db::kDirty);
+    for (bool ok = d.seek(std::string(1, kSetAsideMark)); ok && d.key()[0] == kSetAsideMark;
+         ok = d.next()) {
+        DirtyRange r;
+        std::string_view reason;
+        if (!decode_set_aside(d.value(), &r, &reason)) continue;
+        ++*dirty;
+        *why = Quarantine::describe(Quarantine::Work::kDedup, r.ino, reason);
+    }
+    Cursor o = t.cursor(Db::kOrphans);
+    for (bool ok = o.first(); ok; ok = o.next()) {
+        InodeId ino = 0;
+        if (o.value().empty() || !parse_key_u64(o.key(), &ino)) continue;
+        ++*deletes;
+        *why = Quarantine::describe(Quarantine::Work::kDelete, ino, o.value());
+    }
 }
 
 Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
@@ -147,11 +227,7 @@ Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
 
 Status EngineImpl::queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
     auto& sup = t.super();
-    std::string v;
-    put_be64(&v, ino);
-    put_be64(&v, off);
-    put_be64(&v, len);
-    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), v));
+    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), encode_dirty({ino, off, len})));
     sup.counters.backlog_records += 1;
     sup.counters.backlog_bytes += len;
     return Status::ok();
@@ -207,16 +283,38 @@ Status EngineImpl::free_inode(Txn& t, InodeId ino) {
 }
 
 Status EngineImpl::purge_step(bool* did_work) {
-    *did_work = false;
+    InodeId ino = 0;
+    const Status st = purge_next(&ino);
+    *did_work = ino != 0;
+    // One file that cannot be freed (a missing chunk record) must not stop
+    // every delete and compaction after it.
+    return st || ino == 0 ? st : set_aside_orphan(ino, st);
+}
+
+Status EngineImpl::set_aside_orphan(InodeId ino, const Status& why) {
+    if (!may_set_aside(why)) return why;
+    const std::string reason = Quarantine::reason(why);
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    HIODSFS_TRY(t->put(Db::kOrphans, key_u64(ino), reason));
+    HIODSFS_TRY(t->commit());
+    quarantine_.note(Quarantine::Work::kDelete, ino, reason);
+    return Status::ok();
+}
+
+Status EngineImpl::purge_next(InodeId* chosen) {
+    *chosen = 0;
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     InodeId ino = 0;
     {
-        // Orphans still pinned (open, or known to the kernel) wait for unpin.
+        // Orphans still pinned (open, or known to the kernel) wait for
+        // unpin; those set aside (a reason as value) for the next open.
         Cursor c = t->cursor(Db::kOrphans);
         for (bool ok = c.first(); ok; ok = c.next()) {
             InodeId cand = 0;
-            if (parse_key_u64(c.key(), &cand) && !pinned(cand)) {  // a damaged key is fsck's
+            if (c.value().empty() && parse_key_u64(c.key(), &cand) &&
+                !pinned(cand)) {  // a damaged key is fsck's
                 ino = cand;
                 break;
             }
@@ -224,7 +322,7 @@ Status EngineImpl::purge_step(bool* did_work) {
         HIODSFS_TRY(c.status());
     }
     if (ino == 0) return Status::ok();
-    *did_work = true;
+    *chosen = ino;
     Inode in;
     Status st = load_inode(*t, ino, &in);
     if (st && S_ISREG(in.r.mode)) {

@@ -315,11 +315,18 @@ Status EngineImpl::init(const EngineOptions& options) {
             HIODSFS_TRY(c.status());
         }
         for (InodeId ino : orphans) {
-            std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin(&t));
-            HIODSFS_TRY(free_inode(*t, ino));
-            HIODSFS_TRY(t->commit());
+            // Those set aside before are tried again; one that fails is set
+            // aside (again) rather than refusing the store.
+            Status st;
+            {
+                std::unique_ptr<Txn> t;
+                st = meta_->begin(&t);
+                if (st) st = free_inode(*t, ino);
+                if (st) st = t->commit();
+            }
+            if (!st) HIODSFS_TRY(set_aside_orphan(ino, st));
         }
+        HIODSFS_TRY(requeue_set_aside());
         if (!orphans.empty()) HIODSFS_TRY(commit_now());
     }
     // The open's own commits are done: the users' first group captures.
@@ -991,6 +998,19 @@ std::string EngineImpl::status_json() {
         j["requests"] = std::move(r);
     }
     j["damaged_chunks"] = damaged_chunks_.load();
+    {
+        // Work set aside (engine/quarantine.h): the reason of the last one
+        // this run set aside, else of one kept from an earlier run.
+        std::uint64_t dirty = 0, deletes = 0;
+        std::string why;
+        std::unique_ptr<Txn> t;
+        if (meta_->begin_read(&t)) count_set_aside(*t, &dirty, &deletes, &why);
+        if (const std::string last = quarantine_.last(); !last.empty()) why = last;
+        j["quarantined_dirty_records"] = dirty;
+        j["quarantined_deletes"] = deletes;
+        j["quarantine_error"] =
+            why.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(why);
+    }
     {
         // What stopped the store, if anything did: it then refuses every
         // change (and fsync) with EIO until it is mounted again.

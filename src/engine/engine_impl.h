@@ -43,12 +43,14 @@
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
 #include "engine/meta_tier.h"
+#include "engine/quarantine.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "engine/write_errors.h"
 #include "chunk/fingerprint.h"
 #include "common/parallel_loop.h"
 #include "meta/chunk_table.h"
+#include "meta/dirty_queue.h"
 #include "meta/extent_map.h"
 #include "meta/history.h"
 #include "meta/meta_store.h"
@@ -304,6 +306,22 @@ private:
     Status take_dirty(std::size_t max, std::vector<DirtyRecord>* out) override;
     Status rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) override;
     Status finish_dirty(const std::vector<DirtyRecord>& done) override;
+    Status set_aside(const std::vector<DirtyRecord>& records, const Status& why) override;
+    // ---- work set aside (background.cc; engine/quarantine.h) ----
+    // Whether one file's failed work is set aside: not while the store has
+    // stopped (nothing is written then), nor for a failure that passes.
+    bool may_set_aside(const Status& why);
+    // A deleted file that could not be freed (why): its orphan record is
+    // marked with the reason, so the reclaimer goes on with the others;
+    // why itself if it is not set aside.
+    Status set_aside_orphan(InodeId ino, const Status& why);
+    // At a read-write open: the dirty records set aside before go back
+    // into the queue, to be tried again (marked orphans are, by the open's
+    // freeing of every orphan).
+    Status requeue_set_aside();
+    // What is set aside now, for status.json: dirty records, marked
+    // orphans, and the reason of one of them ("" if none).
+    void count_set_aside(Txn& t, std::uint64_t* dirty, std::uint64_t* deletes, std::string* why);
     Status rechunk_locked(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t length,
                           bool* gone);
     // The speed the pass and the reclaimer go by (the throttle's).
@@ -344,8 +362,11 @@ private:
 
     // ---- ReclaimTarget (the reclaimer; see reclaim.cc) ----
     Status reclaim_step(bool* did_work) override;
-    // Frees part of one deleted file that nothing pins any more.
+    // Frees part of one deleted file that nothing pins any more; one that
+    // fails is set aside.
     Status purge_step(bool* did_work);
+    // The same without setting aside: *ino is the file it worked on (0: none).
+    Status purge_next(InodeId* ino);
     // nlink is zero and nothing pins ino: free it now, or queue a large file
     // for the reclaimer.
     Status free_inode(Txn& t, InodeId ino);
@@ -676,6 +697,9 @@ private:
     // it (the commit's frontier; commit_now).
     SegmentPosition drained_at_;
     WriteErrors write_errors_;  // held writes lost, for the files open when they were
+    Quarantine quarantine_{[this](const std::string& line) {
+        if (opts_.log) opts_.log(line);
+    }};
     std::atomic<std::uint64_t> held_batches_{0}, held_applied_{0}, held_lost_{0};
     std::mutex raw_ids_mu_;
     ChunkId raw_ids_next_ = 0, raw_ids_end_ = 0;  // reserved (MetaStore::take_chunk_ids)

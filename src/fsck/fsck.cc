@@ -35,6 +35,7 @@
 #include "hiodsfs/env.h"
 #include "chunk/fingerprint.h"
 #include "meta/chunk_table.h"
+#include "meta/dirty_queue.h"
 #include "meta/extent_map.h"
 #include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
@@ -317,6 +318,10 @@ private:
                     continue;
                 }
                 orphans_.push_back(ino);
+                if (!c.value().empty())  // the reclaimer set it aside (engine/quarantine.h)
+                    rep_.notes.push_back("freeing deleted inode " + u(ino) +
+                                         " was set aside after it failed (" +
+                                         std::string(c.value()) + "); the next mount tries again");
             }
             HIODSFS_TRY(c.status());
         }
@@ -1104,12 +1109,22 @@ private:
     // ---- stage 3: dirty queue, xattrs, counters ----
     Status check_dirty() {
         std::vector<std::pair<std::string, std::string>> drop;
-        std::uint64_t stale = 0, max_seq = 0;
+        std::uint64_t stale = 0, max_seq = 0, set_aside = 0;
+        std::string last_aside;
         Cursor c = t_.cursor(Db::kDirty);
         for (bool ok = c.first(); ok; ok = c.next()) {
             ++rep_.dirty;
             std::string key(c.key());
             std::uint64_t seq = 0;
+            DirtyRange aside;
+            std::string_view why;
+            if (parse_set_aside_key(key, &seq) && decode_set_aside(c.value(), &aside, &why)) {
+                // Out of the backlog until the next read-write mount queues it again.
+                max_seq = std::max(max_seq, seq);
+                ++set_aside;
+                last_aside = "inode " + u(aside.ino) + ": " + std::string(why);
+                continue;
+            }
             if (!parse_key_u64(key, &seq) || c.value().size() != 24) {
                 drop.emplace_back(key, "damaged dirty-queue record");
                 continue;
@@ -1133,6 +1148,12 @@ private:
         if (stale > 0)
             rep_.notes.push_back(u(stale) + " dirty-queue record(s) name files that are gone; the "
                                             "background pass skips them");
+        if (set_aside > 0)
+            rep_.notes.push_back(u(set_aside) +
+                                 " dirty-queue record(s) were set aside: the background pass "
+                                 "failed on them, and the next read-write mount tries them "
+                                 "again (the last: " +
+                                 last_aside + ")");
         SuperState& s = t_.super();
         if (s.next_dirty <= max_seq) {
             HIODSFS_TRY(fix("next dirty-queue number is " + u(s.next_dirty) + " but record " + u(max_seq) + " exists",

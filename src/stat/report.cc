@@ -256,6 +256,9 @@ Status report_from(const json& status, Report* r) {
     r->backlog_records = st.u("backlog_records");
     r->backlog_bytes = st.u("backlog_bytes");
     r->store_error = st.s("store_error");  // null when the store is well
+    r->quarantined_dirty_records = st.u("quarantined_dirty_records");  // older daemons: 0
+    r->quarantined_deletes = st.u("quarantined_deletes");
+    r->quarantine_error = st.s("quarantine_error");
     if (st.has("backend")) r->backend = st.s("backend");  // older daemons: local
     if (st.get("tier").is_object()) {
         const Members t(st.get("tier"));
@@ -553,6 +556,11 @@ std::string format_text(const Report& r, const Style& style) {
          grouped(r.backlog_records) + " records" + (eta.empty() ? "" : ", " + eta));
     line(&o, "read errors", grouped(r.read_errors), "chunks that failed their checksum on read", &paint,
          r.read_errors > 0 ? "31" : nullptr);
+    if (r.quarantined_dirty_records > 0 || r.quarantined_deletes > 0)
+        line(&o, "set aside",
+             grouped(r.quarantined_dirty_records) + " dirty, " + grouped(r.quarantined_deletes) +
+                 " deletes",
+             "tried again at the next mount; last: " + r.quarantine_error, &paint, "33");
     if (r.mounted && !r.store_error.empty())
         line(&o, "STOPPED", r.store_error, "every change fails with EIO until the store is mounted again",
              &paint, "31");
@@ -694,6 +702,9 @@ std::string format_json(const Report& r, bool with_history) {
                      {"target_bytes_per_s", rate(r.target_bytes_per_s)}};
     j["read_errors"] = r.read_errors;
     j["store_error"] = str_or_null(r.store_error);
+    j["quarantine"] = {{"dirty_records", r.quarantined_dirty_records},
+                       {"deleted_files", r.quarantined_deletes},
+                       {"last_error", str_or_null(r.quarantine_error)}};
     j["backend"] = r.backend;
     if (r.tier) {
         const Report::Tier& t = *r.tier;

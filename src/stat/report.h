@@ -44,8 +44,13 @@ struct Report {
                   raw_bytes = 0, chunk_count = 0, file_count = 0, inode_count = 0,
                   segment_count = 0, dedup_hits = 0, cloned_bytes = 0, backlog_records = 0,
                   backlog_bytes = 0, read_errors = 0, store_dir_bytes = 0;
-    // Mounted: what stopped the store (a failed metadata commit), else "".
+    // Mounted: what stopped the store (a failed metadata commit, a segment
+    // write or sync the files refused), else "".
     std::string store_error;
+    // Work of single files the background pass or the reclaimer failed on
+    // and set aside: dirty records, deleted files, and the last reason.
+    std::uint64_t quarantined_dirty_records = 0, quarantined_deletes = 0;
+    std::string quarantine_error;
     // "local", or where the sealed segments live ("rados:POOL/STORE").
     std::string backend = "local";
     // Mounted with a tier: what it holds and how the cache in front of it does.

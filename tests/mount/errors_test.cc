@@ -195,3 +195,48 @@ TEST_CASE(
     CHECK(read_file(fx.path("kept")) == kept);
     CHECK_FALSE(exists(fx.path("after")));
 }
+
+TEST_CASE(
+    "a file the background pass fails on is set aside, shown by hiodsfs-stat, and the rest is "
+    "deduplicated",
+    "[mount][quarantine]") {
+    // Written deferred with no pass running; then a byte of a's first raw
+    // chunk (the first record of the first segment) is damaged, and a mount
+    // with the pass takes the backlog: a's re-chunking fails, b's goes on.
+    MountFixture fx({"mode=deferred", "background_threads=0", "control_interval=100"});
+    const std::string a = random_bytes(256 * kKiB, 21);
+    const std::string half = random_bytes(128 * kKiB, 22);
+    const std::string b = half + half;
+    write_file(fx.path("a"), a);
+    write_file(fx.path("b"), b);
+    const std::string a_name = "inode " + std::to_string(stat_of(fx.path("a")).st_ino);
+    fx.unmount();
+    flip_byte(fx.store() + "/segments/00000001.seg", 24 + 100);
+    fx.set_options({"mode=deferred", "background_threads=1", "control_interval=100"});
+    fx.mount();
+    nlohmann::json status;
+    const bool drained = wait_for(
+        [&] {
+            status = nlohmann::json::parse(slurp(fx.store() + "/status.json"), nullptr, false);
+            return status.is_object() && status["backlog_records"] == 0 &&
+                   status["quarantined_dirty_records"].is_number() &&
+                   status["quarantined_dirty_records"] >= 1;
+        },
+        60s);
+    INFO("status: " << status.dump() << "\ndaemon log:\n" << fx.daemon_log());
+    REQUIRE(drained);
+    CHECK(status["raw_bytes"] == a.size());  // b's were deduplicated
+    CHECK(read_file(fx.path("b")) == b);
+    const CmdResult json = run({HIODSFS_STAT_BIN, "--json", fx.mnt()});
+    const auto v = nlohmann::json::parse(json.out, nullptr, false);
+    REQUIRE(v.is_object());
+    CHECK(v["quarantine"]["dirty_records"] >= 1);
+    CHECK(v["quarantine"]["last_error"].get<std::string>().find(a_name) != std::string::npos);
+    const CmdResult text = run({HIODSFS_STAT_BIN, fx.mnt()});
+    INFO(text.out);
+    CHECK(text.out.find("set aside") != std::string::npos);
+    const std::string log = fx.daemon_log();
+    const std::size_t first = log.find("set aside " + a_name);
+    CHECK(first != std::string::npos);
+    CHECK(log.find("set aside " + a_name, first + 1) == std::string::npos);
+}

@@ -421,6 +421,35 @@ TEST_CASE("report: --json follows the documented schema in every state", "[stat]
     }
 }
 
+TEST_CASE("report: work set aside shows as counts and the last reason, in text and JSON",
+          "[stat]") {
+    const std::string why = "freeing of inode 12: chunk 5 is missing or damaged";
+    stat::Report r;
+    REQUIRE(stat::report_from_status(status_text({{"quarantined_dirty_records", 3},
+                                                  {"quarantined_deletes", 1},
+                                                  {"quarantine_error", why}}),
+                                     &r));
+    r.store = "/srv/store";
+    r.mounted = true;
+    r.mountpoint = "/mnt/dedup";
+    json v = checked_json(r, false);
+    CHECK(v["quarantine"]["dirty_records"] == 3);
+    CHECK(v["quarantine"]["deleted_files"] == 1);
+    CHECK(v["quarantine"]["last_error"] == why);
+    const std::string text = stat::format_text(r, {false});
+    INFO(text);
+    CHECK(text.find("set aside") != std::string::npos);
+    CHECK(text.find(why) != std::string::npos);
+    // Nothing set aside (or a daemon older than the figures): zeros, null, no line.
+    stat::Report well;
+    REQUIRE(stat::report_from_status(status_text(), &well));
+    well.store = "/srv/store";
+    v = checked_json(well, false);
+    CHECK(v["quarantine"]["dirty_records"] == 0);
+    CHECK(v["quarantine"]["last_error"].is_null());
+    CHECK(stat::format_text(well, {false}).find("set aside") == std::string::npos);
+}
+
 TEST_CASE("schema check: a missing or mistyped member fails, and a keyword it lacks throws", "[stat]") {
     const json good = checked_json(sample_report(), true);
     auto violations = [](const json& doc) {
