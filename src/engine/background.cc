@@ -309,12 +309,12 @@ Status EngineImpl::purge_next(InodeId* chosen) {
     InodeId ino = 0;
     {
         // Orphans still pinned (open, or known to the kernel) wait for
-        // unpin; those set aside (a reason as value) for the next open.
+        // unpin; those set aside (a reason as value) for the next open; a
+        // damaged key is fsck's.
         Cursor c = t->cursor(Db::kOrphans);
         for (bool ok = c.first(); ok; ok = c.next()) {
             InodeId cand = 0;
-            if (c.value().empty() && parse_key_u64(c.key(), &cand) &&
-                !pinned(cand)) {  // a damaged key is fsck's
+            if (c.value().empty() && parse_key_u64(c.key(), &cand) && !pinned(cand)) {
                 ino = cand;
                 break;
             }

@@ -539,8 +539,8 @@ Status EngineImpl::write(InodeId ino, std::uint64_t offset, const void* data, st
     return st;
 }
 
-Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
-                                 WriteTimes times) {
+Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* data,
+                                 std::size_t len, WriteTimes times) {
     if (offset > kMaxFileSize || len > kMaxFileSize - offset)
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();

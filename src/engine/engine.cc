@@ -801,7 +801,8 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
     // next commit tries again): logged once per run of such failures.
     const bool segments_stopped = !st && stop_with_segments();  // logged there
     const bool stopped = !journal_ || !meta_->failure().is_ok();
-    if (!st && st.err() == EIO && stopped && !segments_stopped && !commit_failed_.exchange(true) && opts_.log)
+    if (!st && st.err() == EIO && stopped && !segments_stopped && !commit_failed_.exchange(true) &&
+        opts_.log)
         opts_.log("hiodsfs: " + st.message());
     if (!st && !stopped && !push_failing_.exchange(true) && opts_.log)
         opts_.log("hiodsfs: a commit failed and is tried again with the next: " + st.message());
@@ -912,7 +913,7 @@ void EngineImpl::control_loop() {
             if (controller_->setting() == ModeController::Setting::kHybrid)
                 deferred_.store(controller_->mode() == WriteMode::kDeferred);
             (void)record_history(s, c);  // best effort: history is informational
-            stop_with_segments();  // a write refused since: stop now, not at the next commit
+            stop_with_segments();        // a write refused since: stop now, not at the next commit
             if (opts_.publish_status) (void)publish_status();
         }
         l.lock();

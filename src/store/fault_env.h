@@ -69,9 +69,9 @@
 namespace hiodsfs {
 
 enum class WriteFault {
-    kNoSpace,     // nothing is written; ENOSPC
-    kIoError,     // nothing is written; EIO
-    kShortWrite,  // the first half of the data (len / 2 bytes) is written; EIO
+    kNoSpace,       // nothing is written; ENOSPC
+    kIoError,       // nothing is written; EIO
+    kShortWrite,    // the first half of the data (len / 2 bytes) is written; EIO
     kNotPermitted,  // nothing is written; EPERM, as for a file made immutable (chattr +i)
 };
 

@@ -754,15 +754,24 @@ struct SegmentStore::Impl {
     }
 
     // A write (or a new segment) that failed. For want of room (ENOSPC,
-    // EDQUOT) or from the device (EIO, a short write) it may pass: the bytes
-    // stay in memory and are written again. Any other reason says the files
-    // refuse writes (EPERM of a segment made immutable, EROFS of a file
-    // system remounted read-only): the store stops, answering EIO with the
-    // reason, as after a failed fdatasync.
+    // EDQUOT), of memory or descriptors, or from the device (EIO, a short
+    // write) it may pass: the bytes stay in memory and are written again.
+    // Any other reason says the files refuse writes (EPERM of a segment made
+    // immutable, EROFS of a file system remounted read-only): the store
+    // stops, answering EIO with the reason, as after a failed fdatasync.
     Status write_failed_locked(const Status& st) {
-        if (st.err() == ENOSPC || st.err() == EDQUOT || st.err() == EIO) return st;
+        switch (st.err()) {
+            case ENOSPC:
+            case EDQUOT:
+            case ENOMEM:
+            case EMFILE:
+            case ENFILE:
+            case EIO:
+                return st;
+        }
         if (failed.is_ok())
-            failed = Status::error(EIO, "segment store " + dir + " stopped after a failed write (" + st.message() + ")");
+            failed = Status::error(EIO, "segment store " + dir + " stopped after a failed write (" +
+                                            st.message() + ")");
         return failed;
     }
 
@@ -845,7 +854,8 @@ struct SegmentStore::Impl {
         }
         const SegmentId next = active + 1;
         std::unique_ptr<File> f;
-        if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st) return write_failed_locked(st);
+        if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st)
+            return write_failed_locked(st);
         sealed[active] = written;
         sealed_bytes += written;
         ++dir_gen;
@@ -1230,8 +1240,9 @@ Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* sy
         Status st = d.file->sync();
         if (!st) {
             std::lock_guard lock(m.mu);
-            m.failed = Status::error(EIO, "segment store " + m.dir + " stopped after a failed sync (" +
-                                              st.message() + "); reopen it");
+            m.failed =
+                Status::error(EIO, "segment store " + m.dir + " stopped after a failed sync (" +
+                                       st.message() + "); reopen it");
             return m.failed;
         }
     }
