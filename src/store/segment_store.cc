@@ -847,11 +847,33 @@ struct SegmentStore::Impl {
         return nullptr;
     }
 
+    // The segment being sealed is made durable before its successor takes a
+    // byte: an fsync log record in the next segment may refer to chunks in
+    // this one's tail, and a power loss must never keep the record without
+    // them (files are written back independently). Under mu, once a
+    // segment: the writes since the last sync() are all there is to sync.
+    Status sync_sealing_locked() {
+        auto it = dirty.find(active);
+        if (it == dirty.end()) return Status::ok();
+        Status st = active_file->sync();
+        if (!st) return stop_after_failed_sync_locked(st);
+        dirty.erase(it);
+        return Status::ok();
+    }
+    // After a failed fdatasync the kernel may have dropped the pages: the
+    // store stops for good (see `failed`).
+    Status stop_after_failed_sync_locked(const Status& st) {
+        failed = Status::error(EIO, "segment store " + dir + " stopped after a failed sync (" +
+                                        st.message() + "); reopen it");
+        return failed;
+    }
+
     Status roll_over_locked(std::unique_lock<std::mutex>& lock) {
         HIODSFS_TRY(flush_locked(lock));
         if (active == UINT32_MAX) {
             return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
         }
+        HIODSFS_TRY(sync_sealing_locked());
         const SegmentId next = active + 1;
         std::unique_ptr<File> f;
         if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st)
@@ -1240,10 +1262,7 @@ Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* sy
         Status st = d.file->sync();
         if (!st) {
             std::lock_guard lock(m.mu);
-            m.failed =
-                Status::error(EIO, "segment store " + m.dir + " stopped after a failed sync (" +
-                                       st.message() + "); reopen it");
-            return m.failed;
+            return m.stop_after_failed_sync_locked(st);
         }
     }
     // A failed directory sync is not sticky: entries live in the journal,
