@@ -1,6 +1,7 @@
 #include "fuse/fuse_ops.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <new>
 #include <sstream>
 #include <string>
@@ -107,26 +109,47 @@ void reply_entry(fuse_req_t req, const Attr& a) {
     if (fuse_reply_entry(req, &e) != 0) vfs_of(req).forget(a.ino, 1);
 }
 
-// The caller's supplementary groups, from /proc/PID/task/PID/status.
+// The caller's /proc/PID/task/PID/status, read whole ("" when it is gone).
 // libfuse's fuse_req_getgroups reads that file into a fixed buffer and
 // searches it as a C string without terminating it (ASan reports the
-// over-read when the file fills the buffer), so this reads it whole.
-bool caller_in_group(fuse_req_t req, std::uint32_t gid) {
+// over-read when the file fills the buffer).
+std::string caller_status(fuse_req_t req) {
     const pid_t pid = fuse_req_ctx(req)->pid;
     const std::string path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/status";
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0) return "";
     std::string text;
     char buf[4096];
     for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
     ::close(fd);
-    const std::size_t at = text.find("\nGroups:");
-    if (at == std::string::npos) return false;
+    return text;
+}
+
+// The value of one "Name:" line of a status text ("" if it has none).
+std::string status_line(const std::string& text, const char* name) {
+    const std::string key = std::string("\n") + name + ":";
+    const std::size_t at = text.find(key);
+    if (at == std::string::npos) return "";
     const std::size_t end = text.find('\n', at + 1);
-    std::istringstream groups(text.substr(at + 8, end == std::string::npos ? std::string::npos : end - at - 8));
+    return text.substr(at + key.size(),
+                       end == std::string::npos ? std::string::npos : end - at - key.size());
+}
+
+// The caller's supplementary groups.
+bool caller_in_group(fuse_req_t req, std::uint32_t gid) {
+    std::istringstream groups(status_line(caller_status(req), "Groups"));
     for (unsigned long g; groups >> g;)
         if (g == gid) return true;
     return false;
+}
+
+// Whether the caller holds CAP_FSETID (the right to keep set-id bits when
+// it changes a file), from its effective capabilities; a caller that is
+// gone is taken not to.
+bool caller_has_fsetid(fuse_req_t req) {
+    const std::string caps = status_line(caller_status(req), "CapEff");
+    const unsigned long long bits = std::strtoull(caps.c_str(), nullptr, 16);
+    return (bits >> CAP_FSETID) & 1;
 }
 
 vfs::Caller caller_of(fuse_req_t req) {
@@ -144,6 +167,15 @@ vfs::Caller caller_of(fuse_req_t req) {
 // setgid (FUSE_HANDLE_KILLPRIV_V2: the caller lacks CAP_FSETID).
 Status drop_setid_if_asked(fuse_req_t req, fuse_ino_t ino) {
     if (!current_request().kill_suidgid) return Status::ok();
+    return vfs_of(req).drop_setid(caller_of(req), ino);
+}
+
+// FALLOCATE and COPY_FILE_RANGE change a file's content as WRITE does, but
+// the kernel flags neither to kill set-id bits (it leaves that to us with
+// FUSE_HANDLE_KILLPRIV_V2): the same rule, with the caller's CAP_FSETID
+// looked up here where a write's flag says the kernel checked it.
+Status drop_setid_on_change(fuse_req_t req, fuse_ino_t ino) {
+    if (caller_has_fsetid(req)) return Status::ok();
     return vfs_of(req).drop_setid(caller_of(req), ino);
 }
 
@@ -550,8 +582,11 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
                   fuse_file_info*) {
     guarded(req, [&] {
         if (offset < 0 || length <= 0) return reply_err(req, EINVAL);
-        reply_status(req, vfs_of(req).fallocate(ino, mode, static_cast<std::uint64_t>(offset),
-                                                static_cast<std::uint64_t>(length)));
+        Status st = drop_setid_on_change(req, ino);
+        if (st.is_ok())
+            st = vfs_of(req).fallocate(ino, mode, static_cast<std::uint64_t>(offset),
+                                       static_cast<std::uint64_t>(length));
+        reply_status(req, st);
     });
 }
 
@@ -560,9 +595,11 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
     guarded(req, [&] {
         if (off_in < 0 || off_out < 0) return reply_err(req, EINVAL);
         std::uint64_t copied = 0;
-        Status st = vfs_of(req).copy_file_range(ino_in, static_cast<std::uint64_t>(off_in), ino_out,
-                                                static_cast<std::uint64_t>(off_out), len,
-                                                static_cast<unsigned>(flags), &copied);
+        Status st = len > 0 ? drop_setid_on_change(req, ino_out) : Status::ok();
+        if (st.is_ok())
+            st = vfs_of(req).copy_file_range(ino_in, static_cast<std::uint64_t>(off_in), ino_out,
+                                             static_cast<std::uint64_t>(off_out), len,
+                                             static_cast<unsigned>(flags), &copied);
         if (!st.is_ok()) return reply_status(req, st);
         fuse_reply_write(req, static_cast<size_t>(copied));
     });

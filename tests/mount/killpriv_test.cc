@@ -4,6 +4,7 @@
 // the way the VFS would (each case is checked on the backing file system
 // first), and the kernel still drops file capabilities.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -33,6 +34,35 @@ int write_as(uid_t uid, const std::string& path) {
         return err;
     };
     return uid == 0 ? w() : run_as(uid, kGroup, w);
+}
+
+// fallocate(mode, 0, 4096) of path, opened for writing as uid (0: as root).
+int fallocate_as(uid_t uid, const std::string& path, int mode) {
+    auto f = [&] {
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        if (fd < 0) return errno;
+        const int err = ::fallocate(fd, mode, 0, 4096) == 0 ? 0 : errno;
+        ::close(fd);
+        return err;
+    };
+    return uid == 0 ? f() : run_as(uid, kGroup, f);
+}
+
+// copy_file_range of 4 bytes from `from` to the start of `to`, as uid.
+int copy_range_as(uid_t uid, const std::string& from, const std::string& to) {
+    auto c = [&] {
+        const int in = ::open(from.c_str(), O_RDONLY);
+        const int out = ::open(to.c_str(), O_WRONLY);
+        int err = in < 0 || out < 0 ? errno : 0;
+        if (err == 0) {
+            loff_t in_off = 0, out_off = 0;
+            err = ::copy_file_range(in, &in_off, out, &out_off, 4, 0) == 4 ? 0 : errno;
+        }
+        if (in >= 0) ::close(in);
+        if (out >= 0) ::close(out);
+        return err == 0 ? 0 : err;
+    };
+    return uid == 0 ? c() : run_as(uid, kGroup, c);
 }
 
 void make_file(const std::string& path, mode_t mode) {
@@ -140,6 +170,60 @@ TEST_CASE("setuid and setgid go on write, truncate and chown as on a local file 
         CHECK(mode_of(fx.path(std::string("kill/") + name)) == 0777);
     }
     CHECK(mode_of(fx.path("kill/root")) == 06777);
+}
+
+// The kernel flags no FALLOCATE or COPY_FILE_RANGE request to kill the
+// set-id bits (FUSE_HANDLE_KILLPRIV_V2 leaves it to the file system), yet
+// both change the content as a write does.
+TEST_CASE("setuid and setgid go on fallocate and copy_file_range as on a local file system",
+          "[mount][killpriv]") {
+    if (!is_root()) SKIP_TEST("needs root (to act as uid 65534)");
+    const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache");
+    INFO(cache);
+    MountFixture fx({cache, "allow_other"});
+    const struct {
+        const char* name;
+        int mode;
+    } modes[] = {{"allocate", 0},
+                 {"keep-size", FALLOC_FL_KEEP_SIZE},
+                 {"punch-hole", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE},
+                 {"zero-range", FALLOC_FL_ZERO_RANGE}};
+    for (const auto& r : ext4_and_mount(fx, "kill")) {
+        INFO(r.where);
+        const std::string k = r.dir;
+        REQUIRE(::chmod(k.c_str(), 0777) == 0);
+        for (const auto& m : modes) {
+            INFO("fallocate " << m.name);
+            const std::string f = k + "/" + m.name;
+            make_file(f, 06777);
+            CHECK(fallocate_as(kUser, f, m.mode) == 0);
+            CHECK(mode_of(f) == 0777);
+            // root (CAP_FSETID) keeps both.
+            make_file(f + "-root", 06777);
+            CHECK(fallocate_as(0, f + "-root", m.mode) == 0);
+            CHECK(mode_of(f + "-root") == 06777);
+        }
+        // A setgid without group execute stays when the caller is in the group.
+        write_file(k + "/sgid-member", "data", 0644);
+        REQUIRE(::chown((k + "/sgid-member").c_str(), 0, kGroup) == 0);
+        REQUIRE(::chmod((k + "/sgid-member").c_str(), 02767) == 0);
+        CHECK(fallocate_as(kUser, k + "/sgid-member", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) ==
+              0);
+        CHECK(mode_of(k + "/sgid-member") == 02767);
+        write_file(k + "/source", "abcd", 0644);
+        make_file(k + "/copy", 06777);
+        CHECK(copy_range_as(kUser, k + "/source", k + "/copy") == 0);
+        CHECK(read_file(k + "/copy") == "abcd");
+        CHECK(mode_of(k + "/copy") == 0777);
+        make_file(k + "/copy-root", 06777);
+        CHECK(copy_range_as(0, k + "/source", k + "/copy-root") == 0);
+        CHECK(mode_of(k + "/copy-root") == 06777);
+    }
+    fx.remount();
+    for (const char* name : {"allocate", "keep-size", "punch-hole", "zero-range", "copy"}) {
+        INFO(name << " after remount");
+        CHECK(mode_of(fx.path(std::string("kill/") + name)) == 0777);
+    }
 }
 
 TEST_CASE("a write drops the file's capabilities", "[mount][killpriv]") {
