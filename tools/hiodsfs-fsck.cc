@@ -34,14 +34,16 @@ constexpr auto kReleaseWait = std::chrono::seconds(30);
 
 const char* const kUsage =
     "usage: hiodsfs-fsck STORE [--repair] [--scrub] [-n] [--ceph-conf FILE]\n"
-    "       hiodsfs-fsck rados:POOL/STORE --cache-dir DIR [--ceph-conf FILE] [--repair] [--scrub] [-n]\n"
+    "       hiodsfs-fsck rados:POOL/STORE --cache-dir DIR [--ceph-conf FILE] [--repair] [--scrub] "
+    "[-n]\n"
     "       hiodsfs-fsck --upgrade STORE\n"
     "  Checks a hiodsfs store (it must not be mounted). A store rados:POOL/STORE is checked\n"
     "  through its cache directory DIR (made, and filled from the pool, when empty), holding\n"
     "  the store's RADOS lock meanwhile; a STORE whose FORMAT names such a pool is the same.\n"
     "  --repair  fix what can be fixed without losing data (also -y)\n"
-    "  --scrub   also re-read every chunk and verify its checksum and fingerprint\n"
-    "  -n        check only, change nothing (the default)\n"
+    "  --scrub   also re-read every chunk and verify its checksum and fingerprint; a chunk\n"
+    "            that fails is flagged damaged (never shared by a write again) unless -n\n"
+    "  -n        check only, change nothing (the default, but for --scrub's flags)\n"
     "  --upgrade convert a store of an older format to this version's, then check it\n"
     "  --chunking SPEC  the chunking the store was made with (fixed:SIZE or cdc:MIN/AVG/MAX), for\n"
     "            --repair to write a lost FORMAT record when the metadata holds no copy of it\n"
@@ -167,6 +169,7 @@ int main(int argc, char** argv) {
     o.repair = vm.count("repair") != 0;
     o.scrub = vm.count("scrub") != 0;
     const bool dry_run = vm.count("no-repair") != 0;
+    o.mark_bad_chunks = !dry_run;
     const auto stores = vm.count("store") ? vm["store"].as<std::vector<std::string>>() : std::vector<std::string>{};
     if (stores.size() > 1) {
         std::fprintf(stderr, "hiodsfs-fsck: one store only (got %s and %s)\n", stores[0].c_str(),

@@ -80,6 +80,9 @@ std::string fsck_verdict(const FsckOptions& o, const FsckReport& r) {
 
 namespace {
 
+// Whether the run writes metadata: a repair, or a scrub that flags what it finds.
+bool writes_metadata(const FsckOptions& o) { return o.repair || (o.scrub && o.mark_bad_chunks); }
+
 constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
 constexpr std::uint64_t kLmdbMapBytes = 1ull << 40;
 
@@ -142,7 +145,13 @@ class Checker {
 public:
     Checker(Txn& t, SegmentStore& segs, const FsckOptions& o, bool repair, bool scrub,
             FsckReport* report)
-        : t_(t), segs_(segs), o_(o), repair_(repair), scrub_(scrub), rep_(*report) {}
+        : t_(t),
+          segs_(segs),
+          o_(o),
+          repair_(repair),
+          scrub_(scrub),
+          mark_(repair || (scrub && o.mark_bad_chunks)),
+          rep_(*report) {}
 
     Status run() {
         HIODSFS_TRY(load_namespace());
@@ -1019,12 +1028,19 @@ private:
         std::map<ChunkId, ChunkId> onto;  // bad chunk -> intact copy
         for (const auto& [id, why] : bad) {
             ChunkInfo& ci = chunks_.at(id);
-            const std::string what = "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id);
+            // Flagged whatever else happens, as a failed read in the daemon
+            // does: the same content written again is then stored afresh.
+            if (mark_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
+            const std::string flag =
+                (ci.r.flags & ChunkRecord::kDamaged)
+                    ? "; it is flagged damaged, so no write shares it again"
+                    : "; -n: not flagged, so a write of the same content would still share "
+                      "it (scrub without -n, or --repair, before writing those files again)";
+            const std::string what =
+                "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id) + flag;
             ChunkId good = 0;
             HIODSFS_TRY(intact_copy(id, ci.r, &good));
             if (good == 0) {
-                // Flagged all the same, so the daemon never shares it again.
-                if (repair_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
                 problem(what + "; no intact copy of its content is stored: write those files "
                                "again from a good copy (a repair after that moves any other file "
                                "that shares the chunk onto the new copy)",
@@ -1032,7 +1048,6 @@ private:
                 continue;
             }
             HIODSFS_TRY(fix(what, [&, id = id, good = good]() -> Status {
-                HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
                 onto[id] = good;
                 return Status::ok();
             }));
@@ -1286,6 +1301,7 @@ private:
     SegmentStore& segs_;
     const FsckOptions& o_;
     const bool repair_, scrub_;
+    const bool mark_;  // bad chunks are flagged damaged, repairing or not
     FsckReport& rep_;
 
     std::map<InodeId, InodeInfo> inodes_;
@@ -1416,7 +1432,7 @@ Status join_tier(const FsckOptions& options, OpenStore* out, std::vector<std::st
     if (replayed > 0)
         notes->push_back("replayed " + u(replayed) + " journal records from " + tier->describe() + " that " +
                          options.store + " had not committed");
-    if (!options.repair) return Status::ok();
+    if (!writes_metadata(options)) return Status::ok();
     bool in_tier = false;
     HIODSFS_TRY(tier_has_metadata(tier, &in_tier));
     // A journal record with nothing before it in the tier would be replayed
@@ -1434,7 +1450,7 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     SegmentTier* const tier = options.tier;
     // A tiered store's cache_dir may be written before the check: brought
     // up to the tier (its copy of the pool's metadata).
-    const bool write = options.repair || tier != nullptr;
+    const bool write = writes_metadata(options) || tier != nullptr;
     if (dir.empty()) return Status::error(EINVAL, "no store directory given");
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
@@ -1534,13 +1550,13 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
         Checker c(*t, *s.segs, options, options.repair, options.scrub, report);
         HIODSFS_TRY(c.run());
         if (options.tier != nullptr) HIODSFS_TRY(note_superseded_objects(options.tier, report));
-        if (!options.repair) {
-            if (format.add_copy)
-                report->notes.push_back("the metadata holds no copy of FORMAT (a store an older hiodsfs made); "
-                                        "--repair or the next read-write mount adds it");
-            return Status::ok();
-        }
-        if (fix_format || (format.add_copy && format.problem.empty())) HIODSFS_TRY(write_format_copy(*t, format.write));
+        if (!options.repair && format.add_copy)
+            report->notes.push_back(
+                "the metadata holds no copy of FORMAT (a store an older hiodsfs made); "
+                "--repair or the next read-write mount adds it");
+        if (!writes_metadata(options)) return Status::ok();
+        if (fix_format || (options.repair && format.add_copy && format.problem.empty()))
+            HIODSFS_TRY(write_format_copy(*t, format.write));
         HIODSFS_TRY(t->commit());
     }
     HIODSFS_TRY(s.meta->commit_group(nullptr));
@@ -1551,7 +1567,8 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
         clean.log_open = false;
         HIODSFS_TRY(write_store_format(Env::posix(), options.store, clean));
     }
-    if (report->problems.empty()) return Status::ok();
+    // A scrub's flags are all it writes: its report stands as found.
+    if (!options.repair || report->problems.empty()) return Status::ok();
 
     // Check the result again; whatever it finds was not repaired.
     FsckReport again;

@@ -31,6 +31,13 @@ struct FsckOptions {
     bool repair = false;
     // Re-read every chunk: payload CRC-32C, and SHA-256 of indexed chunks.
     bool scrub = false;
+    // With scrub, and without repair too: flag each chunk that fails it
+    // damaged (out of the fingerprint index), as a read that fails in the
+    // daemon does, so no write shares it again before the files are written
+    // anew. The store is then opened as for repair (its lock exclusively,
+    // the fsync log applied) and only those flags are written. The tool
+    // sets it unless -n.
+    bool mark_bad_chunks = false;
     // Called now and then during long phases (the tool draws a progress
     // line with it); may be empty.
     std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;

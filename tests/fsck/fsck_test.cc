@@ -474,6 +474,47 @@ TEST_CASE("fsck --scrub names the files a corrupt chunk affects; it stays unrepa
     REQUIRE(e->close().is_ok());
 }
 
+// Written again before any mount read the bad chunk (and flagged it), a
+// file must not be stored as a reference to it: the scrub flags what it
+// finds, as a failed read does.
+TEST_CASE("fsck --scrub flags a bad chunk, so the content written again is stored afresh",
+          "[fsck][scrub]") {
+    Store s;
+    const ChunkId id = s.extent(s.a, 0).chunk;  // shared by /a and /dir/c
+    const ChunkRecord r = s.chunk(id);
+    flip_byte(s.segment_file(r.segment), r.offset + 100);
+    // -n changes nothing, and says the chunk is still shared by writes.
+    Run run = fsck({s.path(), "--scrub", "-n"});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    CHECK(has(run, "ERROR: bad chunk " + std::to_string(id) + ": "));
+    CHECK(has(run, "-n: not flagged"));
+    CHECK_FALSE(s.chunk(id).flags & ChunkRecord::kDamaged);
+    run = fsck({s.path(), "--scrub"});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    CHECK(has(run, "flagged damaged, so no write shares it again"));
+    CHECK(s.chunk(id).flags & ChunkRecord::kDamaged);
+    // The good copy written again, as fsck's advice says.
+    {
+        auto e = s.open();
+        const InodeId again = make_file(*e, "a-again").ino;
+        write_all(*e, again, 0, s.a_data);
+        REQUIRE(e->close().is_ok());
+        e = s.open();
+        CHECK(read_all(*e, again) == s.a_data);
+        REQUIRE(e->close().is_ok());
+    }
+    // Now --repair finds the intact copy and heals both files.
+    run = fsck({s.path(), "--scrub", "--repair"});
+    INFO(run.out);
+    CHECK(run.code == 1);
+    CHECK(s.read(s.a) == s.a_data);
+    run = fsck({s.path(), "--scrub"});
+    INFO(run.out);
+    CHECK(run.code == 0);
+}
+
 TEST_CASE("fsck finds a truncated segment and names the lost ranges", "[fsck]") {
     Store s;
     ChunkRecord r = s.chunk(s.extent(s.b, 28672).chunk);  // the last chunk written
