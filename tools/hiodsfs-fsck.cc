@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/name_escape.h"
 #include "common/units.h"
 #include "engine/store_layout.h"
 #include "fsck/fsck.h"
@@ -129,7 +130,9 @@ hiodsfs::Status lock_rados_store(const RadosStore& rados, std::unique_ptr<hiodsf
     ro.client_id = defaults.ceph_id;
     ro.pool = rados.pool;
     ro.timeout = std::chrono::seconds(defaults.rados_timeout);
-    auto say = [](const std::string& message) { std::fprintf(stderr, "hiodsfs-fsck: %s\n", message.c_str()); };
+    auto say = [](const std::string& message) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(message).c_str());
+    };
     hiodsfs::Status st = hiodsfs::open_locked_tier(ro, rados.name, std::chrono::seconds(defaults.rados_lease),
                                                    kReleaseWait, say, say, out);
     if (st.err() == EBUSY) return hiodsfs::Status::error(EBUSY, st.message() + "; unmount it before running hiodsfs-fsck");
@@ -211,7 +214,8 @@ int main(int argc, char** argv) {
     if (!rados.source.empty()) {
         hiodsfs::Status locked = lock_rados_store(rados, &tier);
         if (!locked) {
-            std::fprintf(stderr, "hiodsfs-fsck: %s\n", locked.message().c_str());
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n",
+                         hiodsfs::escape_line(locked.message()).c_str());
             return kExitOperational;
         }
         o.tier = tier.get();
@@ -268,18 +272,22 @@ int main(int argc, char** argv) {
         };
     }
     const std::string checking = rados.source.empty() ? o.store : rados.source + " (cache " + o.store + ")";
-    std::printf("hiodsfs-fsck: checking %s%s%s\n", checking.c_str(), o.repair ? " (repairing)" : " (read-only)",
-                o.scrub ? " with scrub" : "");
+    std::printf("hiodsfs-fsck: checking %s%s%s\n", hiodsfs::escape_line(checking).c_str(),
+                o.repair ? " (repairing)" : " (read-only)", o.scrub ? " with scrub" : "");
     std::fflush(stdout);
     hiodsfs::FsckReport r;
     hiodsfs::Status st = hiodsfs::run_fsck(o, &r);
     progress.clear();
     if (!st) {
-        std::fprintf(stderr, "hiodsfs-fsck: %s\n", st.message().c_str());
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(st.message()).c_str());
         return kExitOperational;
     }
-    for (const auto& p : r.problems) std::printf("%s: %s\n", p.repaired ? "REPAIRED" : "ERROR", p.what.c_str());
-    for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+    // Names in them are escaped already (as ls -b does); this keeps each
+    // line one line whatever else it quotes (a store path, a system's message).
+    for (const auto& p : r.problems)
+        std::printf("%s: %s\n", p.repaired ? "REPAIRED" : "ERROR",
+                    hiodsfs::escape_line(p.what).c_str());
+    for (const auto& n : r.notes) std::printf("note: %s\n", hiodsfs::escape_line(n).c_str());
     std::printf("checked %llu inodes, %llu entries, %llu extents, %llu chunks, %llu fingerprints, "
                 "%llu dirty records, %llu xattrs, %llu segments",
                 static_cast<unsigned long long>(r.inodes), static_cast<unsigned long long>(r.dirents),
@@ -290,7 +298,7 @@ int main(int argc, char** argv) {
         std::printf("; scrubbed %llu chunks (%s)", static_cast<unsigned long long>(r.scrubbed_chunks),
                     hiodsfs::human_bytes(static_cast<double>(r.scrubbed_bytes)).c_str());
     std::printf("\n");
-    std::printf("%s\n", hiodsfs::fsck_verdict(o, r).c_str());
+    std::printf("%s\n", hiodsfs::escape_line(hiodsfs::fsck_verdict(o, r)).c_str());
 #ifdef HIODSFS_HAVE_RADOS
     if (tier) {
         hiodsfs::Status unlocked = tier->unlock();

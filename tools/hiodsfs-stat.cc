@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/name_escape.h"
 #include "common/units.h"
 #include "fuse/options.h"
 #include "stat/estimate.h"
@@ -55,7 +56,8 @@ const char* const kUsage =
     "  -V, --version     the version\n";
 
 int fail(const std::string& message) {
-    std::cerr << "hiodsfs-stat: " << message << "\n";
+    // It may name a mount's source, which the user who mounted it chose.
+    std::cerr << "hiodsfs-stat: " << escape_line(message) << "\n";
     return 1;
 }
 

@@ -28,19 +28,20 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "chunk/fingerprint.h"
+#include "common/name_escape.h"
 #include "engine/chunk_index.h"
 #include "engine/fsync_log.h"
 #include "engine/meta_tier.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
-#include "chunk/fingerprint.h"
+#include "hiodsfs/segment_store.h"
 #include "meta/chunk_table.h"
 #include "meta/dirty_queue.h"
 #include "meta/extent_map.h"
 #include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
-#include "hiodsfs/segment_store.h"
 
 namespace hiodsfs {
 
@@ -190,7 +191,8 @@ private:
         if (o_.progress && (++progress_calls_ % 256 == 0 || done == total)) o_.progress(phase, done, total);
     }
 
-    // "/a/b" for an inode reachable through entries, else "inode N".
+    // "/a/b" for an inode reachable through entries, else "inode N"; each
+    // name escaped as `ls -b` does (common/name_escape.h), since users choose them.
     std::string path_of(InodeId ino) {
         if (ino == kRootInode) return "/";
         std::string path;
@@ -199,7 +201,7 @@ private:
             auto it = name_of_.find(cur);
             if (it == name_of_.end()) return "inode " + u(ino) + " (not linked)";
             const Entry& e = entries_[it->second];
-            path = "/" + e.name + path;
+            path = "/" + escape_name(e.name) + path;
             cur = e.parent;
         }
         if (cur != kRootInode) return "inode " + u(ino) + " (in a directory loop)";
@@ -426,7 +428,7 @@ private:
                 // A lost symlink or device node: nothing of it is left to keep.
                 for (Entry& e : entries_) {
                     if (!e.live || e.v.ino != ino) continue;
-                    HIODSFS_TRY(fix(what + ": entry " + u(e.parent) + "/" + e.name +
+                    HIODSFS_TRY(fix(what + ": entry " + u(e.parent) + "/" + escape_name(e.name) +
                                         " points at it; the entry is removed",
                                     [&] { return del_entry(e); }));
                 }
@@ -440,15 +442,16 @@ private:
             auto c = inodes_.find(e.v.ino);
             if (c == inodes_.end()) continue;  // reported above
             if (p != inodes_.end() && !S_ISDIR(p->second.r.mode)) {
-                HIODSFS_TRY(fix("entry " + e.name + " (inode " + u(e.v.ino) + ") is filed under " +
-                                    type_name(p->second.r.mode) + " " + u(e.parent) +
+                HIODSFS_TRY(fix("entry " + escape_name(e.name) + " (inode " + u(e.v.ino) +
+                                    ") is filed under " + type_name(p->second.r.mode) + " " +
+                                    u(e.parent) +
                                     ", which is not a directory; it is moved to /lost+found",
                                 [&] { return del_entry(e); }));
                 continue;
             }
             std::uint32_t type = c->second.r.mode & S_IFMT;
             if ((e.v.type & S_IFMT) != type) {
-                HIODSFS_TRY(fix("entry " + e.name + " in directory " + u(e.parent) +
+                HIODSFS_TRY(fix("entry " + escape_name(e.name) + " in directory " + u(e.parent) +
                                     " says its inode " + u(e.v.ino) + " is a " +
                                     type_name(e.v.type) + ", but it is a " + type_name(type),
                                 [&] {
@@ -474,7 +477,7 @@ private:
                     it->second = i;
                 }
                 HIODSFS_TRY(fix("directory " + u(e.v.ino) + " has a second entry " +
-                                    drop->name + " in directory " + u(drop->parent) +
+                                    escape_name(drop->name) + " in directory " + u(drop->parent) +
                                     "; the extra entry is removed",
                                 [&] { return del_entry(*drop); }));
             }
@@ -1190,9 +1193,9 @@ private:
             if (!parse_key_u64_str(c.key(), &ino, &name) || name.empty()) {
                 drop.emplace_back(std::string(c.key()), "extended attribute record with a damaged key; it is removed");
             } else if (inodes_.count(ino) == 0) {
-                drop.emplace_back(std::string(c.key()), "extended attribute " + std::string(name) +
-                                                            " belongs to inode " + u(ino) +
-                                                            ", which does not exist; it is removed");
+                drop.emplace_back(std::string(c.key()),
+                                  "extended attribute " + escape_name(name) + " belongs to inode " +
+                                      u(ino) + ", which does not exist; it is removed");
             }
         }
         HIODSFS_TRY(c.status());

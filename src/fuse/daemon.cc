@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/mountinfo.h"
+#include "common/name_escape.h"
 #include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
@@ -43,16 +44,32 @@ namespace {
 
 std::atomic<bool> g_use_syslog{false};
 
+// Every line the daemon logs may quote a path or a name some user chose
+// (a mount point, a store, a mount's source): escaped (common/name_escape.h),
+// so none can end the line and forge another, or drive a terminal.
 void log_to_terminal_or_syslog(enum fuse_log_level level, const char* fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    const int n = std::vsnprintf(nullptr, 0, fmt, again);
+    va_end(again);
+    if (n < 0) return;
+    std::string text(static_cast<std::size_t>(n) + 1, '\0');
+    std::vsnprintf(text.data(), text.size(), fmt, ap);
+    text.resize(static_cast<std::size_t>(n));
+    // libfuse writes some lines in several calls: only a newline that ends
+    // a call ends a line.
+    const bool ends_line = !text.empty() && text.back() == '\n';
+    if (ends_line) text.pop_back();
+    const std::string line = escape_line(text);
     if (g_use_syslog) {
-        vsyslog(static_cast<int>(level), fmt, ap);
+        syslog(static_cast<int>(level), "%s", line.c_str());
     } else {
-        std::vfprintf(stderr, fmt, ap);
+        std::fprintf(stderr, "%s%s", line.c_str(), ends_line ? "\n" : "");
     }
 }
 
 void print_error(const std::string& message) {
-    std::fprintf(stderr, "hiodsfs: %s\n", message.c_str());
+    std::fprintf(stderr, "hiodsfs: %s\n", escape_line(message).c_str());
 }
 
 // "/dev/fd/N": mount.fuse3's drop_privileges hands over an already open

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/mountinfo.h"
+#include "common/name_escape.h"
 #include "common/units.h"
 #include "hiodsfs/engine.h"
 #include "hiodsfs/segment_store.h"
@@ -479,18 +480,22 @@ std::string rate_text(double bytes_per_s) { return human_bytes(bytes_per_s) + "/
 std::string format_text(const Report& r, const Style& style) {
     Painter paint{style.color};
     std::string o;
-    o += paint("hiodsfs store " + r.store, "1");
+    // Paths and messages may hold any byte (a user mounts a store under a
+    // name of their own): escaped, so each stays on its line.
+    o += paint("hiodsfs store " + escape_path(r.store), "1");
     if (r.mounted) {
         char age[32];
         std::snprintf(age, sizeof(age), "%.1f s", r.status_age_s);
-        o += "  (mounted" + (r.mountpoint.empty() ? std::string() : " on " + r.mountpoint) + ", status " + age + " old)";
+        o += "  (mounted" +
+             (r.mountpoint.empty() ? std::string() : " on " + escape_path(r.mountpoint)) +
+             ", status " + age + " old)";
     } else {
         o += "  (not mounted)";
     }
     o += "\n";
     if (r.mounted && r.status_age_s > 30)
         o += paint("warning: the daemon has not updated its status for " + human_duration(r.status_age_s), "33") + "\n";
-    o += "  chunking      " + r.chunking + "\n\n";
+    o += "  chunking      " + escape_line(r.chunking) + "\n\n";
 
     o += paint("Space", "1") + "\n";
     line(&o, "logical", human_bytes(static_cast<double>(r.logical_bytes)),
@@ -522,7 +527,8 @@ std::string format_text(const Report& r, const Style& style) {
                  grouped(t.cache_hits) + " hits, " + grouped(t.cache_misses) + " fetches of " +
                  human_bytes(static_cast<double>(t.fetched_bytes)) + ")");
         if (!t.upload_error.empty())
-            line(&o, "UPLOADS FAIL", t.upload_error, "retried; the segments stay in the store directory", &paint, "31");
+            line(&o, "UPLOADS FAIL", escape_line(t.upload_error),
+                 "retried; the segments stay in the store directory", &paint, "31");
     }
     o += "\n";
 
@@ -562,8 +568,8 @@ std::string format_text(const Report& r, const Style& style) {
                  " deletes",
              "tried again at the next mount; last: " + r.quarantine_error, &paint, "33");
     if (r.mounted && !r.store_error.empty())
-        line(&o, "STOPPED", r.store_error, "every change fails with EIO until the store is mounted again",
-             &paint, "31");
+        line(&o, "STOPPED", escape_line(r.store_error),
+             "every change fails with EIO until the store is mounted again", &paint, "31");
 
     std::vector<const Event*> switches;
     for (const auto& e : r.events)
@@ -573,8 +579,10 @@ std::string format_text(const Report& r, const Style& style) {
         std::size_t first = switches.size() > 8 ? switches.size() - 8 : 0;
         for (std::size_t i = first; i < switches.size(); ++i) {
             const Event& e = *switches[i];
-            o += "  " + local_time(e.unix_time, "%m-%d %H:%M:%S") + "  -> " + e.mode +
-                 std::string(e.mode.size() < 9 ? 9 - e.mode.size() : 1, ' ') + e.reason + "\n";
+            const std::string mode = escape_line(e.mode);
+            o += "  " + local_time(e.unix_time, "%m-%d %H:%M:%S") + "  -> " + mode +
+                 std::string(mode.size() < 9 ? 9 - mode.size() : 1, ' ') + escape_line(e.reason) +
+                 "\n";
         }
     }
     return o;

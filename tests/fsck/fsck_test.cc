@@ -515,6 +515,37 @@ TEST_CASE("fsck --scrub flags a bad chunk, so the content written again is store
     CHECK(run.code == 0);
 }
 
+// A user who can make files in the mount chooses their names: printed raw,
+// a newline in one would forge lines of root's report.
+TEST_CASE("fsck escapes the names it prints, as ls -b does", "[fsck][escape]") {
+    Store s;
+    const std::string name = "x\nERROR: forged \x1b[2K\xff";
+    InodeId ino = 0;
+    {
+        auto e = s.open();
+        ino = make_file(*e, name).ino;
+        write_all(*e, ino, 0, s.b_data);  // chunks /dir/b already has: shared
+        REQUIRE(e->close().is_ok());
+    }
+    const ChunkId id = s.extent(ino, 0).chunk;
+    const ChunkRecord r = s.chunk(id);
+    flip_byte(s.segment_file(r.segment), r.offset + 7);
+    // An entry whose type is wrong is named too.
+    s.edit([&](Txn& t) {
+        REQUIRE(
+            t.put(Db::kDirents, key_u64_str(kRootInode, name), encode(DirentValue{ino, S_IFDIR}))
+                .is_ok());
+    });
+    const Run run = fsck({s.path(), "--scrub", "-n"});
+    INFO(run.out);
+    CHECK(run.code == 4);
+    CHECK(has(run, "/x\\nERROR:\\ forged\\ \\033[2K\\377 bytes 0-4095"));
+    CHECK(has(run, "entry x\\nERROR:\\ forged\\ \\033[2K\\377 in directory 1"));
+    CHECK_FALSE(has(run, "\nERROR: forged"));
+    CHECK_FALSE(has(run, "\x1b"));
+    CHECK_FALSE(has(run, "\xff"));
+}
+
 TEST_CASE("fsck finds a truncated segment and names the lost ranges", "[fsck]") {
     Store s;
     ChunkRecord r = s.chunk(s.extent(s.b, 28672).chunk);  // the last chunk written

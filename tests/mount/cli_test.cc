@@ -285,6 +285,24 @@ TEST_CASE("every refusal names its reason", "[cli]") {
     CHECK_FALSE(exists(t.path() + "/store"));
 }
 
+// A path holds any byte its maker chose; the daemon's lines (its refusals
+// and its log) escape what could end a line or drive a terminal.
+TEST_CASE("the daemon's lines hold any path on one line", "[cli][escape]") {
+    TempDir t;
+    const std::string bin = daemon_binary();
+    const std::string file = t.path() + "/a\nhiodsfs: forged \x1b[2K";
+    write_file(file, "not a store");
+    make_dir(t.path() + "/mnt");
+    UnmountGuard guard{t.path() + "/mnt"};
+    CmdResult r = run({bin, file, t.path() + "/mnt", "-f"}, {}, 20s);
+    INFO(r.describe());
+    CHECK(r.status != 0);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find("/a\\012hiodsfs: forged \\033[2K") != std::string::npos);
+    CHECK(r.err.find('\033') == std::string::npos);
+    CHECK_FALSE(mounted_at(t.path() + "/mnt"));
+}
+
 TEST_CASE("a mount point that is already mounted is named as such", "[cli]") {
     MountFixture fx;
     write_file(fx.path("f"), "data");  // not empty either: the mount is what matters

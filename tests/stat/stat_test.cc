@@ -516,3 +516,28 @@ TEST_CASE("history: the daily table's change column says how much the saved spac
     CHECK(rows[1].ends_with("+" + human_bytes(2 * kGiB)));
     CHECK(rows[2].ends_with("-" + human_bytes(1 * kGiB)));
 }
+
+// A mount point, a store path or a message may hold any byte: a user may
+// mount a store of their own under a name they chose. Text shows them
+// escaped (common/name_escape.h), one line each; JSON holds them as
+// strings, valid whatever the bytes (not UTF-8: U+FFFD).
+TEST_CASE("report: paths and messages in text are escaped, so none forges a line",
+          "[stat][escape]") {
+    stat::Report r = sample_report();
+    r.store = "/srv/a\nSTOPPED b";
+    r.mountpoint = "/mnt/\x1b[2Kx\xff";
+    r.store_error = "cannot write /srv/a\nSTOPPED b/status.json.tmp";
+    r.events[0].reason = "capacity\r\x1b[2K";
+    const std::string text = stat::format_text(r, {false});
+    INFO(text);
+    CHECK(text.find("hiodsfs store /srv/a\\nSTOPPED\\ b") != std::string::npos);
+    CHECK(text.find("on /mnt/\\033[2Kx\\377") != std::string::npos);
+    CHECK(text.find("cannot write /srv/a\\012STOPPED b/status.json.tmp") != std::string::npos);
+    CHECK(text.find("capacity\\015\\033[2K") != std::string::npos);
+    CHECK(text.find('\033') == std::string::npos);
+    CHECK(text.find('\r') == std::string::npos);
+    CHECK(text.find("\nSTOPPED b") == std::string::npos);
+    const json v = checked_json(r, false);
+    CHECK(v["store"] == "/srv/a\nSTOPPED b");
+    CHECK(v["mountpoint"] == "/mnt/\x1b[2Kx\xef\xbf\xbd");
+}
