@@ -356,7 +356,9 @@ void EngineImpl::mark_damaged(ChunkId id) {
     if (flag_damaged(*t, id, &rec) && t->commit()) damaged_chunks_.fetch_add(1);
 }
 
-Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged) {
+Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged,
+                              bool* freed) {
+    if (freed != nullptr) *freed = false;
     Status st = segs_->read(loc, id, out, damaged);
     // A failed read of a chunk that compaction moved (and whose old segment
     // it deleted) after our lookup: read the new place. A location that did
@@ -368,7 +370,10 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
             HIODSFS_TRY(meta_->begin_read(&t));
             bool found = false;
             HIODSFS_TRY(get_chunk(*t, id, &rec, &found));
-            if (!found) return st;
+            if (!found) {
+                if (freed != nullptr) *freed = true;
+                return st;
+            }
         }
         if (rec.location() == loc) return st;
         loc = rec.location();

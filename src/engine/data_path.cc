@@ -668,23 +668,36 @@ Status EngineImpl::plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t
 }
 
 Status EngineImpl::read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
-                               std::uint8_t* out, std::size_t* got, bool quiet, MetaStore::ReadFrom from) {
-    ReadPlan plan;
-    {
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t, from));
-        Inode in;
-        HIODSFS_TRY(load_inode(*t, ino, &in));
-        HIODSFS_TRY(plan_read(*t, ino, in, off, len, &plan, quiet));
-    }
+                               std::uint8_t* out, std::size_t* got, bool quiet,
+                               MetaStore::ReadFrom from) {
     *got = 0;
-    HIODSFS_TRY(fetch_read(ino, s, plan, out, quiet));
-    *got = plan.n;
-    return Status::ok();
+    // A chunk freed between the plan and its read (an overwrite in a window
+    // holds no stream lock, and compaction may delete the freed chunk's
+    // segment) is a plan grown old, not damage: the file maps other chunks
+    // now. The last attempt's error stands, counted as any other.
+    for (int attempt = 1;; ++attempt) {
+        ReadPlan plan;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin_read(&t, from));
+            Inode in;
+            HIODSFS_TRY(load_inode(*t, ino, &in));
+            HIODSFS_TRY(plan_read(*t, ino, in, off, len, &plan, quiet));
+        }
+        bool replan = false;
+        Status st = fetch_read(ino, s, plan, out, quiet, attempt < kReadPlans ? &replan : nullptr);
+        if (replan) {
+            read_replans_.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
+        HIODSFS_TRY(st);
+        *got = plan.n;
+        return Status::ok();
+    }
 }
 
 Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std::uint8_t* out,
-                              bool quiet) {
+                              bool quiet, bool* replan) {
     using Piece = ReadPlan::Piece;
     const std::uint64_t off = plan.off;
     const std::size_t n = plan.n;
@@ -715,9 +728,13 @@ Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std:
         if (!whole(p)) chunk_buf.resize(p.loc.length);
         // A chunk that fails its checks is EIO for the whole request, never
         // wrong bytes; counted for hiodsfs-stat.
-        bool damaged = false;
-        Status st = read_chunk(p.chunk, p.loc, whole(p) ? dst : chunk_buf.data(), &damaged);
+        bool damaged = false, freed = false;
+        Status st = read_chunk(p.chunk, p.loc, whole(p) ? dst : chunk_buf.data(), &damaged, &freed);
         if (!st) {
+            if (freed && replan != nullptr) {
+                *replan = true;
+                return st;
+            }
             if (quiet) return st;
             read_errors_.fetch_add(1);
             if (damaged) mark_damaged(p.chunk);

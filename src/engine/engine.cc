@@ -981,6 +981,7 @@ std::string EngineImpl::status_json() {
     j["backlog_bytes"] = c.backlog_bytes;
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
+    j["read_replans"] = read_replans_.load();
     j["syncs_beside_sweep"] = syncs_beside_sweep_.load();
     j["reads_coalesced"] = reads_coalesced_.load();
     j["sweeps_yielded"] = sweeps_yielded_.load();

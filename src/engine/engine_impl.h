@@ -78,6 +78,9 @@ inline constexpr std::uint64_t kLockedSyncBytes = 4u << 20;
 // times, whether the pass's sweep holds it (EngineImpl::read).
 inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
 inline constexpr int kReadLockPolls = 200;
+// A read is planned this many times at most when chunks of its plan were
+// freed before it read them (read_locked).
+inline constexpr int kReadPlans = 4;
 // A request at least this large that is stored at once has its chunks
 // hashed by a helper while the rest of it is cut (feed).
 inline constexpr std::size_t kHashWhileCutting = 64 * 1024;
@@ -372,7 +375,10 @@ private:
     Status free_inode(Txn& t, InodeId ino);
     // Reads chunk id at loc, or where compaction has moved it meanwhile.
     // *damaged as SegmentStore::read says it.
-    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged = nullptr);
+    // *freed (if given): the read failed and the chunk has no record any
+    // more, freed after the caller looked it up (ids are never reused).
+    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged = nullptr,
+                      bool* freed = nullptr);
     // A chunk whose record failed its checks (checksum, header, or bytes
     // gone; not a passing I/O error) is flagged kDamaged and leaves the
     // fingerprint index: never shared again.
@@ -537,9 +543,13 @@ private:
     Status plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::size_t len,
                      ReadPlan* plan, bool quiet = false);
     // Fills out[0, plan.n): holes as zeros, s's unflushed bytes (if s) over the chunks.
+    // replan (if given): set when a chunk of the plan was freed before it
+    // was read (an overwrite in a window, then compaction): the error is
+    // then the plan's age, not damage, and is neither counted nor acted on.
     Status fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std::uint8_t* out,
-                      bool quiet = false);
-    // Both, in an operation of its own.
+                      bool quiet = false, bool* replan = nullptr);
+    // Both, in an operation of its own; planned again (a few times) when a
+    // planned chunk was freed before it was read.
     // quiet: a failure is not counted or acted on (the caller retries).
     // from: kGroup for the write path's reads of old bytes (MetaStore::begin_read).
     Status read_locked(InodeId ino, Stream* s, std::uint64_t off, std::size_t len,
@@ -674,6 +684,7 @@ private:
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification
     std::atomic<std::uint64_t> reads_beside_sweep_{0};  // reads that did not wait for the pass
+    std::atomic<std::uint64_t> read_replans_{0};  // reads planned again: a chunk freed under them
     std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write

@@ -2,7 +2,11 @@
 // deleting request), and compaction copies live chunks out of mostly-dead
 // segments and deletes them, safely against crashes and concurrent reads.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -509,4 +513,141 @@ TEST_CASE("reads running during compaction always return the right bytes", "[eng
     CHECK(read_all(*e, keep.ino) == keep_data);
     require_ok(e->close());
     check_store(dir.store(), "in the store");
+}
+
+namespace {
+
+// An Env that holds the first `held` opens of one file, each until the test
+// lets it go: the test sees which thread is where without sleeping.
+class OpenGateEnv final : public Env {
+public:
+    OpenGateEnv(Env* base, std::string path, int held)
+        : base_(base), path_(std::move(path)), held_(held) {}
+
+    Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
+        if (path == path_) {
+            std::unique_lock l(mu_);
+            if (armed_ && arrived_ < held_) {
+                const int me = ++arrived_;
+                cv_.notify_all();
+                cv_.wait(l, [&] { return released_ >= me; });
+            }
+        }
+        return base_->open(path, mode, out);
+    }
+    Status unlink(const std::string& p) override { return base_->unlink(p); }
+    Status rename(const std::string& a, const std::string& b) override {
+        return base_->rename(a, b);
+    }
+    Status mkdir(const std::string& p) override { return base_->mkdir(p); }
+    Status list_dir(const std::string& p, std::vector<std::string>* n) override {
+        return base_->list_dir(p, n);
+    }
+    bool exists(const std::string& p) override { return base_->exists(p); }
+    Status sync_dir(const std::string& p) override { return base_->sync_dir(p); }
+
+    void arm() {
+        std::lock_guard l(mu_);
+        armed_ = true;
+    }
+    // Waits until the n-th held open has arrived (false after a minute).
+    bool wait_arrived(int n) {
+        std::unique_lock l(mu_);
+        return cv_.wait_for(l, std::chrono::seconds(60), [&] { return arrived_ >= n; });
+    }
+    // Lets the n-th held open go on.
+    void release(int n) {
+        std::lock_guard l(mu_);
+        released_ = std::max(released_, n);
+        cv_.notify_all();
+    }
+    void release_all() { release(held_); }
+
+private:
+    Env* const base_;
+    const std::string path_;
+    const int held_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool armed_ = false;
+    int arrived_ = 0, released_ = 0;
+};
+
+}  // namespace
+
+// A read plans its chunks, then reads them. An overwrite in a window (no
+// stream lock held) may free a planned chunk meanwhile, and compaction
+// delete its segment: the read must plan again, not answer EIO.
+TEST_CASE("a read whose chunk an overwrite freed and compaction removed plans again",
+          "[engine][reclaim]") {
+    TempDir dir;
+    EngineOptions o = reclaim_options(dir.store());
+    o.compact_threshold = 0.99;
+    // One handle cached: the first segment is opened anew by whoever reads it.
+    o.segments.max_open_segments = 1;
+    std::mt19937_64 rng(71);
+    const auto f_data = random_bytes(rng, 256 * 1024), filler = random_bytes(rng, 2000 * 1024);
+    const auto patch = random_bytes(rng, 4096);
+    constexpr std::uint64_t kAt = 100 * 1024;
+    InodeId f = 0;
+    {
+        auto e = open_engine(o);
+        f = make_file(*e, "f").ino;
+        write_all(*e, f, 0, f_data);                            // segment 1
+        write_all(*e, make_file(*e, "filler").ino, 0, filler);  // on into segments 2 and 3
+        require_ok(e->close());
+    }
+    const std::string first = dir.store() + "/segments/00000001.seg";
+    REQUIRE(segment_files(dir.store()).size() >= 3);
+    OpenGateEnv gate(Env::posix(), first, 2);
+    o.env = &gate;
+    auto e = open_engine(o);
+    gate.arm();
+    // The overwrite opens its window and reads the old bytes around it:
+    // held at the first open of segment 1, its chunks not yet mapped.
+    Status wrote;
+    std::thread writer([&] { wrote = e->write(f, kAt, patch.data(), patch.size()); });
+    REQUIRE(gate.wait_arrived(1));
+    // The read plans the old chunks (the overwrite has mapped nothing) and
+    // is held at the second open of segment 1, before its pread.
+    std::vector<std::uint8_t> got(patch.size());
+    std::size_t n = 0;
+    Status read;
+    std::thread reader([&] { read = e->read(f, kAt, got.size(), got.data(), &n); });
+    if (!gate.wait_arrived(2)) {
+        gate.release_all();
+        writer.join();
+        reader.join();
+        FAIL("the read never reached segment 1");
+    }
+    // The overwrite maps its chunks: the old ones die, their bytes dead.
+    SpaceCounters before;
+    require_ok(e->counters(&before));
+    gate.release(1);
+    bool freed = false;
+    for (int i = 0; i < 6000 && !freed; ++i) {
+        SpaceCounters c;
+        require_ok(e->counters(&c));
+        freed = c.dead_bytes > before.dead_bytes;
+        if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(freed);
+    // Compaction moves what still lives in segment 1 and deletes it.
+    require_ok(e->run_reclaim());
+    CHECK(segment_files(dir.store()).count(1) == 0);
+    gate.release(2);
+    reader.join();
+    writer.join();
+    require_ok(wrote);
+    INFO(read.to_string());
+    CHECK(read.is_ok());
+    CHECK(n == patch.size());
+    CHECK(got == patch);
+    CHECK(nlohmann::json::parse(e->status_json())["read_replans"].get<std::uint64_t>() >= 1);
+    auto want = f_data;
+    std::copy(patch.begin(), patch.end(), want.begin() + kAt);
+    CHECK(read_all(*e, f) == want);
+    require_ok(e->close());
+    e.reset();
+    check_store(dir.store(), "after the race");
 }
