@@ -107,6 +107,11 @@ public:
     static Status open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
                        std::unique_ptr<SegmentStore>* out);
     ~SegmentStore();
+    // Makes segment `id` of directory `dir`, empty, with its file and its
+    // directory entry durable (EEXIST if it is there): hiodsfs-fsck
+    // --repair starts the stream anew after a lost segment with it, so no
+    // append reuses an id or offset the metadata referred to.
+    static Status create_empty(Env* env, const std::string& dir, SegmentId id);
 
     // Appends one chunk. The location is valid at once for read(); the bytes
     // are durable only after sync(). A full buffer is written by the store's

@@ -359,6 +359,13 @@ void EngineImpl::mark_damaged(ChunkId id) {
 Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged,
                               bool* freed) {
     if (freed != nullptr) *freed = false;
+    if (loc.segment == kLostSegment) {
+        if (damaged != nullptr) *damaged = true;
+        return Status::error(
+            EIO, "chunk " + std::to_string(id) +
+                     "'s bytes were lost with their segment "
+                     "(hiodsfs-fsck --repair found it missing or cut short): write the file again");
+    }
     Status st = segs_->read(loc, id, out, damaged);
     // A failed read of a chunk that compaction moved (and whose old segment
     // it deleted) after our lookup: read the new place. A location that did

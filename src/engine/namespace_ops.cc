@@ -121,8 +121,14 @@ Status EngineImpl::chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
     // Last reference gone: the bytes are dead (reclaimable by compaction).
     HIODSFS_TRY(del_chunk(t, id));
     HIODSFS_TRY(unindex_chunk(t, id, rec));
-    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
     auto& c = t.super().counters;
+    if (rec.lost()) {
+        // Its bytes went with their segment: no segment, nor the stored or
+        // dead bytes, counted it since.
+        c.chunk_count -= 1;
+        return Status::ok();
+    }
+    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
     if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= rec.length;
     c.stored_bytes -= rec.length;
     c.chunk_count -= 1;

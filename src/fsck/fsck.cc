@@ -34,6 +34,7 @@
 #include "engine/fsync_log.h"
 #include "engine/meta_tier.h"
 #include "engine/store_layout.h"
+#include "fsck/lost_segments.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/segment_store.h"
 #include "meta/chunk_table.h"
@@ -764,7 +765,7 @@ private:
         const ChunkRecord& r = chunks_.at(id).r;
         HIODSFS_TRY(del_chunk(t_, id));
         HIODSFS_TRY(unindex_chunk(t_, id, r));
-        t_.super().counters.dead_bytes += r.length;
+        if (!r.lost()) t_.super().counters.dead_bytes += r.length;
         chunks_.erase(id);
         return Status::ok();
     }
@@ -904,9 +905,11 @@ private:
         order.reserve(chunks_.size());
         std::uint64_t total_bytes = 0;
         for (const auto& [id, ci] : chunks_) {
+            if (ci.r.lost()) continue;  // in no segment: named below, as damaged
             order.emplace_back(ci.r.location(), id);
             total_bytes += ci.r.length;
         }
+        const bool local = o_.tier == nullptr;
         std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
             return std::tie(a.first.segment, a.first.offset) < std::tie(b.first.segment, b.first.offset);
         });
@@ -918,6 +921,13 @@ private:
             ++done;
             if (!sizes.count(loc.segment)) {
                 missing_segments[loc.segment] += 1;
+                if (local) {
+                    // Its bytes are gone: healed from an intact copy, or lost (lost_segments.h).
+                    bad[id] = "its segment " + u(loc.segment) + " is missing";
+                    gone_.insert(id);
+                    newest_gone_ = std::max(newest_gone_, loc.segment);
+                    continue;
+                }
                 problem("chunk " + u(id) + " lives in segment " + u(loc.segment) +
                             ", which is missing; it holds " + chunk_users(id),
                         false);
@@ -946,16 +956,28 @@ private:
                 st = segs_.check_header(loc, id);
                 progress("segments", done, order.size());
             }
-            if (!st) bad[id] = st.message();
+            if (!st) {
+                bad[id] = st.message();
+                if (local && bytes_gone(loc, sizes)) {  // a segment cut short
+                    gone_.insert(id);
+                    newest_gone_ = std::max(newest_gone_, loc.segment);
+                }
+            }
         }
         for (const auto& [id, ci] : chunks_)
             if ((ci.r.flags & ChunkRecord::kDamaged) && !bad.count(id))
-                bad[id] = "it failed its checksum when read (the daemon flagged it)";
+                bad[id] = ci.r.lost()
+                              ? "its bytes were lost with their segment (missing or cut short when "
+                                "hiodsfs-fsck --repair ran)"
+                              : "it failed its checksum when read (the daemon flagged it)";
+        const std::size_t gone = gone_.size();
         HIODSFS_TRY(heal(bad));
+        if (local) HIODSFS_TRY(check_read_write(sizes, gone));
 
         // Live payload bytes per segment.
         std::map<SegmentId, std::uint64_t> live;
-        for (const auto& [id, ci] : chunks_) live[ci.r.segment] += ci.r.length;
+        for (const auto& [id, ci] : chunks_)
+            if (!ci.r.lost()) live[ci.r.segment] += ci.r.length;
         std::map<SegmentId, std::uint64_t> recorded;
         {
             Cursor c = t_.cursor(Db::kSegments);
@@ -1023,6 +1045,35 @@ private:
         return Status::ok();
     }
 
+    // A local store whose chunks refer to bytes that are gone, or whose
+    // frontier lies in a lost segment, is refused read-write, and fsck's
+    // advice (write the files again) needs a read-write mount: --repair
+    // moved those chunks to kLostSegment (heal) and restarts the stream
+    // past every id known where the frontier was lost (lost_segments.h).
+    // gone: how many chunks the check found whose bytes are gone.
+    Status check_read_write(const SegmentSizes& sizes, std::size_t gone) {
+        const std::string frontier = frontier_refusal(t_.super(), sizes);
+        if (gone == 0 && frontier.empty()) return Status::ok();
+        std::string why;
+        if (gone > 0) why = u(gone) + " chunk(s) refer to bytes that are gone";
+        if (!frontier.empty()) why += (why.empty() ? "" : ", and ") + frontier;
+        return fix(
+            "the store cannot be mounted read-write: " + why +
+                "; those chunks are kept in no segment (their ranges read EIO) and new data goes "
+                "after every segment the metadata knew, so it mounts read-write and the files "
+                "named "
+                "above can be written again",
+            [&]() -> Status {
+                if (frontier.empty()) return Status::ok();
+                // Chunks moved to kLostSegment were counted in newest_gone_.
+                SegmentId in_records = newest_gone_;
+                for (const auto& [id, ci] : chunks_)
+                    in_records = std::max(in_records, ci.r.segment);
+                return restart_after_loss(Env::posix(), o_.store + "/segments", sizes, in_records,
+                                          t_);
+            });
+    }
+
     // Bad chunks: flagged kDamaged and taken out of the index (never shared
     // again), and their files moved onto an intact chunk of the same
     // content where one is stored (the index names it once the content was
@@ -1034,19 +1085,29 @@ private:
             // Flagged whatever else happens, as a failed read in the daemon
             // does: the same content written again is then stored afresh.
             if (mark_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
-            const std::string flag =
-                (ci.r.flags & ChunkRecord::kDamaged)
-                    ? "; it is flagged damaged, so no write shares it again"
-                    : "; -n: not flagged, so a write of the same content would still share "
-                      "it (scrub without -n, or --repair, before writing those files again)";
+            const std::string flag = (ci.r.flags & ChunkRecord::kDamaged)
+                                         ? "; it is flagged damaged, so no write shares it again"
+                                         : "; not flagged (this run writes nothing), so a write of "
+                                           "the same content would "
+                                           "still share it: run --repair (or --scrub without -n) "
+                                           "before writing those files again";
             const std::string what =
                 "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id) + flag;
             ChunkId good = 0;
             HIODSFS_TRY(intact_copy(id, ci.r, &good));
             if (good == 0) {
-                problem(what + "; no intact copy of its content is stored: write those files "
-                               "again from a good copy (a repair after that moves any other file "
-                               "that shares the chunk onto the new copy)",
+                std::string kept;
+                if (repair_ && gone_.count(id)) {
+                    HIODSFS_TRY(move_to_lost(t_, id, &ci.r));
+                    kept =
+                        "; its record is kept, in no segment: those ranges read EIO until the "
+                        "files are "
+                        "written again";
+                }
+                problem(what + kept +
+                            "; no intact copy of its content is stored: write those files "
+                            "again from a good copy (a repair after that moves any other file "
+                            "that shares the chunk onto the new copy)",
                         false);
                 continue;
             }
@@ -1265,6 +1326,7 @@ private:
         for (const auto& [ino, sums] : extent_sums_) want.logical_bytes += sums.first;
         want.stored_bytes = want.raw_bytes = 0;
         for (const auto& [id, ci] : chunks_) {
+            if (ci.r.lost()) continue;  // stored nowhere
             want.stored_bytes += ci.r.length;
             if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.length;
         }
@@ -1317,6 +1379,8 @@ private:
     InodeId lost_found_ = 0;
     std::unordered_map<ChunkId, ChunkInfo> chunks_;
     std::unordered_set<ChunkId> damaged_chunks_;
+    std::set<ChunkId> gone_;     // their bytes are gone (a local segment missing or cut short)
+    SegmentId newest_gone_ = 0;  // the highest segment such bytes were in
     std::unordered_map<ChunkId, std::vector<Use>> uses_;  // a few users per chunk
     ChunkId max_chunk_ = 0;
     std::uint64_t backlog_records_ = 0, backlog_bytes_ = 0;
@@ -1448,6 +1512,20 @@ Status join_tier(const FsckOptions& options, OpenStore* out, std::vector<std::st
     return Status::ok();
 }
 
+// The segments, read-only: fsck repairs metadata only, and never rewrites
+// a segment's bytes (a repair may add an empty one: lost_segments.h).
+Status open_segments(const FsckOptions& options, OpenStore& store) {
+    const SuperState committed = store.meta->super_snapshot();
+    SegmentStoreOptions so;
+    so.read_only = true;
+    so.tier = options.tier;
+    so.tier_reads_in_memory = true;  // a check leaves the cache as it was
+    so.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),
+                                   committed.frontier_offset};
+    store.segs.reset();
+    return SegmentStore::open(Env::posix(), options.store + "/segments", so, &store.segs);
+}
+
 Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* finding, std::vector<std::string>* notes) {
     const std::string& dir = options.store;
     SegmentTier* const tier = options.tier;
@@ -1497,15 +1575,9 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     HIODSFS_TRY(check_tier(dir, finding->write.tier, tier));
     if (tier != nullptr) HIODSFS_TRY(join_tier(options, out, notes));
 
-    const SuperState committed = out->meta->super_snapshot();
-    SegmentStoreOptions so;
-    so.read_only = true;  // fsck repairs metadata only; segment bytes are never rewritten
-    so.tier = tier;
-    so.tier_reads_in_memory = true;  // a check leaves the cache as it was
-    so.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment), committed.frontier_offset};
     // A cache_dir just recovered holds no segment yet (reads go to the tier).
     if (tier != nullptr) HIODSFS_TRY(env->mkdir(dir + "/segments"));
-    HIODSFS_TRY(SegmentStore::open(env, dir + "/segments", so, &out->segs));
+    HIODSFS_TRY(open_segments(options, *out));
     if (tier != nullptr) return Status::ok();  // a tiered store journals instead
     // fsyncs a crash left in the log (engine/fsync_log.h): a repair applies
     // them first, as the next mount would; a check reads the state before them.
@@ -1573,7 +1645,9 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     // A scrub's flags are all it writes: its report stands as found.
     if (!options.repair || report->problems.empty()) return Status::ok();
 
-    // Check the result again; whatever it finds was not repaired.
+    // Check the result again; whatever it finds was not repaired. (The
+    // repair may have made a segment.)
+    HIODSFS_TRY(open_segments(options, s));
     FsckReport again;
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(s.meta->begin(&t));

@@ -44,6 +44,12 @@ struct ExtentRecord {
     std::uint32_t length = 0;
 };
 
+// The segment of a chunk whose bytes were lost (its segment file deleted or
+// cut short): hiodsfs-fsck --repair moves the record here, flagged kDamaged,
+// so the files that map it stay listed and read EIO there, no segment
+// counts it, and the store mounts read-write. No segment file has id 0.
+inline constexpr SegmentId kLostSegment = 0;
+
 struct ChunkRecord {
     enum : std::uint8_t {
         kIndexed = 1,  // digest is valid (the chunk was fingerprinted, not raw)
@@ -62,6 +68,7 @@ struct ChunkRecord {
     std::uint8_t flags = 0;
     Digest digest;  // stored only while kIndexed is set
     ChunkLocation location() const { return ChunkLocation{segment, offset, length}; }
+    bool lost() const { return segment == kLostSegment; }
     // Number of extents that refer to this chunk.
     std::uint64_t refs() const { return ref_count; }
     // n <= kMaxRefs (callers check; chunk_ref reports EOVERFLOW past it).

@@ -912,6 +912,15 @@ SegmentStore::~SegmentStore() {
     impl_->stop_uploader();
 }
 
+Status SegmentStore::create_empty(Env* env, const std::string& dir, SegmentId id) {
+    if (id == 0)
+        return Status::error(EINVAL, "segment store " + dir + ": segment id 0 is not valid");
+    std::unique_ptr<File> f;
+    HIODSFS_TRY(env->open(dir + "/" + hex8(id) + ".seg", OpenMode::kCreateNew, &f));
+    HIODSFS_TRY(f->sync());
+    return env->sync_dir(dir);
+}
+
 Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOptions& options,
                           std::unique_ptr<SegmentStore>* out) {
     if (options.max_segment_bytes == 0 || options.write_buffer_bytes == 0) {

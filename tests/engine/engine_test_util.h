@@ -217,7 +217,8 @@ inline std::vector<std::string> check_invariants(const std::string& store, bool 
     }
     const std::map<ChunkId, ChunkRecord> chunks = all_chunk_records(*t);
     std::uint64_t stored = 0;
-    for (const auto& [id, r] : chunks) stored += r.length;
+    for (const auto& [id, r] : chunks)
+        if (!r.lost()) stored += r.length;  // bytes lost with their segment are stored nowhere
     for (const auto& [id, n] : refs) {
         auto it = chunks.find(id);
         if (it == chunks.end()) problems.push_back("extent refers to missing chunk " + std::to_string(id));

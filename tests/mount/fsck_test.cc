@@ -313,3 +313,66 @@ TEST_CASE("a truncated newest segment refuses a read-write mount; -o ro copies o
     fx.unmount();
     CHECK(segment_digest(fx.store()) == before);
 }
+
+// A segment deleted by hand (a disk's loss, a mistaken rm): fsck names the
+// files it held, and its advice, to write them again, needs a read-write
+// mount, which --repair gives back.
+TEST_CASE(
+    "a deleted segment: fsck --repair, a read-write mount, EIO on the lost ranges, the files "
+    "written again",
+    "[mount][fsck][lost]") {
+    MountFixture fx({"chunking=fixed", "chunk_size=4096"});
+    // 64 MiB segments: "big" runs from the first into the second, which
+    // "small" lies in; "early" is in the first only.
+    const std::string early = random_bytes(kMiB, 11), big = random_bytes(66 * kMiB, 12),
+                      small = random_bytes(kMiB, 13);
+    write_file(fx.path("early"), early);
+    write_file(fx.path("big"), big);
+    write_file(fx.path("small"), small);
+    fx.unmount();
+    const std::string second = fx.store() + "/segments/00000002.seg";
+    REQUIRE(exists(second));
+    REQUIRE(::unlink(second.c_str()) == 0);
+
+    const std::string fsck = HIODSFS_FSCK_BIN;
+    CmdResult r = run({fsck, fx.store()});
+    INFO(r.describe() << r.out);
+    CHECK(r.status == 4);
+    CHECK(r.out.find("/small bytes 0-4095") != std::string::npos);
+    CHECK(r.out.find("/big bytes ") != std::string::npos);
+    CHECK(r.out.find("/early bytes") == std::string::npos);
+    CHECK(r.out.find("cannot be mounted read-write") != std::string::npos);
+    r = run({fsck, fx.store(), "--repair"});
+    INFO(r.describe() << r.out);
+    CHECK(r.status == 4);  // the bytes stay lost until the files are written again
+    CHECK(r.out.find("REPAIRED: the store cannot be mounted read-write") != std::string::npos);
+
+    fx.mount();  // read-write
+    CHECK(read_file(fx.path("early")) == early);
+    {
+        std::string buf(4096, '\0');
+        const int fd = ::open(fx.path("big").c_str(), O_RDONLY | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        REQUIRE(::pread(fd, buf.data(), buf.size(), 0) == 4096);
+        CHECK(buf == big.substr(0, 4096));
+        CHECK(MT_ERRNO(::pread(fd, buf.data(), buf.size(), 66 * kMiB - 4096)) == EIO);
+        ::close(fd);
+        const int sfd = ::open(fx.path("small").c_str(), O_RDONLY | O_CLOEXEC);
+        REQUIRE(sfd >= 0);
+        CHECK(MT_ERRNO(::pread(sfd, buf.data(), buf.size(), 0)) == EIO);
+        ::close(sfd);
+    }
+    // fsck's advice: write them again from a good copy.
+    write_file(fx.path("big"), big);
+    write_file(fx.path("small"), small);
+    CHECK(read_file(fx.path("big")) == big);
+    fx.unmount();
+    r = run({fsck, fx.store()});
+    INFO(r.describe() << r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find(": clean") != std::string::npos);
+    fx.mount();
+    CHECK(read_file(fx.path("early")) == early);
+    CHECK(read_file(fx.path("big")) == big);
+    CHECK(read_file(fx.path("small")) == small);
+}
