@@ -506,6 +506,18 @@ TEST_CASE("fsck --scrub flags a bad chunk, so the content written again is store
         e = s.open();
         CHECK(read_all(*e, again) == s.a_data);
         REQUIRE(e->close().is_ok());
+        // Written raw and deduplicated by the background pass: the same.
+        auto o = options_for(s.path(), ChunkingParams::fixed(4096));
+        o.background_threads = 0;
+        o.mode = DedupMode::kDeferred;
+        e = open_engine(o);
+        const InodeId deferred = make_file(*e, "a-deferred").ino;
+        write_all(*e, deferred, 0, s.a_data);
+        REQUIRE(e->run_background().is_ok());
+        REQUIRE(e->close().is_ok());
+        e = s.open();
+        CHECK(read_all(*e, deferred) == s.a_data);
+        REQUIRE(e->close().is_ok());
     }
     // Now --repair finds the intact copy and heals both files.
     run = fsck({s.path(), "--scrub", "--repair"});
