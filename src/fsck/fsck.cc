@@ -1059,10 +1059,9 @@ private:
         if (!frontier.empty()) why += (why.empty() ? "" : ", and ") + frontier;
         return fix(
             "the store cannot be mounted read-write: " + why +
-                "; those chunks are kept in no segment (their ranges read EIO) and new data goes "
-                "after every segment the metadata knew, so it mounts read-write and the files "
-                "named "
-                "above can be written again",
+                "; those chunks go to no segment (their ranges read EIO) and new data after "
+                "every segment the metadata knew, so that it mounts read-write and the files "
+                "named above can be written again",
             [&]() -> Status {
                 if (frontier.empty()) return Status::ok();
                 // Chunks moved to kLostSegment were counted in newest_gone_.
@@ -1085,12 +1084,12 @@ private:
             // Flagged whatever else happens, as a failed read in the daemon
             // does: the same content written again is then stored afresh.
             if (mark_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
-            const std::string flag = (ci.r.flags & ChunkRecord::kDamaged)
-                                         ? "; it is flagged damaged, so no write shares it again"
-                                         : "; not flagged (this run writes nothing), so a write of "
-                                           "the same content would "
-                                           "still share it: run --repair (or --scrub without -n) "
-                                           "before writing those files again";
+            const std::string flag =
+                (ci.r.flags & ChunkRecord::kDamaged)
+                    ? "; it is flagged damaged, so no write shares it again"
+                    : "; not flagged (this run writes nothing), so a write of "
+                      "the same content would still share it: run --repair "
+                      "(or --scrub without -n) before writing those files again";
             const std::string what =
                 "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id) + flag;
             ChunkId good = 0;
@@ -1100,9 +1099,8 @@ private:
                 if (repair_ && gone_.count(id)) {
                     HIODSFS_TRY(move_to_lost(t_, id, &ci.r));
                     kept =
-                        "; its record is kept, in no segment: those ranges read EIO until the "
-                        "files are "
-                        "written again";
+                        "; its record is kept, in no segment: those ranges read EIO until "
+                        "the files are written again";
                 }
                 problem(what + kept +
                             "; no intact copy of its content is stored: write those files "
