@@ -1503,8 +1503,11 @@ Status join_tier(const FsckOptions& options, OpenStore* out, std::vector<std::st
     // A journal record with nothing before it in the tier would be replayed
     // onto an empty store by the next recovery.
     if (!in_tier)
-        return Status::error(EOPNOTSUPP, "store " + tier->describe() + " has no metadata in the pool yet (a store "
-                                         "made before the journal): mount it once, then repair it");
+        return Status::error(
+            EOPNOTSUPP, "store " + tier->describe() +
+                            " has no metadata in the pool yet (a store "
+                            "made before the journal): mount it once, then run this again (a check "
+                            "with -n needs no mount)");
     out->journal = std::make_unique<TierJournal>(tier);
     out->meta->set_journal(out->journal.get());
     return Status::ok();
