@@ -166,6 +166,8 @@ public:
         HIODSFS_TRY(check_counters());
         return Status::ok();
     }
+    // Chunks this run flagged damaged (a scrub without repair writes only those).
+    std::size_t flagged() const { return flagged_; }
 
 private:
     // ---- reporting ----
@@ -1083,7 +1085,10 @@ private:
             ChunkInfo& ci = chunks_.at(id);
             // Flagged whatever else happens, as a failed read in the daemon
             // does: the same content written again is then stored afresh.
-            if (mark_) HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
+            if (mark_ && !(ci.r.flags & ChunkRecord::kDamaged)) {
+                HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
+                ++flagged_;
+            }
             const std::string flag =
                 (ci.r.flags & ChunkRecord::kDamaged)
                     ? "; it is flagged damaged, so no write shares it again"
@@ -1365,6 +1370,7 @@ private:
     const FsckOptions& o_;
     const bool repair_, scrub_;
     const bool mark_;  // bad chunks are flagged damaged, repairing or not
+    std::size_t flagged_ = 0;
     FsckReport& rep_;
 
     std::map<InodeId, InodeInfo> inodes_;
@@ -1586,7 +1592,13 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     LogReplay replay;
     HIODSFS_TRY(replay_fsync_log(*out->meta, *out->segs, write, &replay));
     const std::string n = std::to_string(replay.records);
-    if (replay.records > 0 && write) notes->push_back("applied " + n + " fsync log records the store had not committed");
+    if (replay.records > 0 && options.repair)
+        notes->push_back("applied " + n + " fsync log records the store had not committed");
+    if (replay.records > 0 && write && !options.repair)
+        notes->push_back(
+            n +
+            " fsync log records are not in the metadata yet (the store was not unmounted): this "
+            "scrub checks the state after them, and commits them only with the chunks it flags");
     if (replay.records > 0 && !write)
         notes->push_back(n + " fsync log records are not in the metadata yet (the store was not unmounted): the "
                              "next read-write mount or --repair applies them; this check is of the state before them");
@@ -1630,7 +1642,9 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
             report->notes.push_back(
                 "the metadata holds no copy of FORMAT (a store an older hiodsfs made); "
                 "--repair or the next read-write mount adds it");
-        if (!writes_metadata(options)) return Status::ok();
+        // A scrub that flagged nothing commits nothing (not even the fsync
+        // log's records it applied to check the state after them).
+        if (!options.repair && c.flagged() == 0) return Status::ok();
         if (fix_format || (options.repair && format.add_copy && format.problem.empty()))
             HIODSFS_TRY(write_format_copy(*t, format.write));
         HIODSFS_TRY(t->commit());

@@ -484,6 +484,14 @@ TEST_CASE("fsck --scrub flags a bad chunk, so the content written again is store
     Store s;
     const ChunkId id = s.extent(s.a, 0).chunk;  // shared by /a and /dir/c
     const ChunkRecord r = s.chunk(id);
+    // A scrub that finds nothing writes nothing.
+    auto metadata = [&] {
+        std::ifstream in(s.path() + "/meta/data.mdb", std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string before = metadata();
+    CHECK(fsck({s.path(), "--scrub"}).code == 0);
+    CHECK(metadata() == before);
     flip_byte(s.segment_file(r.segment), r.offset + 100);
     // -n changes nothing, and says the chunk is still shared by writes.
     Run run = fsck({s.path(), "--scrub", "-n"});
