@@ -62,8 +62,20 @@ public:
     virtual Status sync_dir(const std::string& path) = 0;
 
     // The process-wide POSIX implementation. It creates files 0600 and
-    // directories 0700 (less the umask): a store's files are its owner's only.
+    // directories 0700 (less the umask): a store's files are its owner's
+    // only. It opens no symbolic link as the last component of a path.
     static Env* posix();
+
+    // The POSIX implementation for the files of one directory tree (a store
+    // directory), reached from dirfd (duplicated: the Env keeps its own). A
+    // path is `top` or `alias` followed by "/REL", and every component of
+    // REL is opened from dirfd without following a symbolic link, so a link
+    // planted in the tree is refused and the path to the tree is never
+    // walked again. Errors name files as top/REL. A file open() finds must
+    // be a regular file, and one opened kReadWrite must have a single link.
+    // Paths outside the tree fail with EXDEV.
+    static Status beneath(int dirfd, const std::string& top, const std::string& alias,
+                          std::unique_ptr<Env>* out);
 };
 
 }  // namespace hiodsfs

@@ -1,5 +1,7 @@
-// Env::posix(): the Env on top of POSIX system calls. Every error names the
-// operation and the path so a person can tell which file failed and how.
+// Env::posix(): the Env on top of POSIX system calls, and Env::beneath():
+// the same for one directory tree reached from its descriptor. Every error
+// names the operation and the path so a person can tell which file failed
+// and how.
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "hiodsfs/env.h"
 
 namespace hiodsfs {
@@ -42,25 +45,6 @@ Status File::preadv_rest(File* f, const struct iovec* iov, int count, std::uint6
 }
 
 namespace {
-
-// Owns one file descriptor; closes it exactly once.
-class UniqueFd {
-public:
-    UniqueFd() = default;
-    explicit UniqueFd(int fd) : fd_(fd) {}
-    UniqueFd(const UniqueFd&) = delete;
-    UniqueFd& operator=(const UniqueFd&) = delete;
-    UniqueFd(UniqueFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-    ~UniqueFd() {
-        // close() may report EINTR, but on Linux the fd is released anyway;
-        // retrying could close a descriptor another thread just got.
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-
-private:
-    int fd_ = -1;
-};
 
 class PosixFile final : public File {
 public:
@@ -165,25 +149,27 @@ struct DirCloser {
     void operator()(DIR* d) const { ::closedir(d); }
 };
 
+// open(2)'s access and creation flags for a mode.
+int access_flags(OpenMode mode) {
+    switch (mode) {
+        case OpenMode::kRead:
+            return O_RDONLY;
+        case OpenMode::kReadWrite:
+            return O_RDWR | O_CREAT;
+        case OpenMode::kCreateNew:
+            return O_RDWR | O_CREAT | O_EXCL;
+    }
+    return O_RDONLY;
+}
+
 class PosixEnv final : public Env {
 public:
     Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
-        int flags = O_CLOEXEC;
-        switch (mode) {
-            case OpenMode::kRead:
-                flags |= O_RDONLY;
-                break;
-            case OpenMode::kReadWrite:
-                flags |= O_RDWR | O_CREAT;
-                break;
-            case OpenMode::kCreateNew:
-                flags |= O_RDWR | O_CREAT | O_EXCL;
-                break;
-        }
+        const int flags = O_CLOEXEC | access_flags(mode);
         int fd;
         do {
             // Segments hold file contents: only the store's owner may read them.
-            fd = ::open(path.c_str(), flags, 0600);
+            fd = ::open(path.c_str(), flags | O_NOFOLLOW, 0600);
         } while (fd < 0 && errno == EINTR);
         if (fd < 0) return Status::from_errno(errno, "open " + path);
         *out = std::make_unique<PosixFile>(UniqueFd(fd), path);
@@ -253,12 +239,206 @@ public:
     }
 };
 
+// Env::beneath(): each path is taken apart and walked from the tree's
+// descriptor, one component at a time, with O_NOFOLLOW.
+class BeneathEnv final : public Env {
+public:
+    BeneathEnv(UniqueFd top, std::string name, std::string alias)
+        : top_(std::move(top)), name_(std::move(name)), alias_(std::move(alias)) {}
+
+    Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
+        Place at;
+        HIODSFS_TRY(locate(path, &at));
+        // O_NONBLOCK: a FIFO put in a file's place must not block the open.
+        const int flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | access_flags(mode);
+        int raw;
+        do {
+            raw = ::openat(at.dir, at.leaf.c_str(), flags, 0600);
+        } while (raw < 0 && errno == EINTR);
+        if (raw < 0) return failed(errno, at.dir, at.leaf, "open", at.shown);
+        UniqueFd fd(raw);
+        struct stat st {};
+        if (::fstat(fd.get(), &st) != 0) return Status::from_errno(errno, "fstat " + at.shown);
+        if (!S_ISREG(st.st_mode)) return Status::error(EINVAL, at.shown + " is not a regular file");
+        if (mode != OpenMode::kRead && st.st_nlink > 1)
+            return Status::error(EMLINK, at.shown + " has " + std::to_string(st.st_nlink) +
+                                             " links: writing it would change another file");
+        const int status_flags = ::fcntl(fd.get(), F_GETFL);
+        if (status_flags < 0 || ::fcntl(fd.get(), F_SETFL, status_flags & ~O_NONBLOCK) != 0)
+            return Status::from_errno(errno, "fcntl " + at.shown);
+        *out = std::make_unique<PosixFile>(std::move(fd), at.shown);
+        return Status::ok();
+    }
+
+    Status unlink(const std::string& path) override {
+        Place at;
+        HIODSFS_TRY(locate(path, &at));
+        if (::unlinkat(at.dir, at.leaf.c_str(), 0) != 0)
+            return Status::from_errno(errno, "unlink " + at.shown);
+        return Status::ok();
+    }
+
+    Status rename(const std::string& from, const std::string& to) override {
+        Place a, b;
+        HIODSFS_TRY(locate(from, &a));
+        HIODSFS_TRY(locate(to, &b));
+        if (::renameat(a.dir, a.leaf.c_str(), b.dir, b.leaf.c_str()) != 0)
+            return Status::from_errno(errno, "rename " + a.shown + " to " + b.shown);
+        return Status::ok();
+    }
+
+    Status mkdir(const std::string& path) override {
+        Place at;
+        HIODSFS_TRY(locate(path, &at));
+        if (::mkdirat(at.dir, at.leaf.c_str(), 0700) == 0) return Status::ok();
+        const int err = errno;
+        if (err != EEXIST) return Status::from_errno(err, "mkdir " + at.shown);
+        struct stat st {};
+        if (::fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode))
+            return Status::ok();
+        if (S_ISLNK(st.st_mode)) return failed(ELOOP, at.dir, at.leaf, "mkdir", at.shown);
+        return Status::error(ENOTDIR, "mkdir " + at.shown + ": exists and is not a directory");
+    }
+
+    Status list_dir(const std::string& path, std::vector<std::string>* names) override {
+        names->clear();
+        Place at;
+        HIODSFS_TRY(locate(path, &at));
+        UniqueFd fd;
+        HIODSFS_TRY(open_dir(at, "opendir", &fd));
+        std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd.get()));
+        if (!dir) return Status::from_errno(errno, "opendir " + at.shown);
+        fd.release();  // the DIR owns it now
+        for (;;) {
+            errno = 0;
+            struct dirent* e = ::readdir(dir.get());
+            if (e == nullptr) {
+                if (errno != 0) return Status::from_errno(errno, "readdir " + at.shown);
+                break;
+            }
+            if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+            names->emplace_back(e->d_name);
+        }
+        return Status::ok();
+    }
+
+    bool exists(const std::string& path) override {
+        Place at;
+        struct stat st {};
+        return locate(path, &at).is_ok() &&
+               ::fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    }
+
+    Status sync_dir(const std::string& path) override {
+        Place at;
+        HIODSFS_TRY(locate(path, &at));
+        UniqueFd fd;
+        HIODSFS_TRY(open_dir(at, "open directory", &fd));
+        int rc;
+        do {
+            rc = ::fsync(fd.get());
+        } while (rc != 0 && errno == EINTR);
+        if (rc != 0) return Status::from_errno(errno, "fsync directory " + at.shown);
+        return Status::ok();
+    }
+
+private:
+    // Where a path's last component is: leaf in the directory dir (the
+    // tree's top, or `parent` when the path has more than one component).
+    struct Place {
+        UniqueFd parent;
+        int dir = -1;
+        std::string leaf;   // "." for the top itself
+        std::string shown;  // top/REL, for messages
+    };
+
+    // REL of a path that is top or alias followed by "/REL" ("" for the top).
+    bool relative(const std::string& path, std::string* rel) const {
+        for (const std::string* prefix : {&name_, &alias_}) {
+            if (prefix->empty() || path.compare(0, prefix->size(), *prefix) != 0) continue;
+            if (path.size() == prefix->size()) {
+                rel->clear();
+                return true;
+            }
+            if (path[prefix->size()] == '/') {
+                *rel = path.substr(prefix->size() + 1);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    Status locate(const std::string& path, Place* at) const {
+        std::string rel;
+        if (!relative(path, &rel)) return Status::error(EXDEV, path + " is outside " + name_);
+        at->shown = rel.empty() ? name_ : name_ + "/" + rel;
+        at->dir = top_.get();
+        if (rel.empty()) {
+            at->leaf = ".";
+            return Status::ok();
+        }
+        for (std::size_t begin = 0;;) {
+            const std::size_t slash = rel.find('/', begin);
+            std::string part =
+                rel.substr(begin, slash == std::string::npos ? std::string::npos : slash - begin);
+            if (part.empty() || part == "." || part == "..")
+                return Status::error(
+                    EINVAL, at->shown + ": a path inside " + name_ + " has no empty, . or .. part");
+            if (slash == std::string::npos) {
+                at->leaf = std::move(part);
+                return Status::ok();
+            }
+            const int fd =
+                ::openat(at->dir, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                return failed(errno, at->dir, part, "open", name_ + "/" + rel.substr(0, slash));
+            at->parent = UniqueFd(fd);
+            at->dir = fd;
+            begin = slash + 1;
+        }
+    }
+
+    Status open_dir(const Place& at, const char* op, UniqueFd* out) const {
+        int fd;
+        do {
+            fd = ::openat(at.dir, at.leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        } while (fd < 0 && errno == EINTR);
+        if (fd < 0) return failed(errno, at.dir, at.leaf, op, at.shown);
+        *out = UniqueFd(fd);
+        return Status::ok();
+    }
+
+    // A failed open of name in dir (shown in messages): a symbolic link
+    // there is named as one.
+    Status failed(int err, int dir, const std::string& name, const std::string& op,
+                  const std::string& shown) const {
+        struct stat st {};
+        if ((err == ELOOP || err == ENOTDIR || err == EEXIST) &&
+            ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            return Status::error(
+                ELOOP, shown + " is a symbolic link, which is never followed inside " + name_);
+        return Status::from_errno(err, op + " " + shown);
+    }
+
+    UniqueFd top_;
+    std::string name_, alias_;
+};
+
 }  // namespace
 
 Env* Env::posix() {
     // Stateless, so one instance serves every caller and threads.
     static PosixEnv env;
     return &env;
+}
+
+Status Env::beneath(int dirfd, const std::string& top, const std::string& alias,
+                    std::unique_ptr<Env>* out) {
+    const int fd = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return Status::from_errno(errno, "duplicate the descriptor of " + top);
+    *out = std::make_unique<BeneathEnv>(UniqueFd(fd), top, alias);
+    return Status::ok();
 }
 
 }  // namespace hiodsfs
