@@ -50,6 +50,8 @@ const char* const kUsage =
     "            --repair to write a lost FORMAT record when the metadata holds no copy of it\n"
     "  --cache-dir DIR  the cache directory of rados:POOL/STORE\n"
     "  --ceph-conf FILE the Ceph cluster's configuration (default /etc/ceph/ceph.conf)\n"
+    "  --unsafe-store-dir  check a store that another user owns or that group or others may write\n"
+    "            (refused otherwise: they could replace its files while it is open)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
 
 // A progress line on stderr, at most five times a second, only on a terminal.
@@ -146,8 +148,9 @@ int main(int argc, char** argv) {
     namespace po = boost::program_options;
     hiodsfs::FsckOptions o;
     po::options_description opts;
-    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")("chunking", po::value<std::string>())(
-        "cache-dir", po::value<std::string>())("ceph-conf", po::value<std::string>())("help,h", "")("version", "")(
+    opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")(
+        "chunking", po::value<std::string>())("cache-dir", po::value<std::string>())(
+        "ceph-conf", po::value<std::string>())("unsafe-store-dir", "")("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
     }
     o.repair = vm.count("repair") != 0;
     o.scrub = vm.count("scrub") != 0;
+    o.any_store_owner = vm.count("unsafe-store-dir") != 0;
     const bool dry_run = vm.count("no-repair") != 0;
     o.mark_bad_chunks = !dry_run;
     const auto stores = vm.count("store") ? vm["store"].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -235,6 +239,7 @@ int main(int argc, char** argv) {
         }
         hiodsfs::UpgradeOptions uo;
         uo.store = o.store;
+        uo.any_store_owner = o.any_store_owner;
         hiodsfs::UpgradeReport ur;
         hiodsfs::Status up = hiodsfs::upgrade_store(uo, &ur);
         if (!up) {

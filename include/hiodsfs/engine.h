@@ -54,7 +54,14 @@ struct EngineOptions {
     bool chunking_given = false;
     bool create_if_missing = true;
     bool read_only = false;
-    Env* env = nullptr;  // nullptr: Env::posix()
+    // Open a store directory that another user owns or that group or others
+    // may write (store/store_dir.h refuses one): the daemon's
+    // -o unsafe_store_dir, and hiodsfs-stat, which only reads. Links in the
+    // store are refused either way.
+    bool any_store_owner = false;
+    // The store's files go through this Env (tests inject faults); nullptr:
+    // Env::beneath() the store directory.
+    Env* env = nullptr;
     std::uint32_t commit_interval_ms = 1000;
     // ... and sooner once the open group holds this many metadata writes
     // (0: no limit): LMDB keeps a group's dirty pages in memory, one page

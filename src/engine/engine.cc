@@ -31,7 +31,7 @@ Status EngineImpl::check_space(std::uint64_t len, std::uint64_t keep, bool admit
         known > since && known - since > keep && known - since - keep >= kSpaceSlack)
         return Status::ok();
     struct statvfs v {};
-    if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return Status::ok();  // let the write say
+    if (!store_->statvfs(&v)) return Status::ok();  // let the write say
     std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
     known_avail_.store(avail, std::memory_order_relaxed);
     std::uint64_t pending = admitted_.load(std::memory_order_relaxed);
@@ -80,31 +80,27 @@ Status EngineImpl::admit_write(std::uint64_t len, std::optional<Admission>* out)
 
 Status EngineImpl::init(const EngineOptions& options) {
     opts_ = options;
-    env_ = options.env != nullptr ? options.env : Env::posix();
     uid_ = ::getuid();
     gid_ = ::getgid();
     const std::string& dir = options.store_dir;
-    if (dir.empty()) return Status::error(EINVAL, "no store directory given");
+    // Opened once: every file of the store is reached from this descriptor,
+    // never by its path again (store/store_dir.h).
+    StoreDirOptions dir_options;
+    dir_options.create = options.create_if_missing;
+    dir_options.read_only = options.read_only;
+    dir_options.check_owner = !options.any_store_owner;
+    dir_options.waiver = "-o unsafe_store_dir accepts it";
+    HIODSFS_TRY(StoreDir::open(dir, dir_options, &store_));
+    env_ = options.env != nullptr ? options.env : store_->env();
+    // An injected Env (tests) knows the store by its path alone.
+    lib_dir_ = options.env != nullptr ? dir : store_->via_fd();
 
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-        if (errno != ENOENT) return Status::from_errno(errno, "store " + dir);
-        if (!options.create_if_missing || options.read_only)
-            return Status::error(ENOENT, "store " + dir + " does not exist");
-        if (::mkdir(dir.c_str(), 0700) != 0)
-            return Status::from_errno(errno, "cannot create store directory " + dir);
-    } else if (!S_ISDIR(st.st_mode)) {
-        return Status::error(ENOTDIR, "store " + dir + " is not a directory");
-    }
-    if (::access(dir.c_str(), options.read_only ? R_OK | X_OK : R_OK | W_OK | X_OK) != 0)
-        return Status::from_errno(errno, "store " + dir + " is not accessible");
-
-    HIODSFS_TRY(StoreLock::acquire(dir, !options.read_only, options.lock_wait_ms, &lock_));
+    HIODSFS_TRY(StoreLock::acquire(*store_, !options.read_only, options.lock_wait_ms, &lock_));
     // A metadata snapshot a crash left half-written (snapshot_to_tier).
-    if (!options.read_only) ::unlink((dir + "/snapshot.tmp").c_str());
+    if (!options.read_only) ::unlinkat(store_->fd(), "snapshot.tmp", 0);
     struct statvfs fsv {};
     const std::uint64_t fs_bytes =
-        ::statvfs(dir.c_str(), &fsv) == 0 ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
+        store_->statvfs(&fsv) ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
     const SpaceBudget budget =
         plan_space(fs_bytes, options.segments.max_segment_bytes, options.space_reserve);
     space_reserve_ = budget.reserve;
@@ -175,7 +171,8 @@ Status EngineImpl::init(const EngineOptions& options) {
         committer_cv_.notify_all();  // the control loop shares the variable
     };
     const std::string fsck_hint = "; nothing was changed; hiodsfs-fsck " + dir + " tells more";
-    Status opened = MetaStore::open(dir + "/meta", meta_options, &meta_);
+    Status opened = store_->library_dir("meta", fresh, &meta_dir_);
+    if (opened) opened = store_->named(MetaStore::open(meta_dir_, meta_options, &meta_));
     if (!opened) {
         return Status::error(opened.err() == ENOENT ? EUCLEAN : opened.err(),
                              "store " + dir + " cannot be opened: its metadata is unreadable (" +
@@ -276,7 +273,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     // the journal's first record past it).
     if (!fresh && !options.read_only) HIODSFS_TRY(keep_format_copy());
     // Opened and accepted: files left more open than 0600/0700 are tightened.
-    if (!options.read_only) HIODSFS_TRY(make_store_private(dir));
+    if (!options.read_only) HIODSFS_TRY(make_store_private(*store_));
     // Before the first fsync can write a log record. Where FORMAT cannot be
     // rewritten (a full disk), fsyncs commit instead this time: a store
     // without the mark must hold no record.
@@ -482,7 +479,7 @@ Status EngineImpl::close() {
 void EngineImpl::compact_metadata() {
     const std::uint64_t limit = opts_.meta_compact_max_bytes;
     struct stat st {};
-    const std::string data = opts_.store_dir + "/meta/data.mdb";
+    const std::string data = meta_dir_ + "/data.mdb";
     if (limit == 0 || ::stat(data.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > limit) return;
     std::uint64_t before = 0, after = 0;
     Status c = meta_->compact(0.9, &before, &after);
@@ -519,7 +516,9 @@ Status EngineImpl::find_lost_format(const std::string& dir, StoreFormat* format,
     mo.map_bytes = opts_.lmdb_map_bytes;
     mo.read_only = true;
     mo.create = false;
-    Status opened = MetaStore::open(dir + "/meta", mo, &probe);
+    std::string probe_dir;
+    Status opened = store_->library_dir("meta", false, &probe_dir);
+    if (opened) opened = store_->named(MetaStore::open(probe_dir, mo, &probe));
     if (opened && probe->had_super()) {
         StoreFormat copy;
         bool found = false;
@@ -547,21 +546,33 @@ Status EngineImpl::find_lost_format(const std::string& dir, StoreFormat* format,
     // Nothing committed. An environment that does not open is damaged,
     // unless it is the few pages (or none) LMDB writes when it makes one.
     struct stat data {};
-    const bool small_env = ::stat((dir + "/meta/data.mdb").c_str(), &data) != 0 || data.st_size <= 16384;
+    const bool small_env =
+        ::fstatat(store_->fd(), "meta/data.mdb", &data, AT_SYMLINK_NOFOLLOW) != 0 ||
+        data.st_size <= 16384;
     if (!opened && !small_env)
         return Status::error(EUCLEAN, "store " + dir + " has no FORMAT record and its metadata is unreadable (" +
                                           opened.message() + ")" + untouched + "hiodsfs-fsck " + dir + " tells more");
-    std::error_code ec;
-    for (const auto& ent : std::filesystem::directory_iterator(dir + "/segments", ec)) {
-        if (ent.is_regular_file(ec) && ent.file_size(ec) > 0)
-            return Status::error(EUCLEAN, "store " + dir + " has segment data but neither a FORMAT record nor "
-                                          "committed metadata" + untouched + "hiodsfs-fsck " + dir + " tells more");
+    std::vector<std::string> segments;
+    if (env_->list_dir(dir + "/segments", &segments)) {
+        for (const std::string& n : segments) {
+            std::unique_ptr<File> f;
+            std::uint64_t size = 0;
+            if (env_->open(dir + "/segments/" + n, OpenMode::kRead, &f) && f->size(&size) &&
+                size > 0)
+                return Status::error(EUCLEAN,
+                                     "store " + dir +
+                                         " has segment data but neither a FORMAT record nor "
+                                         "committed metadata" +
+                                         untouched + "hiodsfs-fsck " + dir + " tells more");
+        }
     }
     if (read_only)
         return Status::error(ENOENT, "store " + dir + " was left unfinished by an interrupted first mount; "
                                      "mount it read-write to make it");
     for (const char* n : {"meta", "segments", "status.json", "FORMAT.tmp", "snapshot.tmp"}) {
-        std::filesystem::remove_all(dir + "/" + n, ec);
+        // Through the descriptor; remove_all removes a link, never what it points to.
+        std::error_code ec;
+        std::filesystem::remove_all(lib_dir_ + "/" + n, ec);
         if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
     }
     if (opts_.log)
@@ -614,17 +625,18 @@ Status EngineImpl::mark_log_open(bool open) {
 
 Status EngineImpl::recover_from_tier(const std::string& dir) {
     std::string summary;
-    HIODSFS_TRY(recover_store_dir(env_, opts_.segments.tier, dir, opts_.lmdb_map_bytes, &summary));
+    HIODSFS_TRY(store_->named(
+        recover_store_dir(env_, opts_.segments.tier, lib_dir_, opts_.lmdb_map_bytes, &summary)));
     if (opts_.log) opts_.log("hiodsfs: recovered the metadata of " + tier_name() + " into " + dir + ": " + summary);
     return Status::ok();
 }
 
 Status EngineImpl::snapshot_to_tier(bool closing) {
     std::uint64_t seq = 0;
-    Status st = put_snapshot(env_, opts_.segments.tier, *meta_, journal_.get(), opts_.store_dir + "/snapshot.tmp",
-                             closing, &seq);
+    Status st = put_snapshot(env_, opts_.segments.tier, *meta_, journal_.get(),
+                             lib_dir_ + "/snapshot.tmp", closing, &seq);
     last_snapshot_ = std::chrono::steady_clock::now();
-    return st;
+    return store_->named(st);
 }
 
 // After a background commit: a snapshot once the journal has grown by
@@ -1131,14 +1143,18 @@ std::string EngineImpl::status_json() {
 
 Status EngineImpl::publish_status() {
     std::string text = status_json();
-    std::string path = opts_.store_dir + "/status.json";
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::from_errno(errno, "write " + tmp);
-    ssize_t n = ::write(fd, text.data(), text.size());
-    ::close(fd);
+    const std::string tmp = opts_.store_dir + "/status.json.tmp";
+    // A new file, never one found there (a link someone put in its place).
+    if (::unlinkat(store_->fd(), "status.json.tmp", 0) != 0 && errno != ENOENT)
+        return Status::from_errno(errno, "unlink " + tmp);
+    UniqueFd fd(::openat(store_->fd(), "status.json.tmp",
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return Status::from_errno(errno, "write " + tmp);
+    ssize_t n = ::write(fd.get(), text.data(), text.size());
+    fd.reset();
     if (n != static_cast<ssize_t>(text.size())) return Status::error(EIO, "short write of " + tmp);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::from_errno(errno, "rename " + tmp);
+    if (::renameat(store_->fd(), "status.json.tmp", store_->fd(), "status.json") != 0)
+        return Status::from_errno(errno, "rename " + tmp);
     return Status::ok();
 }
 
@@ -1147,8 +1163,7 @@ Status EngineImpl::publish_status() {
 
 Status EngineImpl::statfs(FsStats* out) {
     struct statvfs v {};
-    if (::statvfs(opts_.store_dir.c_str(), &v) != 0)
-        return Status::from_errno(errno, "statfs of store " + opts_.store_dir);
+    HIODSFS_TRY(store_->statvfs(&v));
     // Figures of the backing file system, in its own block size: what df
     // shows is what the store can really still take.
     out->block_size = v.f_frsize;
@@ -1167,7 +1182,7 @@ Status EngineImpl::statfs(FsStats* out) {
 
 std::uint64_t EngineImpl::data_room() {
     struct statvfs v {};
-    if (::statvfs(opts_.store_dir.c_str(), &v) != 0) return UINT64_MAX;
+    if (!store_->statvfs(&v)) return UINT64_MAX;
     const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
     return avail > space_reserve_ ? avail - space_reserve_ : 0;
 }

@@ -604,7 +604,13 @@ private:
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
 
     EngineOptions opts_;
+    // The store directory, opened once; the last of the store's handles to go.
+    std::unique_ptr<StoreDir> store_;
     Env* env_ = nullptr;
+    // The store for code that opens files by name (LMDB, put_snapshot,
+    // recover_store_dir): through the descriptor (StoreDir::via_fd) unless
+    // an Env was injected; and the metadata directory, through its own.
+    std::string lib_dir_, meta_dir_;
     ChunkingParams chunking_;
     std::unique_ptr<StoreLock> lock_;
     std::unique_ptr<SegmentStore> segs_;

@@ -79,14 +79,12 @@ Status make_private(int dirfd, const std::string& dir, const std::string& name, 
 
 }  // namespace
 
-Status make_store_private(const std::string& store) {
-    int fd = ::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return Status::from_errno(errno, "open store directory " + store);
+Status make_store_private(const StoreDir& store) {
     std::vector<std::string> names;
-    Status st = entries_of(fd, store, &names);
+    Status st = entries_of(store.fd(), store.path(), &names);
     // The store's files, and those of meta/ and segments/ (one level down).
-    for (std::size_t i = 0; st && i < names.size(); ++i) st = make_private(fd, store, names[i], 1);
-    ::close(fd);
+    for (std::size_t i = 0; st && i < names.size(); ++i)
+        st = make_private(store.fd(), store.path(), names[i], 1);
     return st;
 }
 
@@ -153,9 +151,12 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
     const std::string text = store_format_text(format);
     std::string tmp = store + "/FORMAT.tmp";
     {
+        // A file of that name (a crash's, or a link someone put there) is
+        // replaced, never written through.
+        Status gone = env->unlink(tmp);
+        if (!gone && gone.err() != ENOENT) return gone;
         std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(tmp, OpenMode::kReadWrite, &f));
-        HIODSFS_TRY(f->truncate(0));
+        HIODSFS_TRY(env->open(tmp, OpenMode::kCreateNew, &f));
         HIODSFS_TRY(f->pwrite(text.data(), text.size(), 0));
         HIODSFS_TRY(f->sync());
     }
@@ -163,12 +164,29 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
     return env->sync_dir(store);
 }
 
-Status StoreLock::acquire(const std::string& store, bool exclusive, unsigned wait_ms,
+Status StoreLock::acquire(const StoreDir& store_dir, bool exclusive, unsigned wait_ms,
                           std::unique_ptr<StoreLock>* out) {
+    const std::string& store = store_dir.path();
     std::string path = store + "/lock";
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EROFS && !exclusive) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO in its place must not block the open.
+    constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    int fd = ::openat(store_dir.fd(), "lock", O_RDWR | O_CREAT | kFlags, 0600);
+    if (fd < 0 && errno == EROFS && !exclusive)
+        fd = ::openat(store_dir.fd(), "lock", O_RDONLY | kFlags);
+    if (fd < 0 && errno == ELOOP)
+        return Status::error(
+            ELOOP,
+            "lock file " + path + " is a symbolic link, which is never followed inside " + store);
     if (fd < 0) return Status::from_errno(errno, "open lock file " + path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        const std::string what = !S_ISREG(st.st_mode)
+                                     ? "is not a regular file"
+                                     : "has " + std::to_string(st.st_nlink) + " links";
+        ::close(fd);
+        return Status::error(
+            EINVAL, "lock file " + path + " " + what + ": its holder writes its pid into it");
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     while (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {

@@ -10,6 +10,7 @@
 #include "hiodsfs/chunker.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/status.h"
+#include "store/store_dir.h"
 
 namespace hiodsfs {
 
@@ -41,7 +42,8 @@ std::string store_format_text(const StoreFormat& format);
 Status parse_store_format(const std::string& text, const std::string& where, StoreFormat* out);
 // EPROTO with one line when the store's format version is not this program's.
 Status check_format_version(const std::string& store, const StoreFormat& format);
-// Writes STORE/FORMAT durably (temporary file, sync, rename, sync dir).
+// Writes STORE/FORMAT durably (a new temporary file, never one found there:
+// sync, rename, sync dir).
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
 
 // The metadata keeps a copy of the FORMAT record (its text, under this key
@@ -58,16 +60,20 @@ bool same_format(const StoreFormat& a, const StoreFormat& b);
 
 // Makes the store's files 0600 and its subdirectories 0700 where they are
 // more open (an older hiodsfs, a copy, a chmod): segments hold file contents.
-// The store directory itself keeps the mode its owner gave it. Symbolic
-// links are left alone, never followed.
-Status make_store_private(const std::string& store);
+// The store directory itself keeps the mode its owner gave it (StoreDir
+// refuses one that others may write). Symbolic links are left alone, never
+// followed.
+Status make_store_private(const StoreDir& store);
 
 // An flock on STORE/lock, released when destroyed.
 class StoreLock {
 public:
     // exclusive: the daemon or a repairing fsck; shared: read-only tools.
     // Waits up to wait_ms for a holder to let go, then fails with EBUSY.
-    static Status acquire(const std::string& store, bool exclusive, unsigned wait_ms,
+    // The lock file is opened from the store's descriptor without following
+    // a link, and must be a regular file of one link: the holder writes its
+    // pid into it.
+    static Status acquire(const StoreDir& store, bool exclusive, unsigned wait_ms,
                           std::unique_ptr<StoreLock>* out);
     ~StoreLock();
     StoreLock(const StoreLock&) = delete;

@@ -1394,6 +1394,7 @@ private:
 };
 
 struct OpenStore {
+    std::unique_ptr<StoreDir> dir;  // the last to go
     std::unique_ptr<StoreLock> lock;
     std::unique_ptr<SegmentStore> segs;
     std::unique_ptr<TierJournal> journal;  // before meta, which writes through it
@@ -1469,7 +1470,7 @@ Status check_tier(const std::string& dir, const std::string& named, SegmentTier*
 
 // The daemon holds the lock exclusively while mounted. The metadata is
 // opened without LMDB's reader table, so even reading beside it is unsafe.
-Status lock_store(const std::string& dir, bool exclusive, std::unique_ptr<StoreLock>* out) {
+Status lock_store(const StoreDir& dir, bool exclusive, std::unique_ptr<StoreLock>* out) {
     Status locked = StoreLock::acquire(dir, exclusive, 0, out);
     if (locked.err() == EBUSY)
         return Status::error(EBUSY, locked.message() + "; unmount it before running hiodsfs-fsck");
@@ -1478,14 +1479,17 @@ Status lock_store(const std::string& dir, bool exclusive, std::unique_ptr<StoreL
 
 // A tiered store's cache_dir without FORMAT and metadata is made the
 // tier's copy of the store, as a mount's open does.
-Status recover_cache_dir(const std::string& dir, SegmentTier* tier, std::vector<std::string>* notes) {
+Status recover_cache_dir(const StoreDir& store, SegmentTier* tier,
+                         std::vector<std::string>* notes) {
+    const std::string& dir = store.path();
     bool in_tier = false;
     HIODSFS_TRY(tier_has_metadata(tier, &in_tier));
     if (!in_tier)
         return Status::error(ENOENT, tier->describe() + " holds no hiodsfs store (no metadata snapshot or journal), "
                                      "and " + dir + " has none either");
     std::string summary;
-    HIODSFS_TRY(recover_store_dir(Env::posix(), tier, dir, kLmdbMapBytes, &summary));
+    HIODSFS_TRY(
+        store.named(recover_store_dir(store.env(), tier, store.via_fd(), kLmdbMapBytes, &summary)));
     notes->push_back("recovered the metadata of " + tier->describe() + " into " + dir + ": " + summary);
     return Status::ok();
 }
@@ -1540,20 +1544,19 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     // up to the tier (its copy of the pool's metadata).
     const bool write = writes_metadata(options) || tier != nullptr;
     if (dir.empty()) return Status::error(EINVAL, "no store directory given");
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-        if (errno != ENOENT || tier == nullptr) return Status::from_errno(errno, "store " + dir);
-        if (::mkdir(dir.c_str(), 0700) != 0) return Status::from_errno(errno, "cannot create cache_dir " + dir);
-    } else if (!S_ISDIR(st.st_mode)) {
-        return Status::error(ENOTDIR, "store " + dir + " is not a directory");
-    }
-    Env* env = Env::posix();
-    if (tier != nullptr) HIODSFS_TRY(lock_store(dir, true, &out->lock));
+    StoreDirOptions dir_options;
+    dir_options.create = tier != nullptr;
+    dir_options.read_only = !write;
+    dir_options.check_owner = !options.any_store_owner;
+    dir_options.waiver = "--unsafe-store-dir accepts it";
+    HIODSFS_TRY(StoreDir::open(dir, dir_options, &out->dir));
+    Env* env = out->dir->env();
+    if (tier != nullptr) HIODSFS_TRY(lock_store(*out->dir, true, &out->lock));
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
     if (!exists && tier != nullptr && !env->exists(dir + "/meta")) {
-        HIODSFS_TRY(recover_cache_dir(dir, tier, notes));
+        HIODSFS_TRY(recover_cache_dir(*out->dir, tier, notes));
         HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
     }
     // Without FORMAT, metadata still makes it a store (whose record is lost).
@@ -1561,18 +1564,20 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
         return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
     if (exists) HIODSFS_TRY(check_format_version(dir, format));
     if (exists) HIODSFS_TRY(check_tier(dir, format.tier, tier));
-    if (tier == nullptr) HIODSFS_TRY(lock_store(dir, write, &out->lock));
+    if (tier == nullptr) HIODSFS_TRY(lock_store(*out->dir, write, &out->lock));
     // Never a fresh environment: "repairing" against empty metadata would
     // disown every segment. File maps cannot be rebuilt from the segments
     // (their records name chunks, not files), so this is as far as it goes.
     const std::string lost = "store " + dir + ": its metadata cannot be checked (";
     const std::string advice =
         "); the segment files are left as they are: restore " + dir + "/meta from a backup";
+    std::string meta_dir;
+    Status opened = out->dir->library_dir("meta", false, &meta_dir);
     MetaStoreOptions mo;
-    mo.map_bytes = map_bytes_for(dir + "/meta/data.mdb");
+    mo.map_bytes = map_bytes_for(meta_dir + "/data.mdb");
     mo.read_only = !write;
     mo.create = false;
-    Status opened = MetaStore::open(dir + "/meta", mo, &out->meta);
+    if (opened) opened = out->dir->named(MetaStore::open(meta_dir, mo, &out->meta));
     if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
     if (!out->meta->had_super())
         return Status::error(EUCLEAN, lost + "it has no state record: made anew or damaged" + advice);
@@ -1655,7 +1660,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     if (fix_format || format.write.log_open) {
         StoreFormat clean = format.write;
         clean.log_open = false;
-        HIODSFS_TRY(write_store_format(Env::posix(), options.store, clean));
+        HIODSFS_TRY(write_store_format(s.dir->env(), options.store, clean));
     }
     // A scrub's flags are all it writes: its report stands as found.
     if (!options.repair || report->problems.empty()) return Status::ok();

@@ -45,6 +45,9 @@ struct FsckOptions {
     // record again when both the file and the metadata's copy are lost.
     ChunkingParams chunking;
     bool chunking_given = false;
+    // Check a store directory that another user owns or that group or
+    // others may write (--unsafe-store-dir; store/store_dir.h refuses one).
+    bool any_store_owner = false;
 };
 
 struct FsckProblem {

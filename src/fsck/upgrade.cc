@@ -254,33 +254,49 @@ bool convert_value(Db db, std::string_view v1, std::string* out) {
     }
 }
 
+// The paths below name the store through its descriptor (StoreDir::via_fd);
+// none follows a symbolic link at its end, and remove_all removes a link,
+// never what it points to.
 std::uint64_t file_size(const std::string& path) {
     struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    return ::lstat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
 bool is_dir(const std::string& path) {
     struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-Status remove_tree(const std::string& path) {
+Status remove_tree(const StoreDir& store, const std::string& name) {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-    if (ec) return Status::error(ec.value(), "remove " + path + ": " + ec.message());
+    std::filesystem::remove_all(store.via_fd() + "/" + name, ec);
+    if (ec)
+        return Status::error(ec.value(),
+                             "remove " + store.path() + "/" + name + ": " + ec.message());
     return Status::ok();
 }
 
-// Whether the metadata in dir (a finished copy) is of this format: the
-// copy of FORMAT that copy_metadata writes last says so. A copy made by an
-// older hiodsfs has none, or its own version.
-Status holds_current_format(const std::string& dir, bool* out) {
+// Opens the metadata in the store's directory `name`.
+Status open_metadata(StoreDir& store, const std::string& name, MetaStoreOptions options,
+                     bool create, std::unique_ptr<MetaStore>* out) {
+    std::string dir;
+    HIODSFS_TRY(store.library_dir(name, create, &dir));
+    if (options.map_bytes == 0)
+        options.map_bytes =
+            std::min<std::uint64_t>(1ull << 40, 2 * file_size(dir + "/data.mdb") + (256ull << 20));
+    return store.named(MetaStore::open(dir, options, out));
+}
+
+// Whether the metadata in the store's directory `name` (a finished copy) is
+// of this format: the copy of FORMAT that copy_metadata writes last says
+// so. A copy made by an older hiodsfs has none, or its own version.
+Status holds_current_format(StoreDir& store, const std::string& name, bool* out) {
     MetaStoreOptions ro;
-    ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * file_size(dir + "/data.mdb") + (256ull << 20));
+    ro.map_bytes = 0;  // from the file's size
     ro.read_only = true;
     ro.create = false;
     std::unique_ptr<MetaStore> m;
-    HIODSFS_TRY(MetaStore::open(dir, ro, &m));
+    HIODSFS_TRY(open_metadata(store, name, ro, false, &m));
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(m->begin(&t));
     StoreFormat copy;
@@ -473,12 +489,16 @@ bool decode_old_inode(std::uint32_t version, std::string_view in, InodeRecord* o
 Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     *report = UpgradeReport{};
     const std::string& dir = options.store;
-    if (dir.empty()) return Status::error(EINVAL, "no store directory given");
-    if (!is_dir(dir)) return Status::error(ENOTDIR, "store " + dir + " is not a directory");
+    StoreDirOptions dir_options;
+    dir_options.check_owner = !options.any_store_owner;
+    dir_options.waiver = "--unsafe-store-dir accepts it";
+    std::unique_ptr<StoreDir> store;
+    HIODSFS_TRY(StoreDir::open(dir, dir_options, &store));
+    auto at = [&](const std::string& name) { return store->via_fd() + "/" + name; };
     auto step = [&](std::string_view name) {
         return options.after_step ? options.after_step(name) : Status::ok();
     };
-    Env* env = Env::posix();
+    Env* env = store->env();
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env, dir, &format, &exists));
@@ -490,60 +510,60 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
         return Status::error(EPROTO, "store " + dir + " has format version " + std::to_string(format.version) +
                                          ", which this hiodsfs cannot upgrade");
     std::unique_ptr<StoreLock> lock;
-    Status locked = StoreLock::acquire(dir, true, 0, &lock);
+    Status locked = StoreLock::acquire(*store, true, 0, &lock);
     if (locked.err() == EBUSY)
         return Status::error(EBUSY, locked.message() + "; unmount it before upgrading");
     HIODSFS_TRY(locked);
 
-    // The old metadata is set aside under its format's name.
+    // The old metadata is set aside under its format's name. Names for
+    // messages; at(name) for the file system.
     auto set_aside = [](std::uint32_t v) { return "meta.format" + std::to_string(v); };
-    const std::string meta = dir + "/meta", old_name = set_aside(format.version),
-                      old_meta = dir + "/" + old_name, new_meta = dir + "/meta.upgrade";
+    const std::string old_name = set_aside(format.version), new_name = "meta.upgrade";
+    const std::string old_meta = dir + "/" + old_name, new_meta = dir + "/" + new_name;
     if (format.version == kFormatVersion) {
         // Done before, or interrupted after FORMAT was written (from either format).
         report->already_current = true;
         for (std::uint32_t v = 1; v < kFormatVersion; ++v) {
-            const std::string left = dir + "/" + set_aside(v);
-            if (!is_dir(left)) continue;
+            if (!is_dir(at(set_aside(v)))) continue;
             report->already_current = false;
             report->resumed = true;
-            HIODSFS_TRY(remove_tree(left));
+            HIODSFS_TRY(remove_tree(*store, set_aside(v)));
         }
-        report->bytes_after = file_size(meta + "/data.mdb");
+        report->bytes_after = file_size(at("meta/data.mdb"));
         return Status::ok();
     }
-    if (is_dir(old_meta)) {
+    if (is_dir(at(old_name))) {
         // An upgrade to format 2 by an older hiodsfs, interrupted after its
         // copy was complete, left a copy this one must not put in place:
         // the old metadata goes back, and the copy is made anew below.
-        const std::string copy = is_dir(meta) ? meta : new_meta;
+        const std::string copy = is_dir(at("meta")) ? "meta" : new_name;
         bool current = true;
-        if (is_dir(copy)) HIODSFS_TRY(holds_current_format(copy, &current));
+        if (is_dir(at(copy))) HIODSFS_TRY(holds_current_format(*store, copy, &current));
         if (!current) {
-            HIODSFS_TRY(remove_tree(copy));
+            HIODSFS_TRY(remove_tree(*store, copy));
             HIODSFS_TRY(rename_durably(env, dir, old_name, "meta"));
         }
     }
-    if (is_dir(old_meta)) {
+    if (is_dir(at(old_name))) {
         // Interrupted after the copy was complete: finish the swap.
         report->resumed = true;
-        if (!is_dir(meta)) {
-            if (!is_dir(new_meta))
+        if (!is_dir(at("meta"))) {
+            if (!is_dir(at(new_name)))
                 return Status::error(EUCLEAN, "store " + dir + ": the upgrade was interrupted and " + new_meta +
                                                   " is gone; the old metadata is in " + old_meta +
                                                   ": rename it to meta and run the upgrade again");
-            HIODSFS_TRY(rename_durably(env, dir, "meta.upgrade", "meta"));
+            HIODSFS_TRY(rename_durably(env, dir, new_name, "meta"));
         }
     } else {
-        HIODSFS_TRY(remove_tree(new_meta));  // an unfinished copy
-        report->bytes_before = file_size(meta + "/data.mdb");
+        HIODSFS_TRY(remove_tree(*store, new_name));  // an unfinished copy
+        report->bytes_before = file_size(at("meta/data.mdb"));
         {
             MetaStoreOptions ro;
             ro.map_bytes = std::min<std::uint64_t>(1ull << 40, 2 * report->bytes_before + (256ull << 20));
             ro.read_only = true;
             ro.create = false;
             std::unique_ptr<MetaStore> from;
-            Status opened = MetaStore::open(meta, ro, &from);
+            Status opened = open_metadata(*store, "meta", ro, false, &from);
             if (!opened) return Status::error(EUCLEAN, "store " + dir + ": its metadata cannot be read (" +
                                                            opened.message() + "); nothing was changed");
             if (!from->had_super())
@@ -552,23 +572,24 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
             MetaStoreOptions rw;
             rw.map_bytes = ro.map_bytes;
             std::unique_ptr<MetaStore> to;
-            HIODSFS_TRY(MetaStore::open(new_meta, rw, &to));
+            HIODSFS_TRY(open_metadata(*store, new_name, rw, true, &to));
             HIODSFS_TRY(copy_metadata(*from, format, *to, report));
         }
         HIODSFS_TRY(env->sync_dir(new_meta));
         HIODSFS_TRY(step("copied"));
         HIODSFS_TRY(rename_durably(env, dir, "meta", old_name));
         HIODSFS_TRY(step("old set aside"));
-        HIODSFS_TRY(rename_durably(env, dir, "meta.upgrade", "meta"));
+        HIODSFS_TRY(rename_durably(env, dir, new_name, "meta"));
     }
     HIODSFS_TRY(step("new in place"));
     format.version = kFormatVersion;
     HIODSFS_TRY(write_store_format(env, dir, format));
     HIODSFS_TRY(step("format written"));
     // And a format-1 copy an interrupted 1 -> 2 upgrade may have left.
-    for (std::uint32_t v = 1; v < kFormatVersion; ++v) HIODSFS_TRY(remove_tree(dir + "/" + set_aside(v)));
+    for (std::uint32_t v = 1; v < kFormatVersion; ++v)
+        HIODSFS_TRY(remove_tree(*store, set_aside(v)));
     HIODSFS_TRY(env->sync_dir(dir));
-    report->bytes_after = file_size(meta + "/data.mdb");
+    report->bytes_after = file_size(at("meta/data.mdb"));
     return Status::ok();
 }
 

@@ -19,6 +19,9 @@ namespace hiodsfs {
 
 struct UpgradeOptions {
     std::string store;
+    // Upgrade a store directory that another user owns or that group or
+    // others may write (--unsafe-store-dir; store/store_dir.h refuses one).
+    bool any_store_owner = false;
     // Tests: called after each durable step ("copied", "old set aside",
     // "new in place", "format written"); an error stops the upgrade there,
     // as a crash would.

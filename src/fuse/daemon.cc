@@ -489,6 +489,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.chunking_given = opt.chunking_given;
     eo.create_if_missing = true;
     eo.read_only = opt.read_only;
+    eo.any_store_owner = opt.unsafe_store_dir;
     eo.commit_interval_ms = opt.commit_interval_ms;
     eo.commit_writes = opt.commit_writes;
     eo.meta_resident_bytes = opt.meta_resident_bytes;

@@ -294,6 +294,14 @@ const std::vector<OptionSpec>& option_table() {
                          in.out->nonempty = true;
                          return true;
                      }});
+        t.push_back({"unsafe_store_dir", "",
+                     "accept a store (or cache_dir) that another user owns\n"
+                     "or that group or others may write: they could replace\n"
+                     "its files (refused otherwise; links are never followed)",
+                     [](const OptionInput& in) {
+                         in.out->unsafe_store_dir = true;
+                         return true;
+                     }});
         // rados:POOL/STORE only (checked once the store is known).
         t.push_back({"cache_dir", "DIR",
                      "rados:POOL/STORE: the local directory of its metadata,\n"

@@ -48,6 +48,9 @@ struct DaemonOptions {
     bool read_only = false;
     // Mount over a directory that has entries (hidden while mounted).
     bool nonempty = false;
+    // Accept a store directory that another user owns or that group or
+    // others may write (store/store_dir.h refuses one).
+    bool unsafe_store_dir = false;
 
     // A store given as rados:POOL/STORE keeps its sealed segments as objects
     // of that pool; the store directory (metadata, the active segment, the

@@ -310,8 +310,10 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
     INFO("format " << format);
     OldStore s(format);
     SECTION("in use") {
+        std::unique_ptr<StoreDir> dir;
+        REQUIRE(StoreDir::open(s.store(), StoreDirOptions{}, &dir).is_ok());
         std::unique_ptr<StoreLock> held;
-        REQUIRE(StoreLock::acquire(s.store(), true, 0, &held).is_ok());
+        REQUIRE(StoreLock::acquire(*dir, true, 0, &held).is_ok());
         UpgradeOptions o;
         o.store = s.store();
         UpgradeReport r;

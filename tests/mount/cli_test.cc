@@ -17,24 +17,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool mounted_at(const std::string& mnt, std::string* fstype = nullptr) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string f[5];
-        for (auto& x : f) ls >> x;
-        if (f[4] != mnt) continue;
-        if (fstype != nullptr) {
-            auto dash = line.find(" - ");
-            std::istringstream rest(line.substr(dash + 3));
-            rest >> *fstype;
-        }
-        return true;
-    }
-    return false;
-}
-
 // Unmounts whatever is left at mnt when a test ends, however it ends.
 struct UnmountGuard {
     std::string mnt;
@@ -46,13 +28,6 @@ struct UnmountGuard {
         if (mounted_at(mnt)) run({"fusermount3", "-uz", mnt});
     }
 };
-
-std::size_t line_count(const std::string& s) {
-    std::size_t n = 0;
-    for (char c : s) n += c == '\n';
-    if (!s.empty() && s.back() != '\n') ++n;
-    return n;
-}
 
 }  // namespace
 

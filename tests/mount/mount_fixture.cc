@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +86,28 @@ bool wait_until(pid_t pid, Clock::time_point deadline, int* wstatus) {
         if (Clock::now() >= deadline) return false;
         std::this_thread::sleep_for(5ms);
     }
+}
+
+struct MountLine {
+    std::string dev, mountpoint, fstype;
+};
+
+// The mounts of /proc/self/mountinfo: "id parent major:minor root mountpoint ... - fstype ...".
+std::vector<MountLine> mount_lines() {
+    std::vector<MountLine> out;
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string id, parent;
+        MountLine m;
+        std::string root;
+        ls >> id >> parent >> m.dev >> root >> m.mountpoint;
+        const auto dash = line.find(" - ");
+        if (dash != std::string::npos) std::istringstream(line.substr(dash + 3)) >> m.fstype;
+        out.push_back(std::move(m));
+    }
+    return out;
 }
 
 int decode_status(int wstatus) {
@@ -672,6 +695,48 @@ std::uint64_t du_bytes(const std::string& path) {
     INFO("du: " << r.describe());
     REQUIRE(r.ok());
     return std::stoull(r.out);
+}
+
+bool mounted_at(const std::string& mnt, std::string* fstype) {
+    bool found = false;
+    for (const MountLine& m : mount_lines())
+        if (m.mountpoint == mnt) {
+            found = true;
+            if (fstype != nullptr) *fstype = m.fstype;
+        }
+    return found;
+}
+
+std::size_t line_count(const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += c == '\n';
+    if (!s.empty() && s.back() != '\n') ++n;
+    return n;
+}
+
+AbortGuard::~AbortGuard() {
+    for (int round = 0; round < 10; ++round) {
+        bool any = false;
+        for (const MountLine& m : mount_lines()) {
+            if (m.mountpoint != mnt) continue;
+            any = true;
+            if (m.fstype.rfind("fuse", 0) == 0) {
+                // The connection number is the mount's minor device number.
+                const std::string conn =
+                    "/sys/fs/fuse/connections/" + m.dev.substr(m.dev.find(':') + 1);
+                if (::access(conn.c_str(), F_OK) != 0)
+                    (void)run({"mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"}, {},
+                              20s);
+                const int fd = ::open((conn + "/abort").c_str(), O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                    (void)!::write(fd, "1", 1);
+                    ::close(fd);
+                }
+            }
+        }
+        if (!any) return;
+        ::umount2(mnt.c_str(), MNT_DETACH);
+    }
 }
 
 void flip_byte(const std::string& path, std::uint64_t offset, std::uint8_t mask) {

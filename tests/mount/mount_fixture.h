@@ -207,6 +207,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0);
 // (Catch2-asserting).
 std::uint64_t du_bytes(const std::string& path);
 
+// Whether something is mounted at mnt (an absolute path without symbolic
+// links), from /proc/self/mountinfo: never a stat of the mount, which would
+// hang on a daemon that does not answer. *fstype gets the topmost's type.
+bool mounted_at(const std::string& mnt, std::string* fstype = nullptr);
+// Lines of a command's output ("a\nb" and "a\nb\n" are two).
+std::size_t line_count(const std::string& s);
+
+// Takes down every FUSE mount at mnt when a test ends, however it ends,
+// without a system call on the mount's files: its connection is aborted
+// through fusectl (/sys/fs/fuse/connections/N/abort, mounted if need be),
+// which ends every request a daemon stuck on its own mount waits for, then
+// the mount is detached. Other mounts at mnt (a bind mount) are unmounted.
+struct AbortGuard {
+    std::string mnt;
+    ~AbortGuard();
+};
+
 // An ext4 of `bytes` on a loop device at `dir` (its image beside it),
 // unmounted on destruction however the test ends (root; mkfs.ext4).
 struct LoopExt4 {
