@@ -32,6 +32,7 @@
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
 #include "fuse/options.h"
+#include "store/store_dir.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
 #endif
@@ -140,6 +141,14 @@ bool resolve_paths(DaemonOptions* opt, std::string* error) {
     if (real) {
         opt->mountpoint = real;
         std::free(real);
+    }
+    // Before anything is made or mounted: a store inside its own mount
+    // would have the daemon wait on itself.
+    Status outside =
+        check_outside_mount(opt->store, opt->rados ? "cache_dir" : "store", opt->mountpoint);
+    if (!outside) {
+        *error = outside.message();
+        return false;
     }
     return true;
 }

@@ -38,6 +38,14 @@ Status symlink_refused(const std::string& shown, const std::string& store) {
                          shown + " is a symbolic link, which is never followed inside " + store);
 }
 
+// The directory a path that does not exist yet would be made in ("" at the top).
+std::string parent_of(const std::string& path) {
+    const std::size_t slash = path.find_last_of('/');
+    if (slash == std::string::npos) return path == "." ? "" : ".";
+    if (slash == 0) return path.size() > 1 ? "/" : "";
+    return path.substr(0, slash);
+}
+
 }  // namespace
 
 Status StoreDir::open(const std::string& path, const StoreDirOptions& options,
@@ -165,6 +173,39 @@ Status StoreDir::named(const Status& st) const {
 Status StoreDir::statvfs(struct statvfs* out) const {
     if (::fstatvfs(fd(), out) != 0) return Status::from_errno(errno, "statfs of store " + path_);
     return Status::ok();
+}
+
+Status check_outside_mount(const std::string& dir, const std::string& what,
+                           const std::string& mountpoint) {
+    struct stat mp {};
+    if (::stat(mountpoint.c_str(), &mp) != 0) return Status::ok();  // the mount says what is wrong
+    // The directory, or the nearest one above it that exists.
+    std::string at = dir;
+    UniqueFd cur;
+    while (!at.empty()) {
+        cur = UniqueFd(::open(at.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (cur.valid() || errno != ENOENT) break;
+        at = parent_of(at);
+    }
+    if (!cur.valid()) return Status::ok();  // the store's own open says what is wrong
+    const std::string why =
+        ": the daemon would reach it through its own mount and wait on itself; put it outside " +
+        mountpoint;
+    // Up through ".." to the root, whose ".." is itself.
+    for (bool first = at == dir;; first = false) {
+        struct stat st {};
+        if (::fstat(cur.get(), &st) != 0) return Status::ok();
+        if (st.st_dev == mp.st_dev && st.st_ino == mp.st_ino)
+            return Status::error(
+                EINVAL, what + " " + dir +
+                            (first ? " is the mount point " : " lies inside the mount point ") +
+                            mountpoint + why);
+        UniqueFd up(::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        struct stat above {};
+        if (!up.valid() || ::fstat(up.get(), &above) != 0) return Status::ok();
+        if (above.st_dev == st.st_dev && above.st_ino == st.st_ino) return Status::ok();
+        cur = std::move(up);
+    }
 }
 
 }  // namespace hiodsfs

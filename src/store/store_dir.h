@@ -87,4 +87,13 @@ private:
     std::vector<std::pair<std::string, std::string>> aliases_;
 };
 
+// EINVAL with one line when dir (a store or cache_dir, as `what` says) is
+// the directory mountpoint or lies below it, however either is spelled
+// (symbolic links, bind mounts, relative paths): the directories from dir
+// up to / are compared with mountpoint by device and inode. A daemon whose
+// store is inside its own mount would wait on itself. A dir that does not
+// exist yet is judged by the directory it would be made in.
+Status check_outside_mount(const std::string& dir, const std::string& what,
+                           const std::string& mountpoint);
+
 }  // namespace hiodsfs

@@ -1,14 +1,17 @@
 // The store directory under a root daemon (docs/architecture.md, "Who may
 // steer what the daemon opens"): a store that another user owns, or that
 // group or others may write, is refused; no symbolic or hard link planted
-// in a store is followed by the daemon, hiodsfs-fsck or hiodsfs-stat; the
-// daemon reaches its store through the descriptor it opened before the
-// mount.
+// in a store is followed by the daemon, hiodsfs-fsck or hiodsfs-stat; a
+// store inside its own mount point is refused before anything is mounted,
+// however it is spelled; the daemon reaches its store through the
+// descriptor it opened before the mount.
 //
-// Every mount point here is under an AbortGuard (the FUSE connection is
-// aborted through fusectl before the unmount), and every daemon command
-// has a timeout.
+// A daemon whose store lies inside its own mount waits on itself, and so
+// does everything that walks that path: every mount point here is under an
+// AbortGuard (the FUSE connection is aborted through fusectl before the
+// unmount), and every daemon command has a timeout.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -55,6 +58,17 @@ bool is_symlink(const std::string& path) {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
 }
+
+// A bind mount of from at to, taken down however the test ends.
+struct BindMount {
+    AbortGuard guard;
+    BindMount(const std::string& from, const std::string& to) : guard{to} {
+        make_dir(to);
+        CmdResult r = run({"mount", "--bind", from, to}, {}, 60s);
+        INFO("mount --bind: " << r.describe());
+        REQUIRE(r.ok());
+    }
+};
 
 long long now_ns() {
     timespec ts{};
@@ -257,6 +271,50 @@ TEST_CASE("links nobody plants in a 0777 store: refused; with unsafe_store_dir n
     CHECK(read_file(victim) == kPrecious);
     CHECK(read_file(victim2) == kPrecious);
     CHECK_FALSE(is_symlink(store + "/status.json.tmp"));
+}
+
+TEST_CASE("a store or cache_dir in its own mount point is refused however it is spelled",
+          "[mount][store-dir]") {
+    if (!is_root()) SKIP_TEST("bind mounts need root");
+    TempDir t;
+    const std::string bin = daemon_binary();
+    const std::string mnt = t.path() + "/mnt";
+    make_dir(mnt);
+    REQUIRE(::symlink(mnt.c_str(), (t.path() + "/link").c_str()) == 0);
+    BindMount bind(mnt, t.path() + "/bind");
+    struct Case {
+        const char* what;
+        std::vector<std::string> argv;
+        std::string store;  // must not be made
+    };
+    const std::vector<Case> cases = {
+        {"below it", {bin, mnt + "/inner", mnt}, mnt + "/inner"},
+        {"the mount point itself", {bin, mnt, mnt}, mnt + "/FORMAT"},
+        {"relative paths",
+         {"/bin/sh", "-c", "cd " + shq(t.path()) + " && exec " + shq(bin) + " mnt/inner mnt"},
+         mnt + "/inner"},
+        {"through a symbolic link", {bin, t.path() + "/link/inner", mnt}, mnt + "/inner"},
+        {"through a bind mount", {bin, t.path() + "/bind/inner", mnt}, mnt + "/inner"},
+        {"a cache_dir below it",
+         {bin, "rados:pool/store", mnt, "-o", "cache_dir=" + mnt + "/cache"},
+         mnt + "/cache"},
+    };
+    for (const Case& c : cases) {
+        INFO("hiodsfs with a store " << c.what);
+        AbortGuard guard{mnt};
+        CmdResult r = run(c.argv, {}, 60s);
+        check_refused(r, "mount point " + mnt, mnt);
+        CHECK(r.err.find("wait on itself") != std::string::npos);
+        if (mounted_at(mnt)) continue;  // the guard takes it down
+        CHECK_FALSE(exists(c.store));
+        // What a wrong start made there, out of the next case's way.
+        sh("find " + shq(mnt) + " -mindepth 1 -delete");
+    }
+    // Beside the mount point, and with the mount point's name as a prefix: mounted.
+    ForegroundDaemon d{mnt + "-store", mnt};
+    d.start({});
+    write_file(mnt + "/f", "data");
+    d.stop();
 }
 
 TEST_CASE("the daemon reaches its store through its descriptor: a renamed parent changes nothing",

@@ -1,6 +1,7 @@
 // StoreDir and Env::beneath(): a store directory opened once, whose files
 // are reached from its descriptor without following a link at any level;
-// the owner and mode rule; the metadata directory LMDB is given.
+// the owner and mode rule; the metadata directory LMDB is given; a store
+// inside a mount point, found by device and inode.
 #include "store/store_dir.h"
 
 #include <fcntl.h>
@@ -215,6 +216,31 @@ TEST_CASE("library_dir gives LMDB its directory through a descriptor: checked an
     CHECK(st2.err() == ELOOP);
     CHECK(mentions(st2, p.store + "/meta2 is a symbolic link"));
     CHECK(contents(p.victim) == "precious");
+}
+
+TEST_CASE("a store at or below a mount point is found by device and inode however it is spelled",
+          "[store-dir]") {
+    TempDir tmp;
+    const std::string mnt = tmp / "mnt";
+    REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
+    REQUIRE(::mkdir((mnt + "/a").c_str(), 0755) == 0);
+    REQUIRE(::symlink(mnt.c_str(), (tmp / "link").c_str()) == 0);
+    for (const std::string& inside : {mnt, mnt + "/", mnt + "/inner", mnt + "/a", mnt + "/a/b/c",
+                                      mnt + "/./a/../x", tmp / "link", tmp / "link/inner"}) {
+        INFO(inside);
+        Status st = check_outside_mount(inside, "store", mnt);
+        CHECK(st.err() == EINVAL);
+        CHECK(mentions(st, "mount point " + mnt));
+        CHECK(mentions(st, "wait on itself"));
+    }
+    CHECK(mentions(check_outside_mount(mnt, "cache_dir", tmp / "link"),
+                   "cache_dir " + mnt + " is the mount point"));
+    CHECK(mentions(check_outside_mount(mnt + "/x", "store", mnt),
+                   "store " + mnt + "/x lies inside the mount point"));
+    for (const std::string& outside : {tmp.path(), mnt + "-store", tmp / "elsewhere/deeper"}) {
+        INFO(outside);
+        CHECK(check_outside_mount(outside, "store", mnt).is_ok());
+    }
 }
 
 }  // namespace hiodsfs
