@@ -1,5 +1,7 @@
 #include "common/mountinfo.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +44,20 @@ std::vector<MountInfo> read_mountinfo() {
 bool fuse_source_mounted(const std::string& source) {
     for (const MountInfo& m : read_mountinfo())
         if (m.fstype.rfind("fuse", 0) == 0 && m.source == source) return true;
+    return false;
+}
+
+bool hiodsfs_store_mounted(const std::string& dir) {
+    struct stat store {};
+    if (::stat(dir.c_str(), &store) != 0) return false;
+    for (const MountInfo& m : read_mountinfo()) {
+        // A local store's source is its directory; rados:POOL/STORE is not a path.
+        if (m.fstype != "fuse.hiodsfs" || m.source.empty() || m.source[0] != '/') continue;
+        struct stat st {};
+        if (::stat(m.source.c_str(), &st) == 0 && st.st_dev == store.st_dev &&
+            st.st_ino == store.st_ino)
+            return true;
+    }
     return false;
 }
 

@@ -22,4 +22,9 @@ std::vector<MountInfo> read_mountinfo();
 // directory, or rados:POOL/STORE.
 bool fuse_source_mounted(const std::string& source);
 
+// Whether a hiodsfs mount (fuse.hiodsfs) has the directory dir as its
+// store, however either spells it: the directories are compared by device
+// and inode.
+bool hiodsfs_store_mounted(const std::string& dir);
+
 }  // namespace hiodsfs

@@ -216,14 +216,15 @@ constexpr auto kReleaseWait = std::chrono::seconds(30);
 
 // Opens the engine. A daemon that was just unmounted still holds the
 // store's lock while it writes everything out, so a quick remount waits
-// for it; a store that is mounted (as `source`) fails at once.
+// for it; a store that is mounted fails at once: a RADOS store's `source`
+// by its name, a directory by its device and inode, however it is spelled.
 Status open_store(EngineOpener open_engine, const EngineOptions& eo, const std::string& source,
                   std::unique_ptr<Engine>* engine) {
     auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
     for (;;) {
         Status st = open_engine(eo, engine);
         if (st.err() != EBUSY || fuse_source_mounted(source) ||
-            std::chrono::steady_clock::now() > deadline)
+            hiodsfs_store_mounted(eo.store_dir) || std::chrono::steady_clock::now() > deadline)
             return st;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

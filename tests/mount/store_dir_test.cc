@@ -4,7 +4,8 @@
 // in a store is followed by the daemon, hiodsfs-fsck or hiodsfs-stat; a
 // store inside its own mount point is refused before anything is mounted,
 // however it is spelled; the daemon reaches its store through the
-// descriptor it opened before the mount.
+// descriptor it opened before the mount; a second daemon on a mounted store
+// is refused at once, however the store is spelled.
 //
 // A daemon whose store lies inside its own mount waits on itself, and so
 // does everything that walks that path: every mount point here is under an
@@ -357,4 +358,24 @@ TEST_CASE("the daemon reaches its store through its descriptor: a renamed parent
     CHECK(read_file(mnt + "/one") == "before the rename");
     CHECK(read_file(mnt + "/two") == data);
     again.stop();
+}
+
+TEST_CASE("a second daemon on a mounted store is refused at once however it is spelled",
+          "[mount][store-dir]") {
+    if (!is_root()) SKIP_TEST("bind mounts need root");
+    MountFixture fx;
+    write_file(fx.path("f"), "data");
+    TempDir t;
+    const std::string mnt2 = t.path() + "/mnt2";
+    make_dir(mnt2);
+    REQUIRE(::symlink(fx.store().c_str(), (t.path() + "/link").c_str()) == 0);
+    BindMount bind(fx.store(), t.path() + "/bind");
+    for (const std::string& spelled :
+         {fx.store(), t.path() + "/link", t.path() + "/bind", fx.store() + "/."}) {
+        INFO("a second daemon on " << spelled);
+        AbortGuard guard{mnt2};
+        // Well under the 30 s a daemon waits for one that was just unmounted.
+        check_refused(run({daemon_binary(), spelled, mnt2, "-f"}, {}, 20s), "in use", mnt2);
+    }
+    CHECK(read_file(fx.path("f")) == "data");
 }
