@@ -137,8 +137,9 @@ long lock_pid(const std::string& store) {
 }
 
 thread_local std::uint64_t g_du_bytes = 0;
-int du_one(const char*, const struct stat* st, int, struct FTW*) {
-    g_du_bytes += static_cast<std::uint64_t>(st->st_blocks) * 512;
+int du_one(const char*, const struct stat* st, int flag, struct FTW*) {
+    // FTW_NS: gone between the listing and its stat (status.json.tmp).
+    if (flag != FTW_NS) g_du_bytes += static_cast<std::uint64_t>(st->st_blocks) * 512;
     return 0;
 }
 

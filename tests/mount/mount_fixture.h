@@ -203,8 +203,9 @@ std::vector<Root> ext4_and_mount(const MountFixture& fx, const std::string& name
 void tick();
 // Seconds since t0, for tests that report how long a step took.
 double seconds_since(std::chrono::steady_clock::time_point t0);
-// Disk usage of a directory tree in bytes, as `du -sB1` counts it
-// (Catch2-asserting).
+// Disk usage of a directory tree in bytes, as `du -sB1` counts it, of the
+// files that are there: one that goes meanwhile (a store's status.json.tmp)
+// is not an error (Catch2-asserting).
 std::uint64_t du_bytes(const std::string& path);
 
 // Whether something is mounted at mnt (an absolute path without symbolic

@@ -3,11 +3,11 @@
 // back to where it started; the same after the background pass replaced
 // deferred duplicates. Sizes: HIODSFS_RECLAIM_MIB (default 256; the issue's
 // 1 GiB takes minutes on a small machine, the behaviour is the same).
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "mount_fixture.h"
@@ -133,4 +133,32 @@ TEST_CASE("du of the store drops to the deduplicated size once deferred duplicat
         CHECK(got == expect);
     }
     ::close(fd);
+}
+
+TEST_CASE("du of a directory whose files come and go as a mounted store's do",
+          "[mount][reclaim][du]") {
+    TempDir t;
+    const std::string tmp = t.path() + "/status.json.tmp", published = t.path() + "/status.json";
+    // What the daemon does every control interval (write status.json.tmp,
+    // rename it over status.json), flat out.
+    struct Churn {
+        std::atomic<bool> stop{false};
+        std::thread thread;
+        ~Churn() {
+            stop = true;
+            if (thread.joinable()) thread.join();
+        }
+    } churn;
+    churn.thread = std::thread([&] {
+        while (!churn.stop) {
+            const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd >= 0) {
+                (void)!::write(fd, "{}\n", 3);
+                ::close(fd);
+            }
+            ::rename(tmp.c_str(), published.c_str());
+        }
+    });
+    write_file(t.path() + "/steady", std::string(64 * kKiB, 'x'));
+    for (int i = 0; i < 300; ++i) CHECK(du_bytes(t.path()) >= 64 * kKiB);
 }
