@@ -145,10 +145,12 @@ struct Use {
 
 class Checker {
 public:
-    Checker(Txn& t, SegmentStore& segs, const FsckOptions& o, bool repair, bool scrub,
+    // env: the store's (StoreDir::env), for the segment a repair may make.
+    Checker(Txn& t, SegmentStore& segs, Env* env, const FsckOptions& o, bool repair, bool scrub,
             FsckReport* report)
         : t_(t),
           segs_(segs),
+          env_(env),
           o_(o),
           repair_(repair),
           scrub_(scrub),
@@ -1070,7 +1072,7 @@ private:
                 SegmentId in_records = newest_gone_;
                 for (const auto& [id, ci] : chunks_)
                     in_records = std::max(in_records, ci.r.segment);
-                return restart_after_loss(Env::posix(), o_.store + "/segments", sizes, in_records,
+                return restart_after_loss(env_, o_.store + "/segments", sizes, in_records,
                                           t_);
             });
     }
@@ -1367,6 +1369,7 @@ private:
 
     Txn& t_;
     SegmentStore& segs_;
+    Env* const env_;
     const FsckOptions& o_;
     const bool repair_, scrub_;
     const bool mark_;  // bad chunks are flagged damaged, repairing or not
@@ -1534,7 +1537,7 @@ Status open_segments(const FsckOptions& options, OpenStore& store) {
     so.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),
                                    committed.frontier_offset};
     store.segs.reset();
-    return SegmentStore::open(Env::posix(), options.store + "/segments", so, &store.segs);
+    return SegmentStore::open(store.dir->env(), options.store + "/segments", so, &store.segs);
 }
 
 Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* finding, std::vector<std::string>* notes) {
@@ -1640,7 +1643,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(s.meta->begin(&t));
-        Checker c(*t, *s.segs, options, options.repair, options.scrub, report);
+        Checker c(*t, *s.segs, s.dir->env(), options, options.repair, options.scrub, report);
         HIODSFS_TRY(c.run());
         if (options.tier != nullptr) HIODSFS_TRY(note_superseded_objects(options.tier, report));
         if (!options.repair && format.add_copy)
@@ -1673,7 +1676,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     HIODSFS_TRY(s.meta->begin(&t));
     FsckOptions plain = options;
     plain.progress = nullptr;
-    Checker c(*t, *s.segs, plain, false, false, &again);
+    Checker c(*t, *s.segs, s.dir->env(), plain, false, false, &again);
     HIODSFS_TRY(c.run());
     if (report->unrepaired() == 0) {
         for (auto& p : again.problems) report->problems.push_back(FsckProblem{"after repair: " + p.what, false});
