@@ -570,14 +570,16 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     }
     int rc = mdb_env_create(&m->env_);
     if (rc != 0) return lmdb_error(rc, "metadata environment");
-    mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
-    mdb_env_set_mapsize(m->env_, map_bytes);
+    rc = mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
+    if (rc == 0) rc = mdb_env_set_mapsize(m->env_, map_bytes);
+    if (rc != 0) return lmdb_error(rc, "metadata environment settings");
     unsigned flags = MDB_NOLOCK | MDB_NOTLS | (read_only ? MDB_RDONLY : 0u);
     rc = mdb_env_open(m->env_, dir.c_str(), flags, 0600);
     if (rc != 0) return lmdb_error(rc, "open metadata in " + dir);
     if (options.group_dirty_bytes != 0) {
         MDB_stat st{};
-        mdb_env_stat(m->env_, &st);
+        rc = mdb_env_stat(m->env_, &st);
+        if (rc != 0) return lmdb_error(rc, "metadata page size");
         m->page_bytes_ = std::max(1u, st.ms_psize);
         m->group_dirty_limit_ = std::max<std::uint64_t>(1, options.group_dirty_bytes / m->page_bytes_);
     }
@@ -648,9 +650,9 @@ Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, co
         MDB_env* e;
         ~Closer() { mdb_env_close(e); }
     } closer{out};
-    mdb_env_set_maxdbs(out, static_cast<MDB_dbi>(Db::kCount));
-    mdb_env_set_mapsize(out, map_bytes);
-    rc = mdb_env_open(out, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC, 0600);
+    rc = mdb_env_set_maxdbs(out, static_cast<MDB_dbi>(Db::kCount));
+    if (rc == 0) rc = mdb_env_set_mapsize(out, map_bytes);
+    if (rc == 0) rc = mdb_env_open(out, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC, 0600);
     if (rc != 0) return lmdb_error(rc, "metadata copy " + path);
     MDB_txn* rd = nullptr;
     rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &rd);
@@ -705,7 +707,8 @@ Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_
     *before = *after = static_cast<std::uint64_t>(st.st_size);
     ::unlink(copy.c_str());
     MDB_envinfo info{};
-    mdb_env_info(env_, &info);
+    if (const int rc = mdb_env_info(env_, &info); rc != 0)
+        return lmdb_error(rc, "metadata map size");
     Status result = copy_packed(env_, dbi_, info.me_mapsize, copy);
     if (result && ::stat(copy.c_str(), &st) != 0) result = Status::from_errno(errno, "stat " + copy);
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
@@ -761,8 +764,13 @@ Status MetaStore::ensure_group() {
     capture_group_ = capture_next_group_;
     if (group_dirty_limit_ != 0 && !read_only_) {
         MDB_stat fp{}, ch{};
-        mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
-        mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
+        rc = mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
+        if (rc == 0) rc = mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
+        if (rc != 0) {
+            mdb_txn_abort(group_);  // nothing changed in it yet
+            group_ = nullptr;
+            return lmdb_error(rc, "metadata statistics");
+        }
         // Entry sizes with LMDB's node header: a fingerprint entry of about
         // 12 bytes in buckets of 16-32; a block of 16 chunk records of
         // about 40 bytes.
@@ -1113,7 +1121,12 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     const std::string state = encode_super(super_);
     MDB_val k = to_val(kSuperKey), v = to_val(state);
     int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
-    if (rc != 0) return lmdb_error(rc, "metadata super record");
+    if (rc != 0) {
+        // LMDB's transaction is in error now (a full map, a damaged page):
+        // the group cannot commit, as if its commit had failed.
+        lose_group_locked(lmdb_error(rc, "metadata super record").message());
+        return failed_;
+    }
     int fault = commit_fault_ ? commit_fault_() : 0;
     Status journaled;
     if (fault == 0 && journal_ != nullptr) {
@@ -1298,7 +1311,8 @@ Status MetaStore::snapshot(const std::string& path, std::uint64_t* seq) {
     if (env_ == nullptr) return Status::error(EINVAL, "metadata snapshot of a closed store");
     ::unlink(path.c_str());
     MDB_envinfo info{};
-    mdb_env_info(env_, &info);
+    if (const int rc = mdb_env_info(env_, &info); rc != 0)
+        return lmdb_error(rc, "metadata map size");
     // The lock keeps every commit out while the copy reads the committed
     // state, so that state is committed_seq_'s. (An open group's pages are
     // never the committed ones: LMDB writes a transaction's pages elsewhere.)

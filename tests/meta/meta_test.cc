@@ -215,6 +215,47 @@ TEST_CASE("a change that leaves the group unusable (the map full) stops the stor
     CHECK_FALSE(has(*m, Db::kInodes, key_u64(2)));
 }
 
+// The super record is the last thing a group commit puts into the group:
+// with the map full just so, that put is what fails. The group is lost then
+// as after a failed mdb_txn_commit, and the store stops; it is never left
+// open with LMDB's transaction in error.
+TEST_CASE("a group whose super record does not fit stops the store, as a failed commit does",
+          "[meta]") {
+    bool super_failed = false;
+    for (int ops = 1; ops <= 400 && !super_failed; ++ops) {
+        INFO("operations in the group: " << ops);
+        TempDir dir;
+        std::unique_ptr<MetaStore> m;
+        REQUIRE(MetaStore::open(dir.meta(), 128 * 1024, false, &m).is_ok());
+        Status st;
+        for (int i = 0; i < ops && st.is_ok(); ++i) {
+            std::unique_ptr<Txn> t;
+            REQUIRE(m->begin(&t).is_ok());
+            st =
+                t->put(Db::kInodes, key_u64(static_cast<std::uint64_t>(i)), std::string(1900, 'x'));
+            if (st) st = t->commit();
+        }
+        if (!st) break;  // the map filled inside an operation: the test above
+        st = m->commit_group(nullptr);
+        if (st) continue;
+        INFO(st.to_string());
+        super_failed = st.message().find("super record") != std::string::npos;
+        // Whatever step failed, the store has stopped: nothing goes on in
+        // LMDB's errored transaction.
+        Status failed = m->failure();
+        INFO(failed.to_string());
+        CHECK(failed.err() == EIO);
+        CHECK(failed.message().find("operations of the last interval are lost") !=
+              std::string::npos);
+        {
+            std::unique_ptr<Txn> t;
+            CHECK(m->begin(&t).err() == EIO);
+        }  // a Txn begun holds the store's lock
+        CHECK(m->commit_group(nullptr).err() == EIO);
+    }
+    CHECK(super_failed);
+}
+
 TEST_CASE("a read-only operation sees the open group, or the committed state, and cannot write", "[meta]") {
     TempDir dir;
     auto m = open_meta(dir.meta());
