@@ -181,12 +181,7 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (!fresh && !meta_->had_super())
         return Status::error(EUCLEAN, "store " + dir + " cannot be opened: its metadata has no "
                                           "state record (made anew or damaged)" + fsck_hint);
-    if (!fresh) {
-        opened = meta_->verify();
-        if (!opened) return Status::error(EUCLEAN, "store " + dir + " cannot be opened: " + opened.message() + fsck_hint);
-        meta_->trim_resident();  // the walk's pages
-        HIODSFS_TRY(check_format_copy(dir, format));
-    }
+    if (!fresh) HIODSFS_TRY(check_format_copy(dir, format));
     if (tier != nullptr) {
         // The tier's journal may hold commits this directory never made
         // durable (a crash between the two): they are replayed. A directory

@@ -1580,12 +1580,11 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
     mo.map_bytes = map_bytes_for(meta_dir + "/data.mdb");
     mo.read_only = !write;
     mo.create = false;
+    mo.check_bytes = ~std::uint64_t{0};  // every page of the file, before LMDB maps it
     if (opened) opened = out->dir->named(MetaStore::open(meta_dir, mo, &out->meta));
     if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
     if (!out->meta->had_super())
         return Status::error(EUCLEAN, lost + "it has no state record: made anew or damaged" + advice);
-    opened = out->meta->verify();
-    if (!opened) return Status::error(EUCLEAN, lost + opened.message() + advice);
     HIODSFS_TRY(check_format_record(options, format, exists, *out->meta, finding));
     HIODSFS_TRY(check_tier(dir, finding->write.tier, tier));
     if (tier != nullptr) HIODSFS_TRY(join_tier(options, out, notes));

@@ -4,6 +4,7 @@
 #include "meta/fingerprint_index.h"
 
 #include "meta/journal.h"
+#include "meta/lmdb_file_check.h"
 #include "meta/records.h"
 
 #include <fcntl.h>
@@ -556,18 +557,25 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     m->on_group_full_ = options.on_group_full;
     m->resident_limit_ = options.resident_bytes;
     m->dir_ = dir;
-    // A compaction that a crash interrupted: the file it would have replaced is intact.
-    if (!read_only) ::unlink((dir + "/" + kCompactCopyName).c_str());
+    const std::string data = dir + "/data.mdb";
+    struct stat st {};
+    const bool exists = ::stat(data.c_str(), &st) == 0;
     if (!options.create || read_only) {
         // LMDB would make an empty data file in an empty directory.
-        struct stat st {};
-        const std::string data = dir + "/data.mdb";
-        if (::stat(data.c_str(), &st) != 0)
-            return Status::from_errno(errno, "metadata " + data);
+        if (!exists) return Status::from_errno(errno, "metadata " + data);
         if (st.st_size == 0) return Status::error(EUCLEAN, "metadata " + data + " is empty");
     } else if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         return Status::from_errno(errno, "create metadata directory " + dir);
     }
+    if (exists && st.st_size > 0) {
+        // Before LMDB maps it: LMDB trusts the file, and a damaged one
+        // crashes it or has it write over live pages (meta/lmdb_file_check.h).
+        LmdbCheckOptions check;
+        check.walk_bytes = options.check_bytes;
+        HIODSFS_TRY(check_lmdb_file(data, check));
+    }
+    // A compaction that a crash interrupted: the file it would have replaced is intact.
+    if (!read_only) ::unlink((dir + "/" + kCompactCopyName).c_str());
     int rc = mdb_env_create(&m->env_);
     if (rc != 0) return lmdb_error(rc, "metadata environment");
     rc = mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
@@ -877,57 +885,6 @@ void MetaStore::stop(const std::string& why) {
 SuperState MetaStore::super_snapshot() {
     std::lock_guard<std::mutex> lock(mu_);
     return super_;
-}
-
-Status MetaStore::verify(std::uint64_t walk_bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A read-only store reads through the snapshot that opened its databases.
-    MDB_txn* txn = read_only_ ? group_ : nullptr;
-    int rc = txn != nullptr ? 0 : mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
-    if (rc != 0) return lmdb_error(rc, "metadata transaction");
-    struct Size {
-        int db;
-        std::uint64_t bytes;
-        MDB_stat stat;
-    };
-    std::vector<Size> sizes;
-    for (int i = 0; i < static_cast<int>(Db::kCount) && rc == 0; ++i) {
-        MDB_stat st{};
-        rc = mdb_stat(txn, dbi_[i], &st);
-        if (rc == 0)
-            sizes.push_back(Size{i, std::uint64_t{st.ms_psize} * (st.ms_branch_pages + st.ms_leaf_pages), st});
-    }
-    // Smallest first: every database the budget covers is read whole; the
-    // rest have their first and last paths read (fsck reads everything).
-    std::sort(sizes.begin(), sizes.end(), [](const Size& x, const Size& y) { return x.bytes < y.bytes; });
-    Status result = rc == 0 ? Status::ok() : lmdb_error(rc, "metadata statistics");
-    std::uint64_t walked = 0;
-    for (const Size& sz : sizes) {
-        if (!result) break;
-        MDB_cursor* c = nullptr;
-        rc = mdb_cursor_open(txn, dbi_[sz.db], &c);
-        MDB_val k{}, v{};
-        if (rc == 0 && walked + sz.bytes <= walk_bytes) {
-            walked += sz.bytes;
-            std::uint64_t n = 0;
-            for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-                // The walk reads every page once: do not keep them all mapped.
-                if (++n % 65536 == 0) trim_resident_locked();
-            }
-            if (rc == MDB_NOTFOUND) rc = n == sz.stat.ms_entries ? 0 : MDB_CORRUPTED;
-        } else if (rc == 0) {
-            rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-            if (rc == 0) rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
-            if (rc == MDB_NOTFOUND) rc = 0;
-        }
-        if (c != nullptr) mdb_cursor_close(c);
-        if (rc != 0) {
-            result = Status::error(EUCLEAN, std::string("metadata database ") + kDbNames[sz.db] +
-                                                " is damaged: " + mdb_strerror(rc));
-        }
-    }
-    if (txn != group_) mdb_txn_abort(txn);
-    return result;
 }
 
 void MetaStore::apply_held_locked(bool for_commit) {

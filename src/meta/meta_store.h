@@ -116,6 +116,13 @@ struct MetaStoreOptions {
     // already has its FORMAT record: its metadata must be there, and
     // making it anew would disown every segment.
     bool create = true;
+    // How much of data.mdb's trees the open reads to check them before LMDB
+    // maps the file (meta/lmdb_file_check.h: the trees whose pages together
+    // fit in this many bytes, smallest first, are read whole, the others on
+    // the paths to their first and last records); a file that fails is
+    // refused with EUCLEAN and nothing touched. hiodsfs-fsck reads it all.
+    static constexpr std::uint64_t kCheckBytes = 1ull << 30;
+    std::uint64_t check_bytes = kCheckBytes;
     // Tests: called before each group commit; a non-zero errno makes that
     // commit fail as a failed mdb_txn_commit would (the group is gone).
     std::function<int()> commit_fault;
@@ -434,12 +441,6 @@ public:
     // Whether the super record was there when the store was opened (a store
     // whose FORMAT exists but whose super record does not lost its metadata).
     bool had_super() const { return had_super_; }
-    // Reads the databases, so a damaged page is found now (EUCLEAN naming
-    // the database) rather than by a later request: every record of those
-    // that fit in walk_bytes of pages together (smallest first), the first
-    // and last records of the others.
-    static constexpr std::uint64_t kVerifyWalkBytes = 1ull << 30;
-    Status verify(std::uint64_t walk_bytes = kVerifyWalkBytes);
 
 private:
     friend class Txn;
