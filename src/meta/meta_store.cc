@@ -5,6 +5,7 @@
 
 #include "meta/journal.h"
 #include "meta/lmdb_file_check.h"
+#include "meta/lmdb_guard.h"
 #include "meta/records.h"
 
 #include <fcntl.h>
@@ -41,7 +42,7 @@ Status lmdb_error(int rc, const std::string& what) {
     if (rc == MDB_MAP_FULL) return Status::error(ENOSPC, what + ": metadata map is full");
     if (rc > 0) return Status::from_errno(rc, what);  // LMDB passes errno values through
     // Pages that do not parse: damage, not a failing device.
-    if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND) return Status::error(EUCLEAN, what + ": " + mdb_strerror(rc));
+    if (lmdb_damage(rc)) return Status::error(EUCLEAN, what + ": " + lmdb_damage_text(rc));
     return Status::error(EIO, what + ": " + mdb_strerror(rc));
 }
 
@@ -121,18 +122,23 @@ bool decode_super(std::string_view v, SuperState* out, bool* has_file_count) {
 }
 
 // Regular files among the inodes (mode is an InodeRecord's first field).
-Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
+// *rc: LMDB's code, on failure.
+Status count_files(MDB_txn* txn, MDB_dbi inodes, const LmdbMap& map, bool read, std::uint64_t* out, int* rc_out) {
     MDB_cursor* c = nullptr;
-    int rc = mdb_cursor_open(txn, inodes, &c);
+    int& rc = *rc_out;
+    rc = guarded_cursor_open(txn, inodes, &c);
     if (rc != 0) return lmdb_error(rc, "metadata cursor");
     MDB_val k{}, v{};
     *out = 0;
-    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    for (rc = guarded_cursor_get(c, &k, &v, MDB_FIRST, map, read); rc == 0;
+         rc = guarded_cursor_get(c, &k, &v, MDB_NEXT, map, read)) {
         InodeRecord r;
         if (decode(from_val(v), &r) && S_ISREG(r.mode)) ++*out;
     }
-    mdb_cursor_close(c);
+    if (rc != kLmdbFault || read) mdb_cursor_close(c);  // else the write transaction keeps it (lmdb_guard.h)
+    else lmdb_park(c);
     if (rc != MDB_NOTFOUND) return lmdb_error(rc, "metadata inodes");
+    rc = 0;
     return Status::ok();
 }
 
@@ -141,17 +147,28 @@ Status count_files(MDB_txn* txn, MDB_dbi inodes, std::uint64_t* out) {
 // ---- Cursor ----
 
 Cursor::~Cursor() {
-    if (c_ != nullptr) mdb_cursor_close(c_);
+    if (c_ == nullptr) return;
+    // A cursor of a write transaction that faulted stays with it (lmdb_guard.h).
+    if (owner_ != nullptr && owner_->in_group_ && owner_->store_->group_faulted_) lmdb_park(c_);
+    else mdb_cursor_close(c_);
+}
+
+int Cursor::get(MDB_val* key, MDB_val* value, MDB_cursor_op op) {
+    return guarded_cursor_get(c_, key, value, op, owner_->store_->map_, !owner_->in_group_);
+}
+
+void Cursor::failed(int rc) {
+    st_ = owner_->damage(rc) ? owner_->damaged(rc, "metadata cursor") : lmdb_error(rc, "metadata cursor");
 }
 
 bool Cursor::move(MDB_cursor_op op, std::string_view* key) {
     if (c_ == nullptr) return false;
     MDB_val k{};
     if (key != nullptr) k = to_val(*key);
-    int rc = mdb_cursor_get(c_, key != nullptr ? &k : &k_, &v_, op);
+    int rc = get(key != nullptr ? &k : &k_, &v_, op);
     if (rc == MDB_NOTFOUND) return false;
     if (rc != 0) {
-        st_ = lmdb_error(rc, "metadata cursor");
+        failed(rc);
         return false;
     }
     if (key != nullptr) k_ = k;
@@ -176,11 +193,11 @@ bool Cursor::merged_forward(std::optional<std::string> key, bool strict) {
         MDB_val lk{}, lv{};
         int rc = 0;
         if (!key) {
-            rc = mdb_cursor_get(c_, &lk, &lv, MDB_FIRST);
+            rc = get(&lk, &lv, MDB_FIRST);
         } else {
             lk = to_val(*key);
-            rc = mdb_cursor_get(c_, &lk, &lv, MDB_SET_RANGE);
-            if (rc == 0 && strict && from_val(lk) == *key) rc = mdb_cursor_get(c_, &lk, &lv, MDB_NEXT);
+            rc = get(&lk, &lv, MDB_SET_RANGE);
+            if (rc == 0 && strict && from_val(lk) == *key) rc = get(&lk, &lv, MDB_NEXT);
         }
         auto o = !key ? over_->begin() : strict ? over_->upper_bound(*key) : over_->lower_bound(*key);
         const Pick p = pick(rc, lk, lv, o != over_->end() ? &*o : nullptr, true);
@@ -196,12 +213,12 @@ bool Cursor::merged_backward(std::optional<std::string> key, bool strict) {
         MDB_val lk{}, lv{};
         int rc = 0;
         if (!key) {
-            rc = mdb_cursor_get(c_, &lk, &lv, MDB_LAST);
+            rc = get(&lk, &lv, MDB_LAST);
         } else {
             lk = to_val(*key);
-            rc = mdb_cursor_get(c_, &lk, &lv, MDB_SET_RANGE);  // the first at or after key
-            if (rc == 0 && (strict || from_val(lk) != *key)) rc = mdb_cursor_get(c_, &lk, &lv, MDB_PREV);
-            else if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(c_, &lk, &lv, MDB_LAST);  // all are before it
+            rc = get(&lk, &lv, MDB_SET_RANGE);  // the first at or after key
+            if (rc == 0 && (strict || from_val(lk) != *key)) rc = get(&lk, &lv, MDB_PREV);
+            else if (rc == MDB_NOTFOUND) rc = get(&lk, &lv, MDB_LAST);  // all are before it
         }
         auto o = !key ? over_->end() : strict ? over_->lower_bound(*key) : over_->upper_bound(*key);
         const bool in_over = o != over_->begin();
@@ -218,7 +235,7 @@ bool Cursor::merged_backward(std::optional<std::string> key, bool strict) {
 Cursor::Pick Cursor::pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o,
                           bool forward) {
     if (rc != 0 && rc != MDB_NOTFOUND) {
-        st_ = lmdb_error(rc, "metadata cursor");
+        failed(rc);
         return Pick::kNone;
     }
     const bool in_lmdb = rc == 0;
@@ -249,7 +266,8 @@ Txn::Txn(MetaStore* store, MDB_txn* txn) : store_(store), txn_(txn), reading_(tr
 
 Txn::~Txn() {
     if (snapshot_) {
-        store_->give_back_reader(txn_);
+        if (faulted_) mdb_txn_abort(txn_);  // a read transaction, freed whatever LMDB left half done
+        else store_->give_back_reader(txn_);
         pthread_rwlock_unlock(&store_->snapshot_lock_);
         return;
     }
@@ -274,8 +292,9 @@ void Txn::rollback() {
         for (auto u = undo_.rbegin(); u != undo_.rend(); ++u) {
             MDB_val k = to_val(u->key), v = to_val(u->old);
             const MDB_dbi dbi = store_->dbi_[static_cast<int>(u->db)];
-            const int rc = u->existed ? mdb_put(txn_, dbi, &k, &v, 0) : mdb_del(txn_, dbi, &k, nullptr);
+            const int rc = u->existed ? guarded_put(txn_, dbi, &k, &v, 0) : guarded_del(txn_, dbi, &k);
             if (rc != 0 && rc != MDB_NOTFOUND) {
+                if (lmdb_damage(rc)) damaged(rc, "metadata undo");
                 broken_ = true;
                 break;
             }
@@ -289,12 +308,23 @@ void Txn::rollback() {
 }
 
 Status Txn::change_failed(int rc, const std::string& what) {
-    // LMDB marks a transaction unusable after most errors (a damaged page,
-    // no memory); it then refuses even to open a cursor.
+    if (damage(rc)) return damaged(rc, what);
+    // LMDB marks a transaction unusable after most errors (no memory, a
+    // full map); it then refuses even to open a cursor.
     MDB_cursor* probe = nullptr;
-    if (mdb_cursor_open(txn_, store_->dbi_[0], &probe) == 0) mdb_cursor_close(probe);
+    if (guarded_cursor_open(txn_, store_->dbi_[0], &probe) == 0) mdb_cursor_close(probe);
     else broken_ = true;
     return lmdb_error(rc, what);
+}
+
+Status Txn::damaged(int rc, const std::string& what) {
+    if (in_group_) {
+        broken_ = true;  // LMDB's transaction is in error, or half way through a call
+        if (rc == kLmdbFault) store_->group_faulted_ = true;
+    } else {
+        faulted_ = true;
+    }
+    return store_->damaged(rc, what);
 }
 
 Status Txn::save_undo(Db db, MDB_val* key, bool* added, Undo** entry) {
@@ -309,7 +339,7 @@ Status Txn::save_undo(Db db, MDB_val* key, bool* added, Undo** entry) {
         return Status::ok();
     }
     MDB_val old{};
-    const int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old);
+    const int rc = guarded_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old, store_->map_, !in_group_);
     if (rc != 0 && rc != MDB_NOTFOUND) {
         undo_keys_.erase(at);
         return change_failed(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
@@ -340,13 +370,14 @@ Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* foun
         }
     }
     MDB_val k = to_val(key), v{};
-    int rc = mdb_get(txn_, store_->dbi_[static_cast<int>(db)], &k, &v);
+    int rc = guarded_get(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, store_->map_, !in_group_);
     if (rc == MDB_NOTFOUND) {
         *found = false;
         return Status::ok();
     }
     if (rc != 0) {
         const std::string what = std::string("metadata read (") + kDbNames[int(db)] + ")";
+        if (damage(rc)) return damaged(rc, what);
         return direct_ ? change_failed(rc, what) : lmdb_error(rc, what);
     }
     *found = true;
@@ -362,7 +393,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     bool added = false;
     Undo* undo = nullptr;
     HIODSFS_TRY(save_undo(db, &k, &added, &undo));
-    int rc = mdb_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
+    int rc = guarded_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) {
         if (added) drop_last_undo();  // nothing changed
         return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
@@ -386,7 +417,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     bool added = false;
     Undo* undo = nullptr;
     HIODSFS_TRY(save_undo(db, &k, &added, &undo));
-    int rc = mdb_del(txn_, store_->dbi_[static_cast<int>(db)], &k, nullptr);
+    int rc = guarded_del(txn_, store_->dbi_[static_cast<int>(db)], &k);
     if (existed != nullptr) *existed = rc == 0;
     if (rc != 0) {
         if (added) drop_last_undo();  // nothing changed
@@ -403,7 +434,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
 
 Cursor Txn::cursor(Db db) {
     MDB_cursor* c = nullptr;
-    int rc = txn_ == nullptr ? EINVAL : mdb_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
+    int rc = txn_ == nullptr ? EINVAL : guarded_cursor_open(txn_, store_->dbi_[static_cast<int>(db)], &c);
     if (snapshot_ && !overlay_kept(db)) {
         if (c != nullptr) mdb_cursor_close(c);
         Cursor refused(nullptr);
@@ -411,6 +442,7 @@ Cursor Txn::cursor(Db db) {
         return refused;
     }
     Cursor cur(rc == 0 ? c : nullptr);
+    cur.owner_ = this;
     const int i = static_cast<int>(db);
     if (snapshot_ && overlay_ordered(db) && !store_->overlay_[i].empty()) {
         cur.over_ = &store_->overlay_[i];
@@ -418,7 +450,7 @@ Cursor Txn::cursor(Db db) {
         cur.owned_ = std::make_unique<Overlay>(store_->hashed_[i].begin(), store_->hashed_[i].end());
         cur.over_ = cur.owned_.get();
     }
-    if (rc != 0) cur.st_ = lmdb_error(rc, "metadata cursor open");
+    if (rc != 0) cur.st_ = damage(rc) ? damaged(rc, "metadata cursor open") : lmdb_error(rc, "metadata cursor open");
     if (rc == MDB_BAD_TXN && direct_) broken_ = true;
     return cur;
 }
@@ -505,33 +537,6 @@ std::uint64_t mapped_file_bytes(int statm_fd) {
     return end == p ? 0 : shared * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// Where LMDB mapped data.mdb: the mapping of /proc/self/maps with its
-// device and inode (mdb_env_info's address is only set for MDB_FIXEDMAP).
-bool find_data_map(int fd, void** addr, std::size_t* len) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return false;
-    std::FILE* f = std::fopen("/proc/self/maps", "re");
-    if (f == nullptr) return false;
-    char line[4096];
-    bool found = false;
-    while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
-        unsigned long start = 0, end = 0, offset = 0, inode = 0;
-        unsigned major = 0, minor = 0;
-        char perms[8] = {};
-        if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &start, &end, perms, &offset, &major, &minor,
-                        &inode) != 7)
-            continue;
-        if (inode == st.st_ino && major == ::major(st.st_dev) && minor == ::minor(st.st_dev) &&
-            offset == 0) {
-            *addr = reinterpret_cast<void*>(start);
-            *len = end - start;
-            found = true;
-        }
-    }
-    std::fclose(f);
-    return found;
-}
-
 }  // namespace
 
 // ---- MetaStore ----
@@ -578,6 +583,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     if (!read_only) ::unlink((dir + "/" + kCompactCopyName).c_str());
     int rc = mdb_env_create(&m->env_);
     if (rc != 0) return lmdb_error(rc, "metadata environment");
+    HIODSFS_TRY(lmdb_guard_install(m->env_));
     rc = mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
     if (rc == 0) rc = mdb_env_set_mapsize(m->env_, map_bytes);
     if (rc != 0) return lmdb_error(rc, "metadata environment settings");
@@ -591,25 +597,29 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         m->page_bytes_ = std::max(1u, st.ms_psize);
         m->group_dirty_limit_ = std::max<std::uint64_t>(1, options.group_dirty_bytes / m->page_bytes_);
     }
-    if (m->resident_limit_ != 0) {
-        int fd = -1;
-        if (mdb_env_get_fd(m->env_, &fd) != 0 || !find_data_map(fd, &m->map_addr_, &m->map_len_))
-            m->map_addr_ = nullptr;  // not found: no trimming
-        m->statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    }
+    // Always: a read transaction's keys and values are checked against it.
+    m->map_.locate(m->env_);  // if not found: no trimming, values only touched
+    HIODSFS_TRY(m->map_.refresh(m->env_));
+    if (m->resident_limit_ != 0) m->statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 
     MDB_txn* txn = nullptr;
-    rc = mdb_txn_begin(m->env_, nullptr, read_only ? MDB_RDONLY : 0u, &txn);
-    if (rc != 0) return lmdb_error(rc, "metadata transaction");
+    rc = guarded_txn_begin(m->env_, read_only ? MDB_RDONLY : 0u, &txn);
+    if (rc != 0) {
+        m->group_faulted_ = rc == kLmdbFault && !read_only;
+        return lmdb_error(rc, "metadata transaction");
+    }
+    // A write transaction that faulted stays with the store (lmdb_guard.h).
+    auto fail = [&m, &txn, read_only](int code, const std::string& what) {
+        if (code == kLmdbFault && !read_only) m->group_faulted_ = true;
+        else mdb_txn_abort(txn);
+        return lmdb_error(code, what);
+    };
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
-        rc = mdb_dbi_open(txn, kDbNames[i], read_only ? 0u : MDB_CREATE, &m->dbi_[i]);
-        if (rc != 0) {
-            mdb_txn_abort(txn);
-            return lmdb_error(rc, std::string("metadata database ") + kDbNames[i]);
-        }
+        rc = guarded_dbi_open(txn, kDbNames[i], read_only ? 0u : MDB_CREATE, &m->dbi_[i]);
+        if (rc != 0) return fail(rc, std::string("metadata database ") + kDbNames[i]);
     }
     MDB_val k = to_val(kSuperKey), v{};
-    rc = mdb_get(txn, m->dbi_[0], &k, &v);
+    rc = guarded_get(txn, m->dbi_[0], &k, &v, m->map_, read_only);
     m->had_super_ = rc == 0;
     if (rc == 0) {
         bool has_file_count = true;
@@ -620,25 +630,24 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         if (!has_file_count) {
             // Made before file_count existed: count the regular files once;
             // the next group commit writes the record in the current layout.
-            Status st = count_files(txn, m->dbi_[static_cast<int>(Db::kInodes)],
-                                    &m->super_.counters.file_count);
-            if (!st) {
-                mdb_txn_abort(txn);
-                return st;
-            }
+            Status st = count_files(txn, m->dbi_[static_cast<int>(Db::kInodes)], m->map_, read_only,
+                                    &m->super_.counters.file_count, &rc);
+            if (!st) return fail(rc, "metadata inodes");
         }
     } else if (rc != MDB_NOTFOUND) {
-        mdb_txn_abort(txn);
-        return lmdb_error(rc, "metadata super record");
+        return fail(rc, "metadata super record");
     }
     m->committed_seq_ = m->super_.journal_seq;
     m->logged_seq_ = m->prepared_seq_ = m->super_.journal_seq;
     if (read_only) {
         m->group_ = txn;  // one snapshot for the whole read-only session
     } else {
-        rc = mdb_txn_commit(txn);
+        rc = guarded_txn_commit(txn);
+        if (rc == kLmdbFault) m->group_faulted_ = true;
         if (rc != 0) return lmdb_error(rc, "metadata initialisation");
+        HIODSFS_TRY(m->map_.refresh(m->env_));
     }
+    m->serving_ = true;
     *out = std::move(m);
     return Status::ok();
 }
@@ -649,7 +658,10 @@ namespace {
 // environment in the file `path`, appending: LMDB then fills each page before
 // it starts the next, where the random inserts of a running store leave
 // pages part full. Commits every kBatch records so memory stays bounded.
-Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, const std::string& path) {
+// *damage: the LMDB code of a damaged page met in env (else 0).
+Status copy_packed(MDB_env* env, const MDB_dbi* dbi, const LmdbMap& map, std::uint64_t map_bytes,
+                   const std::string& path, int* damage) {
+    *damage = 0;
     constexpr std::uint64_t kBatch = 65536;
     MDB_env* out = nullptr;
     int rc = mdb_env_create(&out);
@@ -663,7 +675,7 @@ Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, co
     if (rc == 0) rc = mdb_env_open(out, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC, 0600);
     if (rc != 0) return lmdb_error(rc, "metadata copy " + path);
     MDB_txn* rd = nullptr;
-    rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &rd);
+    rc = guarded_txn_begin(env, MDB_RDONLY, &rd);
     if (rc != 0) return lmdb_error(rc, "metadata read for the copy");
     struct Aborter {
         MDB_txn*& t;
@@ -679,10 +691,11 @@ Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, co
         MDB_dbi to = 0;
         rc = mdb_dbi_open(wr, kDbNames[i], MDB_CREATE, &to);
         MDB_cursor* c = nullptr;
-        if (rc == 0) rc = mdb_cursor_open(rd, dbi[i], &c);
+        if (rc == 0) rc = guarded_cursor_open(rd, dbi[i], &c);
+        if (lmdb_damage(rc)) *damage = rc;
         MDB_val k{}, v{};
-        int got = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_FIRST) : MDB_NOTFOUND;
-        for (; rc == 0 && got == 0; got = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        int got = rc == 0 ? guarded_cursor_get(c, &k, &v, MDB_FIRST, map, true) : MDB_NOTFOUND;
+        for (; rc == 0 && got == 0; got = guarded_cursor_get(c, &k, &v, MDB_NEXT, map, true)) {
             rc = mdb_put(wr, to, &k, &v, MDB_APPEND);
             if (rc == 0 && ++in_batch == kBatch) {
                 in_batch = 0;
@@ -693,6 +706,7 @@ Status copy_packed(MDB_env* env, const MDB_dbi* dbi, std::uint64_t map_bytes, co
         }
         if (c != nullptr) mdb_cursor_close(c);
         if (rc == 0 && got != MDB_NOTFOUND) rc = got;
+        if (lmdb_damage(got) || got == MDB_BAD_TXN) *damage = got;  // a read transaction in error: a bad page
     }
     if (rc == 0) {
         rc = mdb_txn_commit(wr);
@@ -717,7 +731,12 @@ Status MetaStore::compact(double keep_ratio, std::uint64_t* before, std::uint64_
     MDB_envinfo info{};
     if (const int rc = mdb_env_info(env_, &info); rc != 0)
         return lmdb_error(rc, "metadata map size");
-    Status result = copy_packed(env_, dbi_, info.me_mapsize, copy);
+    int damage = 0;
+    Status result = copy_packed(env_, dbi_, map_, info.me_mapsize, copy, &damage);
+    if (damage != 0) {
+        ::unlink(copy.c_str());
+        return damaged(damage, "metadata compaction");
+    }
     if (result && ::stat(copy.c_str(), &st) != 0) result = Status::from_errno(errno, "stat " + copy);
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
     if (!result || static_cast<double>(size) > keep_ratio * static_cast<double>(*before)) {
@@ -756,28 +775,37 @@ MetaStore::MetaStore() {
 MetaStore::~MetaStore() {
     close_readers();
     pthread_rwlock_destroy(&snapshot_lock_);
-    if (group_ != nullptr) mdb_txn_abort(group_);
-    if (env_ != nullptr) mdb_env_close(env_);
+    if (group_faulted_) {
+        if (env_ != nullptr) lmdb_park(env_);  // with its write transaction (meta/lmdb_guard.h)
+    } else {
+        if (group_ != nullptr) mdb_txn_abort(group_);
+        if (env_ != nullptr) mdb_env_close(env_);
+    }
     if (statm_fd_ >= 0) ::close(statm_fd_);
 }
 
 Status MetaStore::ensure_group() {
     if (group_ != nullptr) return Status::ok();
-    int rc = mdb_txn_begin(env_, nullptr, 0, &group_);
+    int rc = guarded_txn_begin(env_, 0, &group_);
     if (rc != 0) {
         group_ = nullptr;
-        return lmdb_error(rc, "metadata transaction");
+        if (rc == kLmdbFault) group_faulted_ = true;
+        return lmdb_damage(rc) ? damaged(rc, "metadata transaction") : lmdb_error(rc, "metadata transaction");
     }
     group_full_told_ = false;
     capture_group_ = capture_next_group_;
     if (group_dirty_limit_ != 0 && !read_only_) {
         MDB_stat fp{}, ch{};
-        rc = mdb_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
-        if (rc == 0) rc = mdb_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
+        rc = guarded_stat(group_, dbi_[static_cast<int>(Db::kFingerprints)], &fp);
+        if (rc == 0) rc = guarded_stat(group_, dbi_[static_cast<int>(Db::kChunks)], &ch);
+        if (rc == kLmdbFault) {
+            group_faulted_ = true;  // kept, as the store stops
+            return damaged(rc, "metadata statistics");
+        }
         if (rc != 0) {
             mdb_txn_abort(group_);  // nothing changed in it yet
             group_ = nullptr;
-            return lmdb_error(rc, "metadata statistics");
+            return lmdb_damage(rc) ? damaged(rc, "metadata statistics") : lmdb_error(rc, "metadata statistics");
         }
         // Entry sizes with LMDB's node header: a fingerprint entry of about
         // 12 bytes in buckets of 16-32; a block of 16 chunk records of
@@ -868,18 +896,38 @@ std::uint64_t MetaStore::dirty_pages_estimate() {
 }
 
 Status MetaStore::check_running() {
+    take_damage_locked();
     return failed_;
 }
 
 Status MetaStore::failure() {
     std::lock_guard<std::mutex> lock(mu_);
+    take_damage_locked();
     return failed_;
 }
 
 void MetaStore::stop(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
+    take_damage_locked();
     if (failed_.is_ok()) failed_ = Status::error(EIO, why);
     stopped_ = true;
+}
+
+Status MetaStore::damaged(int rc, const std::string& what) {
+    const std::string why = "metadata damaged (" + what + ": " + lmdb_damage_text(rc) + ")";
+    if (!serving_) return Status::error(EUCLEAN, why);
+    std::lock_guard<std::mutex> lock(damage_mu_);
+    if (damage_.is_ok())
+        damage_ = Status::error(EIO, why + "; the store stops: every request fails with EIO until it is mounted "
+                                           "again, and hiodsfs-fsck tells more");
+    stopped_ = true;
+    return damage_;
+}
+
+void MetaStore::take_damage_locked() {
+    if (!stopped_.load() || !failed_.is_ok()) return;
+    std::lock_guard<std::mutex> lock(damage_mu_);
+    failed_ = damage_;
 }
 
 SuperState MetaStore::super_snapshot() {
@@ -912,13 +960,15 @@ Status MetaStore::begin_op(std::unique_lock<std::mutex> lock, std::unique_ptr<Tx
     std::unique_ptr<Txn> t(new Txn(this, std::move(lock)));
     t->txn_ = group_;
     t->direct_ = !read_only_;
+    t->in_group_ = !read_only_;
     *out = std::move(t);
     return Status::ok();
 }
 
 void MetaStore::lose_group_locked(const std::string& why) {
-    // After a failed commit the group is gone already (group_ is null).
-    if (group_ != nullptr) mdb_txn_abort(group_);
+    // After a failed commit the group is gone already (group_ is null); one
+    // whose LMDB call faulted stays with the environment (lmdb_guard.h).
+    if (group_ != nullptr && !group_faulted_) mdb_txn_abort(group_);
     group_ = nullptr;
     group_journal_.clear();
     logged_upto_ = 0;
@@ -926,6 +976,7 @@ void MetaStore::lose_group_locked(const std::string& why) {
     end_group_capture();
     pending_ops_ = 0;
     pending_writes_ = 0;
+    take_damage_locked();
     if (failed_.is_ok())
         failed_ = Status::error(EIO, why + "; the operations of the last interval are lost and the store " +
                                          "accepts nothing more until it is mounted again");
@@ -952,7 +1003,7 @@ void MetaStore::new_snapshot_locked(bool committed) {
         std::vector<MDB_txn*> renewed;
         for (MDB_txn* t : pool_) {
             mdb_txn_reset(t);
-            if (mdb_txn_renew(t) == 0) renewed.push_back(t);
+            if (guarded_txn_renew(t) == 0) renewed.push_back(t);
             else mdb_txn_abort(t);
         }
         pool_ = std::move(renewed);
@@ -980,8 +1031,9 @@ Status MetaStore::take_reader(MDB_txn** out) {
         }
     }
     std::lock_guard<std::mutex> meta_page(meta_page_mu_);
-    const int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, out);
-    return rc == 0 ? Status::ok() : lmdb_error(rc, "metadata read");
+    const int rc = guarded_txn_begin(env_, MDB_RDONLY, out);
+    if (rc == 0) return Status::ok();
+    return lmdb_damage(rc) ? damaged(rc, "metadata read") : lmdb_error(rc, "metadata read");
 }
 
 void MetaStore::give_back_reader(MDB_txn* txn) {
@@ -1040,13 +1092,14 @@ Status MetaStore::begin_read(std::unique_ptr<Txn>* out, ReadFrom from) {
     t->reading_ = true;
     if (group_ != nullptr) {
         t->txn_ = group_;
+        t->in_group_ = !read_only_;
     } else {
         // No group open: the committed state is all there is. Opening a
         // group instead would cost a commit (and its syncs) for nothing.
-        const int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t->txn_);
+        const int rc = guarded_txn_begin(env_, MDB_RDONLY, &t->txn_);
         if (rc != 0) {
             t->txn_ = nullptr;
-            return lmdb_error(rc, "metadata read");
+            return lmdb_damage(rc) ? damaged(rc, "metadata read") : lmdb_error(rc, "metadata read");
         }
     }
     *out = std::move(t);
@@ -1077,10 +1130,12 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     if (logging_) super_.journal_seq = prepared_seq_;
     const std::string state = encode_super(super_);
     MDB_val k = to_val(kSuperKey), v = to_val(state);
-    int rc = mdb_put(group_, dbi_[0], &k, &v, 0);
+    int rc = guarded_put(group_, dbi_[0], &k, &v, 0);
     if (rc != 0) {
         // LMDB's transaction is in error now (a full map, a damaged page):
         // the group cannot commit, as if its commit had failed.
+        if (rc == kLmdbFault) group_faulted_ = true;
+        if (lmdb_damage(rc)) damaged(rc, "metadata super record");
         lose_group_locked(lmdb_error(rc, "metadata super record").message());
         return failed_;
     }
@@ -1115,7 +1170,8 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
             mdb_txn_abort(group_);  // what a failed mdb_txn_commit leaves: the group is gone
             rc = fault;
         } else {
-            rc = mdb_txn_commit(group_);
+            rc = guarded_txn_commit(group_);
+            if (rc == kLmdbFault) group_faulted_ = true;
         }
     }
     group_ = nullptr;
@@ -1124,9 +1180,11 @@ Status MetaStore::commit_group(const std::function<Status(SuperState*)>& before,
     if (rc == 0) committed_seq_ = super_.journal_seq;
     if (rc == 0 && logging_) logged_seq_ = super_.journal_seq;
     if (rc != 0) {
+        if (lmdb_damage(rc)) damaged(rc, "metadata commit");
         lose_group_locked(lmdb_error(rc, "metadata commit").message());
         return failed_;
     }
+    (void)map_.refresh(env_);  // cannot fail with the environment open
     // Before the next write transaction can begin (it holds mu_): with
     // MDB_NOLOCK LMDB reuses the pages the commit before this one freed.
     new_snapshot_locked(true);
@@ -1144,7 +1202,7 @@ bool MetaStore::trim_resident() {
 }
 
 bool MetaStore::trim_resident_locked() {
-    if (resident_limit_ == 0 || map_addr_ == nullptr || mapped_file_bytes(statm_fd_) <= resident_limit_)
+    if (resident_limit_ == 0 || map_.base == nullptr || mapped_file_bytes(statm_fd_) <= resident_limit_)
         return false;
     MDB_envinfo info{};
     MDB_stat st{};
@@ -1153,7 +1211,7 @@ bool MetaStore::trim_resident_locked() {
     // mapping: dropping it loses nothing, the next read maps the page
     // cache's page again.
     const std::size_t used = (static_cast<std::size_t>(info.me_last_pgno) + 1) * st.ms_psize;
-    return ::madvise(map_addr_, std::min(used, map_len_), MADV_DONTNEED) == 0;
+    return ::madvise(const_cast<char*>(map_.base), std::min(used, map_.length), MADV_DONTNEED) == 0;
 }
 
 std::uint64_t MetaStore::pending_writes() {
@@ -1232,29 +1290,37 @@ Status MetaStore::replay(const JournalRecord& record) {
         return Status::error(EINVAL, "journal record " + std::to_string(record.seq) + " does not follow " +
                                          std::to_string(committed_seq_));
     MDB_txn* txn = nullptr;
-    int rc = mdb_txn_begin(env_, nullptr, 0, &txn);
-    if (rc != 0) return lmdb_error(rc, "metadata transaction");
+    int rc = guarded_txn_begin(env_, 0, &txn);
+    if (rc != 0) {
+        if (rc == kLmdbFault) group_faulted_ = true;
+        return lmdb_damage(rc) ? damaged(rc, "journal replay") : lmdb_error(rc, "metadata transaction");
+    }
     const bool parsed = for_each_journal_op(record.ops, [&](const JournalOp& op) {
         MDB_val k = to_val(op.key), v = to_val(op.value);
         const MDB_dbi dbi = dbi_[static_cast<int>(op.db)];
-        rc = op.put ? mdb_put(txn, dbi, &k, &v, 0) : mdb_del(txn, dbi, &k, nullptr);
+        rc = op.put ? guarded_put(txn, dbi, &k, &v, 0) : guarded_del(txn, dbi, &k);
         if (rc == MDB_NOTFOUND) rc = 0;
         return rc == 0;
     });
-    if (parsed) {
+    if (parsed && rc == 0) {
         MDB_val k = to_val(kSuperKey), v = to_val(record.super);
-        rc = mdb_put(txn, dbi_[0], &k, &v, 0);
+        rc = guarded_put(txn, dbi_[0], &k, &v, 0);
     }
     if (!parsed || rc != 0) {
-        mdb_txn_abort(txn);
+        // A transaction that faulted stays with the environment (lmdb_guard.h).
+        if (rc == kLmdbFault) group_faulted_ = true;
+        else mdb_txn_abort(txn);
+        if (lmdb_damage(rc)) return damaged(rc, "journal replay");
         return rc != 0 ? lmdb_error(rc, "journal replay")
                        : Status::error(EUCLEAN, "journal record " + std::to_string(record.seq) + " does not parse");
     }
     {
         std::lock_guard<std::mutex> meta_page(meta_page_mu_);
-        rc = mdb_txn_commit(txn);
+        rc = guarded_txn_commit(txn);
     }
-    if (rc != 0) return lmdb_error(rc, "journal replay commit");
+    if (rc == kLmdbFault) group_faulted_ = true;
+    if (rc != 0) return lmdb_damage(rc) ? damaged(rc, "journal replay commit") : lmdb_error(rc, "journal replay commit");
+    (void)map_.refresh(env_);
     new_snapshot_locked(true);
     super_ = next;
     committed_seq_ = record.seq;
@@ -1273,7 +1339,9 @@ Status MetaStore::snapshot(const std::string& path, std::uint64_t* seq) {
     // The lock keeps every commit out while the copy reads the committed
     // state, so that state is committed_seq_'s. (An open group's pages are
     // never the committed ones: LMDB writes a transaction's pages elsewhere.)
-    Status st = copy_packed(env_, dbi_, info.me_mapsize, path);
+    int damage = 0;
+    Status st = copy_packed(env_, dbi_, map_, info.me_mapsize, path, &damage);
+    if (damage != 0) st = damaged(damage, "metadata snapshot");
     if (!st) {
         ::unlink(path.c_str());
         return st;

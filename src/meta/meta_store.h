@@ -45,6 +45,7 @@
 #include "hiodsfs/types.h"
 #include "hiodsfs/status.h"
 #include "meta/keys.h"
+#include "meta/lmdb_guard.h"
 
 namespace hiodsfs {
 
@@ -152,6 +153,7 @@ struct MetaStoreOptions {
 };
 
 class MetaStore;
+class Txn;
 
 // A record MetaStore::prepare_log() made, for logged() once it is in the
 // segment stream.
@@ -204,8 +206,8 @@ constexpr bool overlay_ordered(Db db) {
 class Cursor {
 public:
     Cursor(Cursor&& other) noexcept
-        : c_(other.c_), k_(other.k_), v_(other.v_), st_(std::move(other.st_)), over_(other.over_),
-          owned_(std::move(other.owned_)), at_(std::move(other.at_)) {
+        : c_(other.c_), owner_(other.owner_), k_(other.k_), v_(other.v_), st_(std::move(other.st_)),
+          over_(other.over_), owned_(std::move(other.owned_)), at_(std::move(other.at_)) {
         other.c_ = nullptr;
     }
     Cursor(const Cursor&) = delete;
@@ -226,6 +228,8 @@ private:
     friend class Txn;
     explicit Cursor(MDB_cursor* c, const Overlay* over = nullptr) : c_(c), over_(over) {}
     bool move(MDB_cursor_op op, std::string_view* key = nullptr);
+    int get(MDB_val* key, MDB_val* value, MDB_cursor_op op);  // guarded (meta/lmdb_guard.h)
+    void failed(int rc);  // sets st_; a damaged page stops the store
     // With an overlay: the first entry at or after `key` (after it if
     // strict; from the start with no key), or the last at or before it
     // (from the end with no key), skipping the keys the overlay deleted.
@@ -234,6 +238,7 @@ private:
     enum class Pick { kNone, kFound, kDeleted };
     Pick pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o, bool forward);
     MDB_cursor* c_;
+    Txn* owner_ = nullptr;  // the Txn it reads (c_ is null without one)
     MDB_val k_{}, v_{};
     Status st_;
     const Overlay* over_ = nullptr;  // null: LMDB alone
@@ -268,6 +273,7 @@ public:
 
 private:
     friend class MetaStore;
+    friend class Cursor;
     Txn(MetaStore* store, std::unique_lock<std::mutex> lock);
     // A read of the committed state and the overlay: holds the store's
     // snapshot lock shared and `txn`, a read transaction of the pool.
@@ -289,6 +295,12 @@ private:
     void drop_last_undo();  // the entry save_undo just added: its change failed
     // An LMDB error of a change: the group may be unusable now (see rollback()).
     Status change_failed(int rc, const std::string& what);
+    // Whether rc says a page is damaged: lmdb_damage(rc), or a read
+    // transaction in error (LMDB marks one so when a page it read for a
+    // cursor's set-up did not parse, and says so only at the next call).
+    bool damage(int rc) const { return lmdb_damage(rc) || (rc == MDB_BAD_TXN && !in_group_); }
+    // A damaged page met: the store stops (MetaStore::damaged).
+    Status damaged(int rc, const std::string& what);
     // Puts back what the operation changed, newest first. If LMDB cannot
     // (the group is in error), the group is lost and the store stops.
     void rollback();
@@ -299,6 +311,8 @@ private:
     bool snapshot_ = false;  // reading_ through the overlay: txn_ is of the store's pool
     bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
     bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
+    bool in_group_ = false;  // txn_ is the group's write transaction
+    bool faulted_ = false;  // a read transaction that met damage: not used again
     std::vector<Undo> undo_;
     std::unordered_map<std::string, std::size_t> undo_keys_;  // db byte + key -> its entry in undo_
     std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
@@ -444,7 +458,15 @@ public:
 
 private:
     friend class Txn;
+    friend class Cursor;
     MetaStore();
+    // A damaged page met (lmdb_damage(rc)) in `what`: EUCLEAN while the
+    // store opens; once it runs, the store stops as after a failed commit
+    // (EIO from then on, saying why) and the EIO is returned. Any thread,
+    // with or without mu_ or the snapshot lock.
+    Status damaged(int rc, const std::string& what);
+    // Moves a stop damaged() recorded into failed_.
+    void take_damage_locked();  // caller holds mu_
     Status ensure_group();  // caller holds mu_
     bool trim_resident_locked();  // caller holds mu_
     Status check_running();  // caller holds mu_
@@ -505,6 +527,15 @@ private:
     std::mutex mu_;
     std::string dir_;
     Status failed_;
+    bool serving_ = false;  // open() has returned it
+    // A damaged page met where mu_ may not be taken (a read beside the
+    // operations), for take_damage_locked(); a leaf lock.
+    std::mutex damage_mu_;
+    Status damage_;
+    // An LMDB call on the group's write transaction faulted: neither it nor
+    // the environment may be freed (meta/lmdb_guard.h); the destructor
+    // parks them. Under mu_.
+    bool group_faulted_ = false;
     bool had_super_ = false;
     std::function<int()> commit_fault_;
     std::function<void()> on_publish_;
@@ -521,9 +552,8 @@ private:
     std::uint64_t blocks_appended_ = 0;  // distinct chunk blocks of new ids this group
     std::uint64_t last_block_appended_ = ~std::uint64_t{0};
     std::uint64_t resident_limit_ = 0;
-    void* map_addr_ = nullptr;  // LMDB's map of data.mdb (trim_resident)
+    LmdbMap map_;  // where LMDB mapped data.mdb (trim_resident, the reads' checks)
     int statm_fd_ = -1;  // /proc/self/statm, read by trim_resident
-    std::size_t map_len_ = 0;
     std::function<void()> on_group_full_;
     MDB_env* env_ = nullptr;
     MDB_dbi dbi_[static_cast<int>(Db::kCount)]{};

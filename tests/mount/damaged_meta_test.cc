@@ -4,7 +4,8 @@
 // and read-only opens and hiodsfs-fsck (check and --repair) each end in one
 // line, exit 1 (daemon) or 8 (fsck), with every file of the store as it
 // was; a page that the metadata does not use opens, and shows the right
-// data.
+// data. A page that goes bad under a running daemon gives EIO and stops the
+// store; the daemon never dies of it.
 #include <fcntl.h>
 #include <lmdb.h>
 #include <signal.h>
@@ -33,6 +34,11 @@ std::size_t lines_of(const std::string& s) {
     std::size_t n = 0;
     for (char c : s) n += c == '\n';
     return n + (!s.empty() && s.back() != '\n');
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Names, sizes and checksums of every file of the store but its lock (which
@@ -136,6 +142,19 @@ std::string compare_content(const MountFixture& fx, const Content& c) {
     CmdResult ls = run({"ls", fx.path("d")});
     if (lines_of(ls.out) != 120) return "d lists " + std::to_string(lines_of(ls.out)) + " names";
     return "";
+}
+
+// 0 if the file opens and reads to its end, else the errno that stopped it.
+int read_errno(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    char buf[65536];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+    }
+    const int err = n < 0 ? errno : 0;
+    ::close(fd);
+    return err;
 }
 
 // Writes `bytes` at page `page` of the file.
@@ -251,4 +270,74 @@ TEST_CASE("every page of a small store's metadata, overwritten in turn, is refus
     // Exactly the pages LMDB counts as used are refused.
     CHECK(refused == pc.used);
     CHECK(opened == pc.pages - pc.used);
+}
+
+// Under a running daemon (MAP_SHARED: it sees the new bytes at once): the
+// file cut short to its meta pages (every read of a tree page faults with
+// SIGBUS), zeros over every other page (no page of the right kind), and
+// random bytes over them. A request that meets the damage gets EIO, the
+// store stops (status.json says why), and the daemon lives on to its
+// unmount. Random bytes that still parse may answer a lookup wrongly
+// (ENOENT) before a request trips over them; never with other bytes.
+TEST_CASE(
+    "a page that goes bad under a running daemon gives EIO and stops the store, never a crash",
+    "[mount][trust][damaged-meta]") {
+    MountFixture fx({"meta_compact=0", "control_interval=100"});
+    const Content c = write_content(fx);
+    fx.unmount();
+    const std::string pristine = fx.scratch("pristine");
+    REQUIRE(run({"cp", "-a", fx.store(), pristine}).ok());
+    const std::string data = fx.store() + "/meta/data.mdb";
+    for (const std::string damage : {"cut short", "zeros", "random 1", "random 2", "random 3"}) {
+        INFO(damage);
+        REQUIRE(run({"rm", "-rf", fx.store()}).ok());
+        REQUIRE(run({"cp", "-a", pristine, fx.store()}).ok());
+        fx.mount();  // nothing of the store in the kernel's caches
+        const std::uint64_t pages = static_cast<std::uint64_t>(stat_of(data).st_size) / 4096;
+        if (damage == "cut short") {
+            REQUIRE(::truncate(data.c_str(), 2 * 4096) == 0);
+        } else {
+            for (std::uint64_t page = 2; page < pages; ++page)
+                overwrite_page(data, page,
+                               damage == "zeros" ? std::string(4096, '\0')
+                                                 : random_bytes(4096, damage.back() * 1000 + page));
+        }
+        int first_eio = -1;
+        int i = 0;
+        for (const auto& [name, bytes] : c.files) {
+            const int fd = ::open(fx.path(name).c_str(), O_RDONLY | O_CLOEXEC);
+            int err = fd < 0 ? errno : 0;
+            std::string got;
+            char buf[65536];
+            ssize_t n = 0;
+            while (fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0)
+                got.append(buf, static_cast<std::size_t>(n));
+            if (fd >= 0 && n < 0) err = errno;
+            if (fd >= 0) ::close(fd);
+            INFO(name);
+            if (err == 0) CHECK(got == bytes);  // never other bytes
+            if (err == EIO && first_eio < 0) first_eio = i;
+            CHECK((err == 0 || err == EIO || err == ENOENT));
+            ++i;
+        }
+        INFO("daemon output:\n" << fx.daemon_log());
+        CHECK(first_eio >= 0);
+        if (damage == "cut short" || damage == "zeros") CHECK(first_eio == 0);
+        // Stopped: whatever comes next is EIO.
+        CHECK(MT_ERRNO(::open(fx.path("new").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) ==
+              EIO);
+        CHECK(read_errno(fx.path(c.files.begin()->first)) == EIO);
+        CHECK(::kill(fx.daemon_pid(), 0) == 0);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (slurp(fx.store() + "/status.json").find("\"store_error\": \"") ==
+                   std::string::npos &&
+               std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        CHECK(slurp(fx.store() + "/status.json").find("\"store_error\": \"metadata damaged") !=
+              std::string::npos);
+        CHECK(fx.daemon_log().find("metadata damaged") != std::string::npos);
+        const int status = fx.unmount_status();
+        CHECK(status >= 0);
+        CHECK(status < 128);  // not killed by a signal
+    }
 }
