@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -165,17 +166,17 @@ Status lmdb_guard_install(MDB_env* env) {
                : Status::error(rc, std::string("metadata assertion callback: ") + mdb_strerror(rc));
 }
 
-// The mapping of /proc/self/maps with the file's device and inode
-// (mdb_env_info's address is only set for MDB_FIXEDMAP).
-bool LmdbMap::locate(MDB_env* env) {
-    int fd = -1;
-    struct stat st {};
-    if (mdb_env_get_fd(env, &fd) != 0 || ::fstat(fd, &st) != 0) return false;
+namespace {
+
+// Calls fn(start, end) for each mapping of this process of the file with
+// st's device and inode, from its first byte (/proc/self/maps: mdb_env_info's
+// address is only set for MDB_FIXEDMAP).
+template <class Fn>
+void for_each_mapping(const struct stat& st, Fn&& fn) {
     std::FILE* f = std::fopen("/proc/self/maps", "re");
-    if (f == nullptr) return false;
+    if (f == nullptr) return;
     char line[4096];
-    bool found = false;
-    while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
         unsigned long start = 0, end = 0, offset = 0, inode = 0;
         unsigned major = 0, minor = 0;
         char perms[8] = {};
@@ -183,14 +184,33 @@ bool LmdbMap::locate(MDB_env* env) {
                         &minor, &inode) != 7)
             continue;
         if (inode == st.st_ino && major == ::major(st.st_dev) && minor == ::minor(st.st_dev) &&
-            offset == 0) {
-            base = reinterpret_cast<const char*>(start);
-            length = end - start;
-            found = true;
-        }
+            offset == 0)
+            fn(start, end);
     }
     std::fclose(f);
-    return found;
+}
+
+}  // namespace
+
+void LmdbMap::note_existing(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;
+    for_each_mapping(st,
+                     [this](std::uintptr_t start, std::uintptr_t) { existing_.push_back(start); });
+}
+
+bool LmdbMap::locate(MDB_env* env) {
+    int fd = -1;
+    struct stat st {};
+    if (mdb_env_get_fd(env, &fd) != 0 || ::fstat(fd, &st) != 0) return false;
+    for_each_mapping(st, [this](std::uintptr_t start, std::uintptr_t end) {
+        if (base != nullptr ||
+            std::find(existing_.begin(), existing_.end(), start) != existing_.end())
+            return;
+        base = reinterpret_cast<const char*>(start);
+        length = end - start;
+    });
+    return base != nullptr;
 }
 
 Status LmdbMap::refresh(MDB_env* env) {

@@ -40,6 +40,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hiodsfs/status.h"
 
@@ -65,11 +66,17 @@ struct LmdbMap {
     const char* base = nullptr;  // null: not known, values are only touched
     std::size_t length = 0;      // of the mapping
     std::atomic<std::uint64_t> used{0};
-    // Finds the mapping of env's file in this process; false if it is not
-    // there (the map stays unknown).
+    // Before mdb_env_open: the mappings of the file at `path` this process
+    // has already (another environment of it, one kept by lmdb_park).
+    void note_existing(const std::string& path);
+    // After it: the mapping of env's file that note_existing did not see;
+    // false if there is none (the map stays unknown).
     bool locate(MDB_env* env);
     // Sets `used` from env's last page in use.
     Status refresh(MDB_env* env);
+
+private:
+    std::vector<std::uintptr_t> existing_;
 };
 
 // The guarded wrappers; `read` says the transaction is a read transaction

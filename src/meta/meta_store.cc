@@ -587,6 +587,7 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
     rc = mdb_env_set_maxdbs(m->env_, static_cast<MDB_dbi>(Db::kCount));
     if (rc == 0) rc = mdb_env_set_mapsize(m->env_, map_bytes);
     if (rc != 0) return lmdb_error(rc, "metadata environment settings");
+    m->map_.note_existing(data);  // a map of the same file may be there (lmdb_guard.h)
     unsigned flags = MDB_NOLOCK | MDB_NOTLS | (read_only ? MDB_RDONLY : 0u);
     rc = mdb_env_open(m->env_, dir.c_str(), flags, 0600);
     if (rc != 0) return lmdb_error(rc, "open metadata in " + dir);

@@ -337,3 +337,35 @@ TEST_CASE("any page that goes bad under an open store gives EIO or nothing, neve
     }
     WARN(stopped << " of " << cases << " damaged pages stopped the store");
 }
+
+// Another map of the same file in the process (a store whose write faulted
+// keeps its environment and map to the end): a store opened on the file
+// checks its reads against its own map. The other map lies lower in memory
+// here, where /proc/self/maps names it first.
+TEST_CASE("a store checks its reads against its own map of the file, not another one",
+          "[meta][lmdb-guard]") {
+    TempDir dir;
+    const std::string data = filled_file(dir);
+    const int fd = ::open(data.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    void* const low = reinterpret_cast<void*>(std::uintptr_t{1} << 32);
+    void* other = ::mmap(low, 1 << 20, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    ::close(fd);
+    REQUIRE(other == low);
+    for (const bool read_only : {false, true}) {
+        auto m = open_meta(dir.meta(), read_only);
+        std::unique_ptr<Txn> t;
+        REQUIRE(m->begin_read(&t).is_ok());
+        for (std::uint64_t k = 0; k < 3000; k += 7) {
+            std::string_view v;
+            bool found = false;
+            Status st = t->get(Db::kInodes, key_u64(k), &v, &found);
+            INFO(st.to_string());
+            REQUIRE(st.is_ok());
+            CHECK(found);
+        }
+        t.reset();
+        CHECK(m->failure().is_ok());
+    }
+    ::munmap(other, 1 << 20);
+}
