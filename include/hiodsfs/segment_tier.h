@@ -6,6 +6,12 @@
 // segment store keeps the local segments/ directory as a bounded cache in
 // front of it (segment_store.h). The tier also keeps the store's metadata
 // objects, by names of the store's own (engine/meta_tier.h).
+// A tier shared by successive holders of a store (one mount, one fsck at a
+// time: RadosTier) gives each an epoch, one more than the last one's, and
+// a range of segment ids of its own: the names a holder writes are never
+// another's (the metadata objects carry the epoch, the segments ids that
+// no other holder may make), so what a holder that lost the store still
+// sends can never land on the next one's objects.
 // Thread-safety: implementations are safe for concurrent use.
 #pragma once
 
@@ -53,6 +59,20 @@ public:
     virtual Status remove_object(const std::string& name) = 0;
     // The names that start with prefix, sorted.
     virtual Status list_objects(const std::string& prefix, std::vector<std::string>* out) = 0;
+
+    // This holder's epoch, which the metadata objects it writes carry in
+    // their names; 0 for a tier without holders.
+    virtual std::uint32_t epoch() const { return 0; }
+    // The first segment id this holder may make: ids before it may be
+    // another holder's, one that lost the store and may still write them.
+    virtual SegmentId first_new_segment() const { return 1; }
+    // Called before a segment of id `id` (at least first_new_segment()) is
+    // made; fails once another holder has the store, which then never
+    // makes that id.
+    virtual Status reserve_segment(SegmentId id) {
+        (void)id;
+        return Status::ok();
+    }
 };
 
 }  // namespace hiodsfs

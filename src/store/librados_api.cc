@@ -47,12 +47,8 @@ Status load_librados_from(const char* library, LibradosApi* out) {
     HIODSFS_FIND(shutdown);
     HIODSFS_FIND(ioctx_create);
     HIODSFS_FIND(ioctx_destroy);
-    HIODSFS_FIND(write_full);
-    HIODSFS_FIND(write);
-    HIODSFS_FIND(append);
     HIODSFS_FIND(read);
     HIODSFS_FIND(stat);
-    HIODSFS_FIND(remove);
     HIODSFS_FIND(nobjects_list_open);
     HIODSFS_FIND(nobjects_list_next2);
     HIODSFS_FIND(nobjects_list_close);
@@ -60,6 +56,17 @@ Status load_librados_from(const char* library, LibradosApi* out) {
     HIODSFS_FIND(unlock);
     HIODSFS_FIND(break_lock);
     HIODSFS_FIND(list_lockers);
+    HIODSFS_FIND(create_write_op);
+    HIODSFS_FIND(release_write_op);
+    HIODSFS_FIND(write_op_write);
+    HIODSFS_FIND(write_op_write_full);
+    HIODSFS_FIND(write_op_append);
+    HIODSFS_FIND(write_op_remove);
+    HIODSFS_FIND(write_op_exec);
+    HIODSFS_FIND(write_op_operate);
+    HIODSFS_FIND(mon_command);
+    HIODSFS_FIND(buffer_free);
+    HIODSFS_FIND(wait_for_latest_osdmap);
 #undef HIODSFS_FIND
     *out = api;
     return Status::ok();

@@ -23,12 +23,8 @@ struct LibradosApi {
     decltype(&rados_shutdown) shutdown;
     decltype(&rados_ioctx_create) ioctx_create;
     decltype(&rados_ioctx_destroy) ioctx_destroy;
-    decltype(&rados_write_full) write_full;
-    decltype(&rados_write) write;
-    decltype(&rados_append) append;
     decltype(&rados_read) read;
     decltype(&rados_stat) stat;
-    decltype(&rados_remove) remove;
     decltype(&rados_nobjects_list_open) nobjects_list_open;
     decltype(&rados_nobjects_list_next2) nobjects_list_next2;
     decltype(&rados_nobjects_list_close) nobjects_list_close;
@@ -36,6 +32,19 @@ struct LibradosApi {
     decltype(&rados_unlock) unlock;
     decltype(&rados_break_lock) break_lock;
     decltype(&rados_list_lockers) list_lockers;
+    // Compound writes: a guard and a change the OSD applies together or not at all.
+    decltype(&rados_create_write_op) create_write_op;
+    decltype(&rados_release_write_op) release_write_op;
+    decltype(&rados_write_op_write) write_op_write;
+    decltype(&rados_write_op_write_full) write_op_write_full;
+    decltype(&rados_write_op_append) write_op_append;
+    decltype(&rados_write_op_remove) write_op_remove;
+    decltype(&rados_write_op_exec) write_op_exec;
+    decltype(&rados_write_op_operate) write_op_operate;
+    // Fencing another client: the mons' blocklist, and the map that has it.
+    decltype(&rados_mon_command) mon_command;
+    decltype(&rados_buffer_free) buffer_free;
+    decltype(&rados_wait_for_latest_osdmap) wait_for_latest_osdmap;
 };
 
 // The table of librados.so.2, loaded on the first call; later calls give

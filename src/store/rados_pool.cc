@@ -41,7 +41,55 @@ std::vector<std::string> split_nul(const std::vector<char>& buf, std::size_t len
     return out;
 }
 
+void put_le32(std::string* out, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void put_string(std::string* out, const std::string& s) {
+    put_le32(out, static_cast<std::uint32_t>(s.size()));
+    out->append(s);
+}
+
+constexpr std::uint8_t kClsLockExclusive = 1;  // ClsLockType::EXCLUSIVE
+
 }  // namespace
+
+std::string cls_lock_assert_input(const RadosLock& lock) {
+    std::string body;
+    put_string(&body, lock.name);
+    body.push_back(static_cast<char>(kClsLockExclusive));
+    put_string(&body, lock.cookie);
+    put_string(&body, "");  // the tag
+    std::string out;
+    out.push_back(1);  // ENCODE_START(1, 1, ...): struct version, oldest compatible one
+    out.push_back(1);
+    put_le32(&out, static_cast<std::uint32_t>(body.size()));
+    return out + body;
+}
+
+// One compound write, released when done.
+class RadosPool::WriteOp {
+public:
+    explicit WriteOp(const LibradosApi* api) : api_(api), op_(api->create_write_op()) {}
+    ~WriteOp() {
+        if (op_ != nullptr) api_->release_write_op(op_);
+    }
+    WriteOp(const WriteOp&) = delete;
+    WriteOp& operator=(const WriteOp&) = delete;
+    rados_write_op_t get() const { return op_; }
+    // The lock must be held by this client on the operation's object.
+    void assert_held(const RadosLock& lock) {
+        input_ = cls_lock_assert_input(lock);
+        api_->write_op_exec(op_, "lock", "assert_locked", input_.data(), input_.size(),
+                            &assert_rc_);
+    }
+
+private:
+    const LibradosApi* api_;
+    rados_write_op_t op_;
+    std::string input_;  // kept until the operation is sent
+    int assert_rc_ = 0;
+};
 
 RadosPool::RadosPool(std::unique_ptr<Handles> handles, std::string pool)
     : handles_(std::move(handles)), pool_(std::move(pool)) {}
@@ -82,19 +130,32 @@ Status RadosPool::connect(const RadosOptions& options, std::unique_ptr<RadosPool
     return Status::ok();
 }
 
-Status RadosPool::write_full(const std::string& object, const void* data, std::size_t len) {
-    int rc = handles_->api->write_full(handles_->io, object.c_str(), static_cast<const char*>(data), len);
-    return rc < 0 ? error(rc, "write_full", object) : Status::ok();
+Status RadosPool::operate(WriteOp& op, const char* what, const std::string& object) {
+    if (op.get() == nullptr) return error(-ENOMEM, what, object);
+    const int rc =
+        handles_->api->write_op_operate(op.get(), handles_->io, object.c_str(), nullptr, 0);
+    return rc < 0 ? error(rc, what, object) : Status::ok();
+}
+
+Status RadosPool::write_full(const std::string& object, const void* data, std::size_t len,
+                             const RadosLock* held) {
+    WriteOp op(handles_->api);
+    if (held != nullptr) op.assert_held(*held);
+    handles_->api->write_op_write_full(op.get(), static_cast<const char*>(data), len);
+    return operate(op, held != nullptr ? "write_full (as the lock's holder)" : "write_full",
+                   object);
 }
 
 Status RadosPool::write(const std::string& object, std::uint64_t offset, const void* data, std::size_t len) {
-    int rc = handles_->api->write(handles_->io, object.c_str(), static_cast<const char*>(data), len, offset);
-    return rc < 0 ? error(rc, "write", object) : Status::ok();
+    WriteOp op(handles_->api);
+    handles_->api->write_op_write(op.get(), static_cast<const char*>(data), len, offset);
+    return operate(op, "write", object);
 }
 
 Status RadosPool::append(const std::string& object, const void* data, std::size_t len) {
-    int rc = handles_->api->append(handles_->io, object.c_str(), static_cast<const char*>(data), len);
-    return rc < 0 ? error(rc, "append", object) : Status::ok();
+    WriteOp op(handles_->api);
+    handles_->api->write_op_append(op.get(), static_cast<const char*>(data), len);
+    return operate(op, "append", object);
 }
 
 Status RadosPool::read(const std::string& object, std::vector<std::uint8_t>* out) {
@@ -137,8 +198,9 @@ Status RadosPool::stat(const std::string& object, std::uint64_t* size) {
 }
 
 Status RadosPool::remove(const std::string& object) {
-    int rc = handles_->api->remove(handles_->io, object.c_str());
-    return rc < 0 ? error(rc, "remove", object) : Status::ok();
+    WriteOp op(handles_->api);
+    handles_->api->write_op_remove(op.get());
+    return operate(op, "remove", object);
 }
 
 Status RadosPool::list(const std::string& prefix, std::vector<std::string>* names) {
@@ -228,6 +290,40 @@ Status RadosPool::break_lock(const std::string& object, const std::string& name,
                                            " in pool " + quoted(pool_) + " held by " + quoted(holder.cookie));
     }
     return Status::ok();
+}
+
+Status RadosPool::blocklist(const std::string& address) {
+    // An address is "v1:IP:PORT/NONCE" or "IP:PORT/NONCE": nothing a JSON
+    // string would have to escape; anything else is refused here.
+    for (char c : address) {
+        const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+                        (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '/' || c == '[' ||
+                        c == ']' || c == 'v' || c == ',';
+        if (!ok) return Status::error(EINVAL, "rados: not a client address: " + quoted(address));
+    }
+    const std::string command =
+        R"({"prefix":"osd blocklist","blocklistop":"add","addr":")" + address + R"("})";
+    const char* argv[] = {command.c_str()};
+    char* out = nullptr;
+    char* outs = nullptr;
+    std::size_t out_len = 0, outs_len = 0;
+    const int rc = handles_->api->mon_command(handles_->cluster, argv, 1, "", 0, &out, &out_len,
+                                              &outs, &outs_len);
+    const std::string said = outs != nullptr ? std::string(outs, outs_len) : "";
+    if (out != nullptr) handles_->api->buffer_free(out);
+    if (outs != nullptr) handles_->api->buffer_free(outs);
+    if (rc < 0) {
+        return Status::from_errno(-rc, "rados: blocklisting client " + quoted(address) +
+                                           " (ceph osd blocklist add)" +
+                                           (said.empty() ? "" : ": " + said));
+    }
+    return Status::ok();
+}
+
+Status RadosPool::wait_for_latest_map() {
+    const int rc = handles_->api->wait_for_latest_osdmap(handles_->cluster);
+    return rc < 0 ? Status::from_errno(-rc, "rados: fetching the cluster's newest OSD map")
+                  : Status::ok();
 }
 
 Status RadosPool::lockers(const std::string& object, const std::string& name, std::vector<RadosLocker>* out) {

@@ -1,7 +1,11 @@
 // RadosPool: the objects of one Ceph RADOS pool, through librados, for the
 // RADOS backend of the chunk store (issue 15): whole-object writes, whole and
-// ranged reads, stat, remove, listing by name prefix, and the exclusive
-// advisory lock with a lease that makes one daemon the store's only writer.
+// ranged reads, stat, remove, listing by name prefix, the exclusive
+// advisory lock with a lease that makes one daemon the store's only writer,
+// and the fence of another client (the OSDs' blocklist). Every write is one
+// compound operation; given the lock it holds, the operation also asserts
+// that lock (cls_lock's assert_locked) on the object, and the OSD applies
+// the write only while this client holds it.
 // Every call returns a Status whose errno is librados's and whose message
 // names the object and the pool. librados's types stay in rados_pool.cc,
 // which calls librados through the table connect loads (librados_api.h).
@@ -46,6 +50,12 @@ struct RadosLock {
     std::string description;
 };
 
+// The input of cls_lock's method assert_locked (a cls_lock_assert_op in
+// Ceph's encoding: version 1, compat 1, the length of what follows, then
+// the lock's name, its type (exclusive: 1), the cookie and the tag, which
+// rados_lock_exclusive leaves empty).
+std::string cls_lock_assert_input(const RadosLock& lock);
+
 class RadosPool {
 public:
     ~RadosPool();
@@ -57,7 +67,10 @@ public:
     static Status connect(const RadosOptions& options, std::unique_ptr<RadosPool>* out);
 
     // Replaces the object's contents with len bytes (creates it if needed).
-    Status write_full(const std::string& object, const void* data, std::size_t len);
+    // With `held` (a lock on this very object), only while this client
+    // holds it: EBUSY from the OSD otherwise, and nothing is written.
+    Status write_full(const std::string& object, const void* data, std::size_t len,
+                      const RadosLock* held = nullptr);
     // Writes len bytes at offset (creates the object if needed).
     Status write(const std::string& object, std::uint64_t offset, const void* data, std::size_t len);
     // Adds len bytes at the object's end, in one operation.
@@ -88,12 +101,24 @@ public:
     // that holder no longer has it.
     Status break_lock(const std::string& object, const std::string& name, const RadosLocker& holder);
 
+    // Adds a client's address ("v1:127.0.0.1:0/3506744153", as lockers()
+    // gives it) to the cluster's blocklist, for the mons' default time (an
+    // hour): every OSD refuses that client's operations from the map that
+    // has it on. Needs the mon capability of the command "osd blocklist".
+    Status blocklist(const std::string& address);
+    // Waits until this client has the cluster's newest map: every operation
+    // sent after it carries that map, and an OSD handles it only once it has
+    // the map too (so after a blocklist just added).
+    Status wait_for_latest_map();
+
     const std::string& pool() const { return pool_; }
 
 private:
     struct Handles;
+    class WriteOp;
     RadosPool(std::unique_ptr<Handles> handles, std::string pool);
     Status error(int rc, const char* what, const std::string& object) const;
+    Status operate(WriteOp& op, const char* what, const std::string& object);
     Status take_lock(const RadosLock& lock, std::chrono::seconds lease, bool renew);
 
     std::unique_ptr<Handles> handles_;

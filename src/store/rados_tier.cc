@@ -28,21 +28,6 @@ bool valid_store_name(const std::string& name) {
     return true;
 }
 
-std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-    return name;
-}
-
-// The pid of a lock cookie "HOST pid PID" of this host, or 0.
-pid_t pid_of_local_holder(const std::string& cookie, const std::string& host) {
-    const std::string prefix = host + " pid ";
-    if (cookie.rfind(prefix, 0) != 0) return 0;
-    const std::string digits = cookie.substr(prefix.size());
-    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
-    return static_cast<pid_t>(std::stol(digits));
-}
-
 }  // namespace
 
 Status open_locked_tier(const RadosOptions& options, const std::string& store, std::chrono::seconds lease,
@@ -51,22 +36,24 @@ Status open_locked_tier(const RadosOptions& options, const std::string& store, s
     std::unique_ptr<RadosTier> tier;
     HIODSFS_TRY(RadosTier::open(options, store, &tier));
     const std::string source = tier->describe();
-    const std::string host = host_name();
-    const std::string holder = host + " pid " + std::to_string(::getpid());
+    const std::string cookie = this_process_cookie();
     const auto deadline = std::chrono::steady_clock::now() + release_wait;
+    std::vector<std::string> broken;  // clients of dead holders whose lock was broken
     for (;;) {
-        Status st = tier->lock(holder, lease, on_lost);
+        Status st = tier->lock(cookie, lease, on_lost, broken, log);
         if (st) break;
         std::vector<RadosLocker> holders;
         const pid_t local = st.err() == EBUSY && tier->lockers(&holders).is_ok() && !holders.empty()
-                                ? pid_of_local_holder(holders.front().cookie, host)
+                                ? pid_of_this_machine(holders.front().cookie)
                                 : 0;
         const bool gone = local > 0 && ::kill(local, 0) != 0 && errno == ESRCH;
         if (gone && std::chrono::steady_clock::now() <= deadline) {
-            if (log) log("breaking the lock of '" + holders.front().cookie + "' on " + source +
-                         ": that process of this host is gone");
+            if (log)
+                log("breaking the lock of '" + holders.front().cookie + "' on " + source +
+                    ": that process of this machine is gone");
             Status broke = tier->break_lock(holders.front());
             if (!broke && broke.err() != ENOENT) return broke;
+            if (!holders.front().address.empty()) broken.push_back(holders.front().address);
             continue;
         }
         if (local == 0 || fuse_source_mounted(source) || std::chrono::steady_clock::now() > deadline) {
@@ -103,10 +90,6 @@ std::string RadosTier::object_name(SegmentId segment) const {
     return store_ + ".segment." + id;
 }
 
-Status RadosTier::fenced_error(const char* what, SegmentId segment) const {
-    return fenced_error(what, "segment " + std::to_string(segment));
-}
-
 Status RadosTier::fenced_error(const char* what, const std::string& name) const {
     std::lock_guard guard(reason_mu_);
     return Status::error(EIO, std::string("refusing to ") + what + " " + name + " in " + describe() + ": " +
@@ -121,18 +104,34 @@ void RadosTier::fence(const std::string& why) {
     fenced_.store(true);
 }
 
+bool RadosTier::fenced() const {
+    return fenced_.load() || (lease_ != nullptr && !lease_->may_start(RadosLease::Clock::now()));
+}
+
+Status RadosTier::writable(const char* what, const std::string& name) {
+    if (!fenced_.load() && lease_ != nullptr && !lease_->may_start(RadosLease::Clock::now())) {
+        // The renewer has not given up yet, but a write started now might
+        // land after the lease, when another may hold the store.
+        fence("the lease of the lock on " + describe() +
+              " could end before a write started now does (" +
+              "not renewed in time); writes wait until it is renewed or taken again");
+    }
+    if (fenced_.load()) return fenced_error(what, name);
+    return Status::ok();
+}
+
 Status RadosTier::put_range(SegmentId segment, std::uint64_t offset, const void* data, std::size_t len) {
-    if (fenced_.load()) return fenced_error("write", segment);
+    HIODSFS_TRY(writable("write", "segment " + std::to_string(segment)));
     return conn()->write(object_name(segment), offset, data, len);
 }
 
 Status RadosTier::put_object(const std::string& name, const void* data, std::size_t len) {
-    if (fenced_.load()) return fenced_error("write", name);
+    HIODSFS_TRY(writable("write", name));
     return conn()->write_full(store_ + "." + name, data, len);
 }
 
 Status RadosTier::append_object(const std::string& name, const void* data, std::size_t len) {
-    if (fenced_.load()) return fenced_error("append to", name);
+    HIODSFS_TRY(writable("append to", name));
     return conn()->append(store_ + "." + name, data, len);
 }
 
@@ -144,7 +143,7 @@ Status RadosTier::get_object(const std::string& name, std::vector<char>* out) {
 }
 
 Status RadosTier::remove_object(const std::string& name) {
-    if (fenced_.load()) return fenced_error("remove", name);
+    HIODSFS_TRY(writable("remove", name));
     return conn()->remove(store_ + "." + name);
 }
 
@@ -156,7 +155,7 @@ Status RadosTier::list_objects(const std::string& prefix, std::vector<std::strin
 }
 
 Status RadosTier::put(SegmentId segment, const void* data, std::size_t len) {
-    if (fenced_.load()) return fenced_error("write", segment);
+    HIODSFS_TRY(writable("write", "segment " + std::to_string(segment)));
     return conn()->write_full(object_name(segment), data, len);
 }
 
@@ -175,7 +174,7 @@ Status RadosTier::get_range(SegmentId segment, std::uint64_t offset, std::size_t
 }
 
 Status RadosTier::remove(SegmentId segment) {
-    if (fenced_.load()) return fenced_error("remove", segment);
+    HIODSFS_TRY(writable("remove", "segment " + std::to_string(segment)));
     return conn()->remove(object_name(segment));
 }
 
@@ -196,13 +195,134 @@ Status RadosTier::list(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
     return Status::ok();
 }
 
-Status RadosTier::lock(const std::string& holder, std::chrono::seconds lease,
-                       std::function<void(const std::string&)> on_lost) {
-    RadosLock lock{store_ + ".lock", kLockName, holder, "hiodsfs daemon"};
-    HIODSFS_TRY(conn()->lock_exclusive(lock, lease));
+std::uint32_t RadosTier::epoch() const {
+    std::lock_guard guard(holder_mu_);
+    return holder_.epoch;
+}
+
+SegmentId RadosTier::first_new_segment() const {
+    std::lock_guard guard(holder_mu_);
+    return holder_.first_segment;
+}
+
+Status RadosTier::reserve_segment(SegmentId id) {
+    std::lock_guard guard(holder_mu_);
+    if (id < holder_.first_segment) {
+        return Status::error(EINVAL, "segment " + std::to_string(id) + " of " + describe() +
+                                         " is before this holder's first one (" +
+                                         std::to_string(holder_.first_segment) + ")");
+    }
+    if (id <= holder_.reserved) return Status::ok();
+    HIODSFS_TRY(writable("reserve segment ids in", lock_object()));
+    HolderRecord next = holder_;
+    next.reserved = id > UINT32_MAX - kReservedSegments ? UINT32_MAX : id + kReservedSegments - 1;
+    HIODSFS_TRY(write_holder(*conn(), next));
+    holder_ = next;
+    return Status::ok();
+}
+
+Status RadosTier::read_holder(HolderRecord* out, bool* found) {
+    std::vector<std::uint8_t> bytes;
+    *found = false;
+    Status st = conn()->read(lock_object(), &bytes);
+    if (st.err() == ENOENT) return Status::ok();
+    HIODSFS_TRY(st);
+    *found = decode_holder(std::string(bytes.begin(), bytes.end()), out);
+    return Status::ok();
+}
+
+Status RadosTier::write_holder(RadosPool& pool, const HolderRecord& record) {
+    const std::string text = encode_holder(record);
+    Status st = pool.write_full(lock_object(), text.data(), text.size(), &lock_);
+    if (st.err() == EBUSY) {
+        const std::string why = "the lock on " + describe() +
+                                " is not this client's any more (the OSD refused " +
+                                "a write that asserts it)";
+        fence(why + "; the store takes no more writes until it is mounted again");
+        return Status::error(EIO, why);
+    }
+    return st;
+}
+
+Status RadosTier::own_address(RadosPool& pool, std::string* out) {
+    std::vector<RadosLocker> holders;
+    HIODSFS_TRY(pool.lockers(lock_object(), kLockName, &holders));
+    for (const RadosLocker& h : holders) {
+        if (h.cookie == lock_.cookie) {
+            *out = h.address;
+            return Status::ok();
+        }
+    }
+    return Status::error(ENOENT, "the lock on " + describe() + " does not list this client");
+}
+
+Status RadosTier::take_over(RadosPool& pool, const std::vector<std::string>& also_fence,
+                            const std::function<void(const std::string&)>& log) {
+    HolderRecord last;
+    bool found = false;
+    {
+        std::vector<std::uint8_t> bytes;
+        Status st = pool.read(lock_object(), &bytes);
+        if (!st && st.err() != ENOENT) return st;
+        found = st.is_ok() && decode_holder(std::string(bytes.begin(), bytes.end()), &last);
+    }
+    HolderRecord mine;
+    mine.cookie = lock_.cookie;
+    HIODSFS_TRY(own_address(pool, &mine.address));
+    std::vector<std::string> fence_them;
+    for (const std::string& a : also_fence)
+        if (a != mine.address) fence_them.push_back(a);
+    if (found && !last.released && !last.address.empty() && last.address != mine.address)
+        fence_them.push_back(last.address);
+    for (const std::string& a : fence_them) {
+        Status st = pool.blocklist(a);
+        if (!st) {
+            return Status::error(
+                st.err(), "cannot fence the last holder of " + describe() + " (" + st.message() +
+                              "); the client needs the mon capability of 'osd blocklist' to take "
+                              "over a store another client did not let go");
+        }
+    }
+    if (!fence_them.empty()) {
+        HIODSFS_TRY(pool.wait_for_latest_map());
+        if (log) {
+            std::string who;
+            for (const std::string& a : fence_them) who += (who.empty() ? "" : ", ") + a;
+            log("fenced the last holder of " + describe() +
+                (found ? " (epoch " + std::to_string(last.epoch) + ", '" + last.cookie + "')"
+                       : std::string()) +
+                ": blocklisted " + who + ", so nothing it still sends lands");
+        }
+    }
+    if (found && last.epoch == UINT32_MAX)
+        return Status::error(EOVERFLOW, describe() + ": holder epochs exhausted");
+    mine.epoch = found ? last.epoch + 1 : 1;
+    mine.first_segment = found ? std::max(last.reserved, last.first_segment - 1) + 1 : 1;
+    mine.reserved = mine.first_segment - 1;
+    HIODSFS_TRY(write_holder(pool, mine));
+    std::lock_guard guard(holder_mu_);
+    holder_ = mine;
+    return Status::ok();
+}
+
+Status RadosTier::lock(const std::string& cookie, std::chrono::seconds lease,
+                       std::function<void(const std::string&)> on_lost,
+                       const std::vector<std::string>& also_fence,
+                       const std::function<void(const std::string&)>& log) {
+    RadosLock lock{lock_object(), kLockName, cookie, "hiodsfs daemon"};
+    const std::shared_ptr<RadosPool> pool = conn();
+    const auto sent = RadosLease::Clock::now();
+    HIODSFS_TRY(pool->lock_exclusive(lock, lease));
     std::lock_guard guard(renew_mu_);
     lock_ = std::move(lock);
-    lease_ = lease;
+    lease_ = std::make_unique<RadosLease>(lease, timeout_);
+    lease_->renewed(sent);
+    Status taken = take_over(*pool, also_fence, log);
+    if (!taken) {
+        (void)pool->unlock(lock_);
+        lease_.reset();
+        return taken;
+    }
     on_lost_ = std::move(on_lost);
     locked_ = true;
     stopping_ = false;
@@ -220,30 +340,43 @@ void RadosTier::set_lapse_handling(std::function<Status()> retaken, std::functio
 }
 
 void RadosTier::renew_loop() {
-    using Clock = std::chrono::steady_clock;
-    // The lease runs from when the request was sent, at the latest.
-    Clock::time_point held_until = Clock::now() + lease_ - std::chrono::seconds(1);
+    using Clock = RadosLease::Clock;
     std::unique_lock guard(renew_mu_);
+    bool failed = false;
+    Status last;
     while (!stopping_) {
-        renew_cv_.wait_for(guard, lease_ / 4, [&] { return stopping_; });
+        renew_cv_.wait_until(guard, lease_->next_renewal(Clock::now(), failed),
+                             [&] { return stopping_; });
         if (stopping_) return;
-        guard.unlock();
         const Clock::time_point sent = Clock::now();
-        const Status st = conn()->renew_lock(lock_, lease_);
-        guard.lock();
-        if (st) {
-            held_until = sent + lease_;
-            continue;
+        Status st;
+        if (lease_->may_start(sent)) {
+            guard.unlock();
+            st = conn()->renew_lock(lock_, lease_->lease());
+            guard.lock();
+            if (st) {
+                lease_->renewed(sent);
+                failed = false;
+                continue;
+            }
+            last = st;
+            // Gone (lapsed and lost, broken) or this client fenced: no retry
+            // can bring it back. Anything else (a timeout): tried again
+            // while a renewal could still end before the lease does.
+            failed = true;
+            if (st.err() != ENOENT && st.err() != ESHUTDOWN) continue;
+        } else if (last.is_ok()) {
+            last = Status::error(ETIMEDOUT, "no renewal was confirmed in time");
         }
-        // Another try may fail too and take up to the timeout: give up
-        // while the lease still holds, so nothing is written after it.
-        if (st.err() != ENOENT && Clock::now() + timeout_ < held_until) continue;
-        const std::string lapsed = "the lock on " + describe() + " could not be renewed (" + st.message() + ")";
-        if (!retaken_ || st.err() == ENOENT) {
-            // ENOENT: the lock was taken from this client (broken), not left to lapse.
+        const std::string lapsed =
+            "the lock on " + describe() + " could not be renewed (" + last.message() + ")";
+        if (!retaken_ || last.err() == ENOENT || last.err() == ESHUTDOWN) {
+            // ENOENT: the lock was taken from this client (broken), not left
+            // to lapse; ESHUTDOWN: the next holder blocklisted this client.
             const std::string why = lapsed + "; the store takes no more writes until it is mounted again";
             fence(why);
             const auto on_lost = on_lost_;
+            locked_ = false;
             guard.unlock();
             if (on_lost) on_lost(why);
             return;
@@ -256,34 +389,45 @@ void RadosTier::renew_loop() {
             guard.lock();
         }
         if (!take_back(guard)) return;
-        held_until = Clock::now() + lease_ - std::chrono::seconds(1);
+        failed = false;
+        last = Status::ok();
     }
 }
 
 bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
     while (!stopping_) {
-        renew_cv_.wait_for(guard, lease_ / 4, [&] { return stopping_; });
+        renew_cv_.wait_for(guard, lease_->lease() / 4, [&] { return stopping_; });
         if (stopping_) return false;
         const auto retaken = retaken_;
         const auto log = log_;
         const auto on_lost = on_lost_;
         guard.unlock();
-        Status st = take_lock_with(*conn());
+        std::shared_ptr<RadosPool> pool = conn();
+        auto sent = RadosLease::Clock::now();
+        Status st = take_lock_with(*pool);
+        bool fresh = false;
         if (!st && st.err() != EBUSY) {
             // A client cut off may not get through again by itself: after a
             // whole cluster restarts, its tickets are for keys the daemons
             // no longer have. A new connection takes the lock if it can.
-            std::unique_ptr<RadosPool> fresh;
-            if (RadosPool::connect(options_, &fresh)) {
-                const Status taken = take_lock_with(*fresh);
-                if (taken) pool_.store(std::shared_ptr<RadosPool>(std::move(fresh)));
+            std::unique_ptr<RadosPool> other;
+            if (RadosPool::connect(options_, &other)) {
+                sent = RadosLease::Clock::now();
+                const Status taken = take_lock_with(*other);
+                if (taken) {
+                    pool = std::shared_ptr<RadosPool>(std::move(other));
+                    fresh = true;
+                }
                 if (taken || taken.err() == EBUSY) st = taken;
             }
         }
         std::string lost;
         if (st) {
+            lease_->renewed(sent);
             // Held again; but another client may have had it meanwhile.
-            const Status same = retaken();
+            Status same = check_retaken(*pool, fresh);
+            if (same && fresh) pool_.store(pool);
+            if (same) same = retaken();
             if (same) {
                 fenced_.store(false);
                 if (log) log("hiodsfs: the lock on " + describe() + " is taken again; writes resume");
@@ -292,7 +436,7 @@ bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
             }
             lost = "the lock on " + describe() + " was taken again after it lapsed, but " + same.message() +
                    "; the store takes no more writes until it is mounted again";
-            (void)conn()->unlock(lock_);
+            (void)pool->unlock(lock_);
         } else if (st.err() == EBUSY) {
             lost = "the lock on " + describe() + " lapsed and another client took it (" + st.message() +
                    "); the store takes no more writes until it is mounted again";
@@ -309,19 +453,45 @@ bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
     return false;
 }
 
+Status RadosTier::check_retaken(RadosPool& pool, bool fresh) {
+    std::vector<std::uint8_t> bytes;
+    HIODSFS_TRY(pool.read(lock_object(), &bytes));
+    HolderRecord now;
+    std::lock_guard guard(holder_mu_);
+    if (!decode_holder(std::string(bytes.begin(), bytes.end()), &now) ||
+        now.epoch != holder_.epoch || now.cookie != holder_.cookie)
+        return Status::error(ESTALE, "another client held " + describe() +
+                                         " meanwhile (the holder record is not "
+                                         "this client's any more)");
+    if (!fresh) return Status::ok();
+    // The old connection may still have operations on their way: it is
+    // fenced like any other holder, and the record names the new one.
+    HolderRecord next = holder_;
+    HIODSFS_TRY(own_address(pool, &next.address));
+    if (next.address == holder_.address) return Status::ok();
+    if (!holder_.address.empty()) {
+        HIODSFS_TRY(pool.blocklist(holder_.address));
+        HIODSFS_TRY(pool.wait_for_latest_map());
+    }
+    HIODSFS_TRY(write_holder(pool, next));
+    holder_ = next;
+    return Status::ok();
+}
+
 Status RadosTier::take_lock_with(RadosPool& pool) {
-    Status st = pool.lock_exclusive(lock_, lease_);
-    if (st.err() == EEXIST) return pool.renew_lock(lock_, lease_);  // the lease had not run out there
+    Status st = pool.lock_exclusive(lock_, lease_->lease());
+    if (st.err() == EEXIST)
+        return pool.renew_lock(lock_, lease_->lease());  // the lease had not run out there
     if (st.err() != EBUSY) return st;
     std::vector<RadosLocker> holders;
-    if (!pool.lockers(store_ + ".lock", kLockName, &holders) || holders.empty()) return st;
+    if (!pool.lockers(lock_object(), kLockName, &holders) || holders.empty()) return st;
     for (const RadosLocker& h : holders)
         if (h.cookie != lock_.cookie) return st;  // another process's
     for (const RadosLocker& h : holders) {
-        const Status broke = pool.break_lock(store_ + ".lock", kLockName, h);
+        const Status broke = pool.break_lock(lock_object(), kLockName, h);
         if (!broke && broke.err() != ENOENT) return broke;
     }
-    return pool.lock_exclusive(lock_, lease_);
+    return pool.lock_exclusive(lock_, lease_->lease());
 }
 
 Status RadosTier::unlock() {
@@ -337,15 +507,26 @@ Status RadosTier::unlock() {
     renew_cv_.notify_all();
     if (renewer.joinable()) renewer.join();
     if (!was_locked || fenced_.load()) return Status::ok();
+    // Let go cleanly: the next holder has nothing of this one to fence.
+    HolderRecord released;
+    {
+        std::lock_guard guard(holder_mu_);
+        released = holder_;
+    }
+    released.released = true;
+    if (write_holder(*conn(), released)) {
+        std::lock_guard guard(holder_mu_);
+        holder_ = released;
+    }
     return conn()->unlock(lock_);
 }
 
 Status RadosTier::lockers(std::vector<RadosLocker>* out) {
-    return conn()->lockers(store_ + ".lock", kLockName, out);
+    return conn()->lockers(lock_object(), kLockName, out);
 }
 
 Status RadosTier::break_lock(const RadosLocker& holder) {
-    return conn()->break_lock(store_ + ".lock", kLockName, holder);
+    return conn()->break_lock(lock_object(), kLockName, holder);
 }
 
 }  // namespace hiodsfs
