@@ -70,6 +70,19 @@ struct SegmentStoreOptions {
     // does not hold is read from the tier into memory, the last one only,
     // instead of fetched into the directory, which stays as it was.
     bool tier_reads_in_memory = false;
+    // With a tier that already held the store (not one just given it),
+    // whether committed metadata has live chunks in a segment. A local
+    // segment the tier lacks is then either one whose object went missing
+    // (live chunks: uploaded again, and logged) or one no record refers to
+    // (every committed byte reaches the tier before its commit): dropped,
+    // never uploaded. Null: every local segment the tier lacks is uploaded.
+    std::function<bool(SegmentId)> has_live_chunks;
+    // With a tier: another holder's journal records were replayed at open,
+    // and this is the directory's own frontier from before them. The
+    // tier's copy of every segment at or past it is the segment, over a
+    // longer local one (whose extra bytes no record of the store refers
+    // to). Segment 0: the rule does not apply.
+    SegmentPosition tier_wins_from;
 };
 
 // What the tier and the local cache in front of it hold and did.

@@ -182,18 +182,31 @@ Status EngineImpl::init(const EngineOptions& options) {
         return Status::error(EUCLEAN, "store " + dir + " cannot be opened: its metadata has no "
                                           "state record (made anew or damaged)" + fsck_hint);
     if (!fresh) HIODSFS_TRY(check_format_copy(dir, format));
+    SegmentPosition tier_wins_from;
     if (tier != nullptr) {
         // The tier's journal may hold commits this directory never made
         // durable (a crash between the two): they are replayed. A directory
         // that is no continuation of the tier's copy is refused.
-        std::uint64_t replayed = 0;
         if (!fresh) {
-            opened = catch_up_from_tier(tier, *meta_, dir, &replayed);
+            const SuperState before = meta_->super_snapshot();
+            CatchUp caught;
+            opened = catch_up_from_tier(tier, *meta_, dir, &caught);
             if (!opened) return Status::error(opened.err(), "store " + tier_name() + " cannot be opened: " + opened.message());
+            if (caught.replayed > 0 && opts_.log)
+                opts_.log("hiodsfs: replayed " + std::to_string(caught.replayed) +
+                          " journal records from " + tier_name() + " that " + dir +
+                          " had not committed" +
+                          (caught.foreign
+                               ? " (another holder's: the pool's copies of this directory's newer "
+                                 "segments are the store's)"
+                               : ""));
+            // Another host went on with the store: its records may refer to
+            // segments this directory holds longer copies of (an older
+            // hiodsfs reused ids); the pool's are the store's.
+            if (caught.foreign)
+                tier_wins_from = SegmentPosition{static_cast<SegmentId>(before.frontier_segment),
+                                                 before.frontier_offset};
         }
-        if (replayed > 0 && opts_.log)
-            opts_.log("hiodsfs: replayed " + std::to_string(replayed) + " journal records from " + tier_name() +
-                      " that " + dir + " had not committed");
         journal_ = std::make_unique<TierJournal>(tier);
         meta_->set_journal(journal_.get());
         last_snapshot_ = std::chrono::steady_clock::now();
@@ -204,6 +217,22 @@ Status EngineImpl::init(const EngineOptions& options) {
     seg_options.read_only = options.read_only;  // a read-only open must not cut a torn tail under a daemon
     seg_options.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),
                                             committed.frontier_offset};
+    if (!seg_options.log) seg_options.log = opts_.log;
+    if (tier != nullptr && !fresh && format.tier == tier_name()) {
+        // Every committed byte reached the tier before its commit: a local
+        // segment the tier lacks is missing there (live chunks) or no
+        // record's (a crash's leftover, a stale holder's active segment).
+        seg_options.tier_wins_from = tier_wins_from;
+        seg_options.has_live_chunks = [this](SegmentId seg) {
+            std::unique_ptr<Txn> t;
+            std::string_view v;
+            bool found = false;
+            // Unreadable or damaged: kept, for fsck to judge.
+            if (!meta_->begin_read(&t) || !t->get(Db::kSegments, key_u64(seg), &v, &found))
+                return true;
+            return found && (v.size() != 8 || get_be64(v) > 0);
+        };
+    }
     opened = SegmentStore::open(env_, dir + "/segments", seg_options, &segs_);
     if (opened.err() == EUCLEAN)
         return Status::error(EUCLEAN, "store " + dir + " cannot be opened read-write: " + opened.message() +
@@ -822,14 +851,17 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
 // opened with (the last commit's, or the last fsync log record's it
 // replayed) are dead, unless something refers to them: counted once, as the
 // next commit's frontier lies past them. A store that has no frontier yet
-// (made before it was recorded) is left to hiodsfs-fsck.
+// (made before it was recorded) is left to hiodsfs-fsck. With a tier, a
+// segment there only is read too (fetched: after a crash on another host,
+// the pool's copy of its last segment holds what it wrote after its last
+// commit).
 Status EngineImpl::count_crash_leftovers(const SuperState& committed) {
     if (committed.frontier_segment == 0) return Status::ok();
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
     std::vector<std::pair<ChunkId, ChunkLocation>> after;
     for (const auto& [seg, size] : files) {
-        if (seg < committed.frontier_segment || !segs_->in_directory(seg)) continue;
+        if (seg < committed.frontier_segment || size == 0) continue;
         HIODSFS_TRY(segs_->scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
             if (r.chunk != kLogRecord && committed.after_frontier(seg, r.header_offset))
                 after.emplace_back(r.chunk, r.location);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "chunk/fingerprint.h"
 #include "engine/store_layout.h"
@@ -16,8 +17,10 @@ namespace hiodsfs {
 namespace {
 
 constexpr const char* kJournalPrefix = "journal.";
-constexpr const char* kSnapshotPrefix = "meta.";
-constexpr const char* kManifest = "meta";
+constexpr const char* kSnapshotPrefix =
+    "meta.";  // snapshot parts (and a format 1 manifest, "meta")
+constexpr const char* kManifestPrefix = "manifest.";
+constexpr const char* kOldManifest = "meta";  // the manifest of a store before holder epochs
 constexpr const char* kFormatObject = "format";
 constexpr const char* kManifestMagic = "hiodsfs metadata snapshot";
 
@@ -27,22 +30,92 @@ std::string hex16(std::uint64_t v) {
     return buf;
 }
 
-std::string part_name(std::uint64_t seq, std::size_t part) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "%04zx", part);
-    return kSnapshotPrefix + hex16(seq) + "." + buf;
+std::string hex8(std::uint32_t v) {
+    char buf[12];
+    std::snprintf(buf, sizeof buf, "%08" PRIx32, v);
+    return buf;
 }
 
-// "journal.<16 hex>" -> its first seq.
-bool parse_journal_name(const std::string& name, std::uint64_t* first) {
-    const std::size_t p = std::string(kJournalPrefix).size();
-    if (name.size() != p + 16 || name.compare(0, p, kJournalPrefix) != 0) return false;
-    char* end = nullptr;
-    *first = std::strtoull(name.c_str() + p, &end, 16);
-    return *end == '\0';
+// Hex digits only, exactly `digits` of them.
+bool parse_hex(const std::string& s, std::size_t digits, std::uint64_t* out) {
+    if (s.size() != digits || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return false;
+    *out = std::strtoull(s.c_str(), nullptr, 16);
+    return true;
+}
+
+// "P1.P2...." after `prefix`, split at the dots.
+bool split_name(const std::string& name, const std::string& prefix,
+                std::vector<std::string>* fields) {
+    if (name.compare(0, prefix.size(), prefix) != 0) return false;
+    fields->clear();
+    std::string rest = name.substr(prefix.size());
+    for (std::size_t at = 0;;) {
+        const std::size_t dot = rest.find('.', at);
+        fields->push_back(rest.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+        if (dot == std::string::npos) return true;
+        at = dot + 1;
+    }
+}
+
+// Epoch 0 names the objects of a store before holder epochs (format 1).
+std::string part_name(std::uint64_t seq, std::uint32_t epoch, std::size_t part) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04zx", part);
+    return kSnapshotPrefix + hex16(seq) + (epoch == 0 ? "" : "." + hex8(epoch)) + "." + buf;
+}
+
+// "meta.<16 hex seq>[.<8 hex epoch>].<4 hex part>".
+bool parse_part_name(const std::string& name, std::uint64_t* seq, std::uint32_t* epoch) {
+    std::vector<std::string> f;
+    std::uint64_t e = 0, part = 0;
+    if (!split_name(name, kSnapshotPrefix, &f) || (f.size() != 2 && f.size() != 3)) return false;
+    if (!parse_hex(f[0], 16, seq) || !parse_hex(f.back(), 4, &part)) return false;
+    if (f.size() == 3 && !parse_hex(f[1], 8, &e)) return false;
+    *epoch = static_cast<std::uint32_t>(e);
+    return true;
+}
+
+std::string manifest_name(std::uint32_t epoch, std::uint64_t seq) {
+    return epoch == 0 ? kOldManifest : kManifestPrefix + hex8(epoch) + "." + hex16(seq);
+}
+
+// "journal.<16 hex first seq>[.<8 hex epoch>]" -> its first seq and epoch.
+bool parse_journal_name(const std::string& name, std::uint64_t* first, std::uint32_t* epoch) {
+    std::vector<std::string> f;
+    std::uint64_t e = 0;
+    if (!split_name(name, kJournalPrefix, &f) || (f.size() != 1 && f.size() != 2)) return false;
+    if (!parse_hex(f[0], 16, first) || (f.size() == 2 && !parse_hex(f[1], 8, &e))) return false;
+    *epoch = static_cast<std::uint32_t>(e);
+    return true;
+}
+
+// The journal's objects by (first seq, epoch): of two that start at one
+// seq, the later holder's supersedes the other.
+struct JournalObject {
+    std::uint64_t first = 0;
+    std::uint32_t epoch = 0;
+    std::string name;
+    bool operator<(const JournalObject& o) const {
+        return std::tie(first, epoch) < std::tie(o.first, o.epoch);
+    }
+};
+
+Status journal_objects(SegmentTier* tier, std::vector<JournalObject>* out) {
+    std::vector<std::string> names;
+    HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
+    out->clear();
+    for (const std::string& n : names) {
+        JournalObject o;
+        o.name = n;
+        if (parse_journal_name(n, &o.first, &o.epoch)) out->push_back(o);
+    }
+    std::sort(out->begin(), out->end());
+    return Status::ok();
 }
 
 struct Manifest {
+    std::uint32_t epoch = 0;  // of its holder, from its name
     std::uint64_t seq = 0;
     std::vector<std::pair<std::uint64_t, std::uint32_t>> parts;  // size, crc32c
 };
@@ -74,14 +147,35 @@ bool decode_manifest(const std::string& text, Manifest* m) {
     return have_seq && !m->parts.empty();
 }
 
+// The newest manifest: of the newest holder that wrote one, its newest
+// (a holder's late write of an older one of its own is passed over), or
+// the manifest of a store before holder epochs.
 Status get_manifest(SegmentTier* tier, Manifest* m, bool* found) {
+    std::vector<std::string> names;
+    HIODSFS_TRY(tier->list_objects(kManifestPrefix, &names));
+    std::string name = kOldManifest;
+    std::uint32_t epoch = 0;
+    std::uint64_t seq = 0;
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+        std::vector<std::string> f;
+        std::uint64_t e = 0;
+        if (split_name(*it, kManifestPrefix, &f) && f.size() == 2 && parse_hex(f[0], 8, &e) &&
+            parse_hex(f[1], 16, &seq)) {
+            name = *it;
+            epoch = static_cast<std::uint32_t>(e);
+            break;
+        }
+    }
     std::vector<char> bytes;
-    Status st = tier->get_object(kManifest, &bytes);
+    Status st = tier->get_object(name, &bytes);
     *found = st.is_ok();
     if (st.err() == ENOENT) return Status::ok();
     HIODSFS_TRY(st);
-    if (!decode_manifest(std::string(bytes.begin(), bytes.end()), m))
-        return Status::error(EUCLEAN, "the metadata snapshot manifest in " + tier->describe() + " does not parse");
+    m->epoch = epoch;
+    if (!decode_manifest(std::string(bytes.begin(), bytes.end()), m) ||
+        (epoch != 0 && m->seq != seq))
+        return Status::error(EUCLEAN, "the metadata snapshot manifest " + name + " in " +
+                                          tier->describe() + " does not parse");
     return Status::ok();
 }
 
@@ -94,9 +188,10 @@ Status fetch_snapshot(Env* env, SegmentTier* tier, const Manifest& m, const std:
     std::vector<char> part;
     std::uint64_t at = 0;
     for (std::size_t i = 0; i < m.parts.size(); ++i) {
-        HIODSFS_TRY(tier->get_object(part_name(m.seq, i), &part));
+        const std::string name = part_name(m.seq, m.epoch, i);
+        HIODSFS_TRY(tier->get_object(name, &part));
         if (part.size() != m.parts[i].first || crc32c(part.data(), part.size()) != m.parts[i].second)
-            return Status::error(EUCLEAN, "metadata snapshot " + part_name(m.seq, i) + " in " + tier->describe() +
+            return Status::error(EUCLEAN, "metadata snapshot " + name + " in " + tier->describe() +
                                               " fails its check");
         HIODSFS_TRY(f->pwrite(part.data(), part.size(), at));
         at += part.size();
@@ -106,12 +201,14 @@ Status fetch_snapshot(Env* env, SegmentTier* tier, const Manifest& m, const std:
 
 }  // namespace
 
-std::string journal_object_name(std::uint64_t first_seq) { return kJournalPrefix + hex16(first_seq); }
+std::string journal_object_name(std::uint64_t first_seq, std::uint32_t epoch) {
+    return kJournalPrefix + hex16(first_seq) + (epoch == 0 ? "" : "." + hex8(epoch));
+}
 
 Status TierJournal::write(std::uint64_t seq, std::string_view record) {
     std::lock_guard lock(mu_);
     const bool fresh = object_.empty() || object_bytes_ >= kJournalObjectBytes;
-    const std::string object = fresh ? journal_object_name(seq) : object_;
+    const std::string object = fresh ? journal_object_name(seq, tier_->epoch()) : object_;
     Status st = tier_->append_object(object, record.data(), record.size());
     if (!st) {
         std::vector<JournalRecord> recs;
@@ -175,23 +272,19 @@ Status TierJournal::check_unchanged(std::uint64_t committed) {
 }
 
 Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vector<char>>* bytes,
-                    std::vector<JournalRecord>* out, std::uint64_t* last) {
-    std::vector<std::string> names;
-    HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
-    std::vector<std::pair<std::uint64_t, std::string>> objects;
-    for (const std::string& n : names) {
-        std::uint64_t first = 0;
-        if (parse_journal_name(n, &first)) objects.emplace_back(first, n);
-    }
-    std::sort(objects.begin(), objects.end());
+                    std::vector<JournalRecord>* out, std::uint64_t* last,
+                    std::vector<std::uint32_t>* epochs) {
+    std::vector<JournalObject> objects;
+    HIODSFS_TRY(journal_objects(tier, &objects));
     *last = after;
     for (std::size_t k = 0; k < objects.size(); ++k) {
         // Records at or past the next object's first are an earlier run's
-        // appends that landed late: the next object has those seqs.
+        // (or an earlier holder's) appends that landed late: the next
+        // object has those seqs.
         const std::uint64_t next_first = k + 1 < objects.size() ? objects[k + 1].first : UINT64_MAX;
         if (next_first <= after + 1) continue;  // wholly before what is wanted
         bytes->emplace_back();
-        Status st = tier->get_object(objects[k].second, &bytes->back());
+        Status st = tier->get_object(objects[k].name, &bytes->back());
         if (st.err() == ENOENT) continue;  // removed by a snapshot meanwhile
         HIODSFS_TRY(st);
         const std::string_view data(bytes->back().data(), bytes->back().size());
@@ -199,8 +292,9 @@ Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vec
         std::size_t end = 0;
         decode_journal(data, &recs, &end);
         if (end < data.size() && k + 1 < objects.size()) {
-            return Status::error(EUCLEAN, "journal object " + objects[k].second + " in " + tier->describe() +
-                                              " is damaged at byte " + std::to_string(end) +
+            return Status::error(EUCLEAN, "journal object " + objects[k].name + " in " +
+                                              tier->describe() + " is damaged at byte " +
+                                              std::to_string(end) +
                                               ": the records after it cannot be replayed");
         }
         for (const JournalRecord& r : recs) {
@@ -208,7 +302,8 @@ Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vec
             // A commit whose append failed is written again under the same
             // seq with everything since; an attempt that landed anyway
             // holds a prefix of its changes, so the longest record of a
-            // seq is the one, whatever order they landed in.
+            // seq is the one, whatever order they landed in. (One holder's
+            // retries: another holder's records are in objects of its own.)
             if (r.seq == *last && !out->empty() && out->back().seq == r.seq) {
                 if (r.ops.size() > out->back().ops.size()) out->back() = r;
                 continue;
@@ -220,26 +315,28 @@ Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vec
                                                   std::to_string(r.seq) + ")");
             }
             out->push_back(r);
+            if (epochs != nullptr) epochs->push_back(objects[k].epoch);
             *last = r.seq;
         }
     }
     return Status::ok();
 }
 
-Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found) {
+Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found, std::uint32_t* epoch) {
     Manifest m;
     HIODSFS_TRY(get_manifest(tier, &m, found));
     *seq = m.seq;
+    if (epoch != nullptr) *epoch = m.epoch;
     return Status::ok();
 }
 
 Status tier_has_metadata(SegmentTier* tier, bool* found) {
-    std::vector<std::string> names;
-    HIODSFS_TRY(tier->list_objects(kSnapshotPrefix, &names));  // "meta" and "meta.*"
-    *found = !names.empty();
-    if (!*found) {
-        HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
-        *found = !names.empty();
+    *found = false;
+    for (const char* prefix :
+         {kManifestPrefix, kOldManifest /* "meta" and "meta.*" */, kJournalPrefix}) {
+        std::vector<std::string> names;
+        HIODSFS_TRY(tier->list_objects(prefix, &names));
+        *found = *found || !names.empty();
     }
     return Status::ok();
 }
@@ -305,16 +402,17 @@ Status recover_store_dir(Env* env, SegmentTier* tier, const std::string& dir, st
 }
 
 Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string& store_dir,
-                          std::uint64_t* replayed) {
-    *replayed = 0;
+                          CatchUp* out) {
+    *out = CatchUp{};
     const std::uint64_t local = meta.committed_journal_seq();
     Manifest m;
     bool have_snapshot = false;
     HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
     std::vector<std::vector<char>> bytes;
     std::vector<JournalRecord> recs;
+    std::vector<std::uint32_t> epochs;
     std::uint64_t last = 0;
-    Status st = read_journal(tier, local, &bytes, &recs, &last);
+    Status st = read_journal(tier, local, &bytes, &recs, &last, &epochs);
     const std::string older = "cache_dir " + store_dir + " holds an older copy of the store than " + tier->describe() +
                               " (its journal record " + std::to_string(local) + ", ";
     const std::string hint = "): move it aside and mount with an empty cache_dir to recover the store from " +
@@ -325,25 +423,42 @@ Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string&
     // (read_journal returns records from local + 1 on, or none.)
     if (recs.empty() && have_snapshot && m.seq > local)
         return Status::error(EUCLEAN, older + "the pool's snapshot " + std::to_string(m.seq) + hint);
-    if (local > 0 && recs.empty()) {
-        // Nothing after ours: the tier must hold ours, or a copy of the store
-        // made elsewhere (or a pool that lost records) would be written over.
-        std::uint64_t newest = have_snapshot ? m.seq : 0;
+    // The holder that wrote this directory's own last record, when the
+    // journal still has it (0 when unknown).
+    std::uint32_t own_epoch = 0;
+    bool own_known = false;
+    if (local > 0) {
         std::vector<std::vector<char>> b2;
         std::vector<JournalRecord> r2;
+        std::vector<std::uint32_t> e2;
         std::uint64_t l2 = 0;
-        HIODSFS_TRY(read_journal(tier, local - 1, &b2, &r2, &l2));
-        newest = std::max(newest, l2);
-        if (newest < local) {
-            return Status::error(EUCLEAN, "cache_dir " + store_dir + " holds journal record " + std::to_string(local) +
-                                              " of the store, but " + tier->describe() + " only " +
-                                              std::to_string(newest) +
-                                              ": it is another copy of the store; mount with an empty cache_dir "
-                                              "to use " + tier->describe() + "'s");
+        Status mine = read_journal(tier, local - 1, &b2, &r2, &l2, &e2);
+        if (mine && !r2.empty() && r2.front().seq == local) {
+            own_epoch = e2.front();
+            own_known = true;
+        }
+        if (recs.empty()) {
+            // Nothing after ours: the tier must hold ours, or a copy of the
+            // store made elsewhere (or a pool that lost records) would be
+            // written over.
+            HIODSFS_TRY(mine);
+            const std::uint64_t newest = std::max(have_snapshot ? m.seq : 0, l2);
+            if (newest < local) {
+                return Status::error(
+                    EUCLEAN, "cache_dir " + store_dir + " holds journal record " +
+                                 std::to_string(local) + " of the store, but " + tier->describe() +
+                                 " only " + std::to_string(newest) +
+                                 ": it is another copy of the store; mount with an empty cache_dir "
+                                 "to use " +
+                                 tier->describe() + "'s");
+            }
         }
     }
-    for (const JournalRecord& r : recs) HIODSFS_TRY(meta.replay(r));
-    *replayed = recs.size();
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+        HIODSFS_TRY(meta.replay(recs[i]));
+        if (!own_known || epochs[i] != own_epoch) out->foreign = true;
+    }
+    out->replayed = recs.size();
     return Status::ok();
 }
 
@@ -359,47 +474,56 @@ Status put_snapshot(Env* env, SegmentTier* tier, MetaStore& meta, TierJournal* j
     HIODSFS_TRY(env->open(tmp_path, OpenMode::kRead, &f));
     Manifest m;
     m.seq = *seq;
+    m.epoch = tier->epoch();
     std::vector<char> part(static_cast<std::size_t>(part_bytes));
     for (std::uint64_t at = 0;;) {
         std::size_t got = 0;
         HIODSFS_TRY(f->pread(part.data(), part.size(), at, &got));
         if (got == 0 && at > 0) break;
-        HIODSFS_TRY(tier->put_object(part_name(*seq, m.parts.size()), part.data(), got));
+        HIODSFS_TRY(tier->put_object(part_name(*seq, m.epoch, m.parts.size()), part.data(), got));
         m.parts.emplace_back(got, crc32c(part.data(), got));
         at += got;
         if (got < part.size()) break;
     }
     const std::string manifest = encode_manifest(m);
-    HIODSFS_TRY(tier->put_object(kManifest, manifest.data(), manifest.size()));
+    HIODSFS_TRY(tier->put_object(manifest_name(m.epoch, m.seq), manifest.data(), manifest.size()));
     if (journal != nullptr) journal->snapshot_taken();
 
     // The manifest names the new snapshot: what it supersedes can go, and
     // at close the current journal object too. A failure here only leaves
     // objects a later snapshot deletes.
     std::vector<std::string> names;
-    if (superseded_objects(tier, *seq, &names))
+    if (superseded_objects(tier, *seq, m.epoch, &names))
         for (const std::string& n : names) (void)tier->remove_object(n);
     if (closing && journal != nullptr && !journal->current_object().empty() && journal->last_seq() <= *seq)
         (void)tier->remove_object(journal->current_object());
     return Status::ok();
 }
 
-Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::vector<std::string>* out) {
+Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::uint32_t epoch,
+                          std::vector<std::string>* out) {
     out->clear();
     std::vector<std::string> names;
-    HIODSFS_TRY(tier->list_objects(kSnapshotPrefix, &names));
-    const std::string mine = kSnapshotPrefix + hex16(seq) + ".";
-    for (const std::string& n : names)
-        if (n != kManifest && n.rfind(mine, 0) != 0) out->push_back(n);
-    HIODSFS_TRY(tier->list_objects(kJournalPrefix, &names));
-    std::vector<std::uint64_t> firsts;
+    HIODSFS_TRY(
+        tier->list_objects(kSnapshotPrefix, &names));  // parts, and the manifest before epochs
     for (const std::string& n : names) {
-        std::uint64_t first = 0;
-        if (parse_journal_name(n, &first)) firsts.push_back(first);
+        std::uint64_t part_seq = 0;
+        std::uint32_t part_epoch = 0;
+        if (n == kOldManifest) {
+            if (epoch != 0) out->push_back(n);
+        } else if (parse_part_name(n, &part_seq, &part_epoch) &&
+                   !(part_seq == seq && part_epoch == epoch)) {
+            out->push_back(n);
+        }
     }
-    std::sort(firsts.begin(), firsts.end());
-    for (std::size_t k = 0; k + 1 < firsts.size(); ++k)
-        if (firsts[k + 1] <= seq + 1) out->push_back(journal_object_name(firsts[k]));
+    HIODSFS_TRY(tier->list_objects(kManifestPrefix, &names));
+    const std::string mine = manifest_name(epoch, seq);
+    for (const std::string& n : names)
+        if (n != mine) out->push_back(n);
+    std::vector<JournalObject> objects;
+    HIODSFS_TRY(journal_objects(tier, &objects));
+    for (std::size_t k = 0; k + 1 < objects.size(); ++k)
+        if (objects[k + 1].first <= seq + 1) out->push_back(objects[k].name);
     return Status::ok();
 }
 

@@ -1,17 +1,24 @@
 // The metadata of a tiered store, kept in its tier (RADOS) next to the
 // segments, so that a host that lost the store directory (cache_dir) can
-// rebuild it from the tier alone:
-//   journal.SSSSSSSSSSSSSSSS   records of group commits (meta/journal.h),
-//                              appended; S: the first record's seq (hex).
-//                              A new object every kJournalObjectBytes and
-//                              at every open, so no append of an earlier
-//                              run can land after the records of a later one.
-//   meta.SSSSSSSSSSSSSSSS.PPPP a snapshot of the metadata as of record S,
-//                              in parts of kSnapshotPartBytes
-//   meta                       the snapshot's manifest: seq, parts, size, CRC;
-//                              written after its parts, so it never names
-//                              a snapshot that is not whole
-//   format                     the FORMAT record (chunking, tier)
+// rebuild it from the tier alone. E is the epoch of the holder that wrote
+// the object (SegmentTier::epoch(), 8 hex digits), so two holders never
+// write one name:
+//   journal.SSSSSSSSSSSSSSSS.E   records of group commits (meta/journal.h),
+//                                appended; S: the first record's seq (hex).
+//                                A new object every kJournalObjectBytes and
+//                                at every open, so no append of an earlier
+//                                run (or holder) can land after the records
+//                                of a later one.
+//   meta.SSSSSSSSSSSSSSSS.E.PPPP a snapshot of the metadata as of record S,
+//                                in parts of kSnapshotPartBytes
+//   manifest.E.SSSSSSSSSSSSSSSS  the snapshot's manifest: seq, parts, size,
+//                                CRC; written after its parts, so it never
+//                                names a snapshot that is not whole. The
+//                                newest holder's newest one is the snapshot.
+//   format                       the FORMAT record (chunking, tier)
+// A store made before holder epochs has journal.S, meta.S.PPPP and the
+// manifest "meta": read as the objects of epoch 0, superseded (and so
+// deleted) by the first snapshot of a holder with an epoch.
 // Recovery reads the snapshot the manifest names (or starts from an empty
 // environment without one) and replays the records after it in order.
 // Thread-safety: TierJournal's methods may be called from any thread; the
@@ -68,18 +75,24 @@ private:
     std::vector<Attempt> failed_;
 };
 
-std::string journal_object_name(std::uint64_t first_seq);
+// The journal object whose first record is first_seq, of the holder of
+// `epoch` (0: the name before holder epochs).
+std::string journal_object_name(std::uint64_t first_seq, std::uint32_t epoch);
 
 // The journal records after `after`, in order, from the tier. *bytes keeps
 // the objects they point into. A record torn or damaged in the last object
 // ends them (it was never acknowledged: its commit failed); damage before
 // the last object, or a gap in the seqs, is EUCLEAN. *last is the seq of
-// the last record there is (after, if none).
+// the last record there is (after, if none). *epochs (if given) gets the
+// epoch of the holder that wrote each record.
 Status read_journal(SegmentTier* tier, std::uint64_t after, std::vector<std::vector<char>>* bytes,
-                    std::vector<JournalRecord>* out, std::uint64_t* last);
+                    std::vector<JournalRecord>* out, std::uint64_t* last,
+                    std::vector<std::uint32_t>* epochs = nullptr);
 
-// The seq of the snapshot the tier's manifest names; false when there is none.
-Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found);
+// The seq of the snapshot the tier's manifest names (and the epoch of the
+// holder that took it); false when there is none.
+Status snapshot_seq(SegmentTier* tier, std::uint64_t* seq, bool* found,
+                    std::uint32_t* epoch = nullptr);
 
 // Whether the tier holds this store's metadata (a snapshot or journal
 // objects; a format record alone is a creation that never committed).
@@ -98,18 +111,29 @@ Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir
 Status recover_store_dir(Env* env, SegmentTier* tier, const std::string& dir, std::uint64_t map_bytes,
                          std::string* summary);
 
-// Metadata objects a snapshot of record `seq` makes superfluous: parts of
-// other snapshots, and journal objects whose every record it holds (but
-// the newest object, which later records may still go to). put_snapshot
-// deletes them; a crash before that leaves them for the next snapshot.
-Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::vector<std::string>* out);
+// Metadata objects the snapshot of record `seq` by the holder of `epoch`
+// makes superfluous: parts of other snapshots, other manifests, and
+// journal objects whose every record it holds (but the newest object,
+// which later records may still go to). put_snapshot deletes them; a crash
+// before that leaves them for the next snapshot.
+Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::uint32_t epoch,
+                          std::vector<std::string>* out);
+
+// What catch_up_from_tier did.
+struct CatchUp {
+    std::uint64_t replayed = 0;  // records replayed
+    // Some were written by another holder than the one that wrote the
+    // directory's own last record (or that one is no longer in the journal
+    // to tell): another host went on with the store meanwhile.
+    bool foreign = false;
+};
 
 // Replays onto an open store (no journal set, nothing uncommitted) the
-// records the tier holds after its committed seq. *replayed counts them.
+// records the tier holds after its committed seq.
 // EUCLEAN, saying what to do, when the tier's copy is not a continuation
 // of this one (older than the tier's snapshot, or newer than the tier).
 Status catch_up_from_tier(SegmentTier* tier, MetaStore& meta, const std::string& store_dir,
-                          std::uint64_t* replayed);
+                          CatchUp* out);
 
 // Uploads a snapshot of meta's committed state (copied to tmp_path first),
 // then its manifest, then deletes older snapshots and the journal objects

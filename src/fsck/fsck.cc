@@ -1504,8 +1504,9 @@ Status recover_cache_dir(const StoreDir& store, SegmentTier* tier,
 // cache_dir neither behind nor ahead.
 Status join_tier(const FsckOptions& options, OpenStore* out, std::vector<std::string>* notes) {
     SegmentTier* tier = options.tier;
-    std::uint64_t replayed = 0;
-    Status caught = catch_up_from_tier(tier, *out->meta, options.store, &replayed);
+    CatchUp caught_up;
+    Status caught = catch_up_from_tier(tier, *out->meta, options.store, &caught_up);
+    const std::uint64_t replayed = caught_up.replayed;
     if (!caught) return Status::error(caught.err(), "store " + tier->describe() + " cannot be checked: " + caught.message());
     if (replayed > 0)
         notes->push_back("replayed " + u(replayed) + " journal records from " + tier->describe() + " that " +
@@ -1619,10 +1620,11 @@ Status open_store(const FsckOptions& options, OpenStore* out, FormatFinding* fin
 Status note_superseded_objects(SegmentTier* tier, FsckReport* report) {
     std::uint64_t seq = 0;
     bool found = false;
-    HIODSFS_TRY(snapshot_seq(tier, &seq, &found));
+    std::uint32_t epoch = 0;
+    HIODSFS_TRY(snapshot_seq(tier, &seq, &found, &epoch));
     if (!found) return Status::ok();  // every journal object is still needed
     std::vector<std::string> names;
-    HIODSFS_TRY(superseded_objects(tier, seq, &names));
+    HIODSFS_TRY(superseded_objects(tier, seq, epoch, &names));
     for (const std::string& n : names)
         report->notes.push_back(tier->describe() + ": object " + n + " holds nothing the metadata snapshot of record " +
                                 u(seq) + " lacks (a snapshot was interrupted before it removed it); kept, the next "

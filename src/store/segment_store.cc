@@ -661,21 +661,37 @@ struct SegmentStore::Impl {
                                              "/.. refers to them (a store keeps its metadata in "
                                              "its cache_dir: use the one it was made with)");
         }
+        const SegmentId wins_from = options.tier_wins_from.segment;
         std::vector<SegmentId> kept;
         for (SegmentId id : *ids) {
             auto it = remote.find(id);
-            if (it != remote.end()) {
-                std::uint64_t size = 0;
-                std::unique_ptr<File> f;
-                HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
-                HIODSFS_TRY(f->size(&size));
-                if (size > it->second) {
-                    pushed[id] = it->second;
-                    remote.erase(it);
-                } else if (size < it->second) {
+            if (it == remote.end()) {
+                if (options.has_live_chunks && !options.has_live_chunks(id)) {
+                    // Nothing committed refers to it: a crash's leftover, or
+                    // the active segment of a holder the store went on without.
                     if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
                     continue;
                 }
+                if (options.has_live_chunks && options.log && !options.read_only) {
+                    options.log("hiodsfs: segment " + std::to_string(id) +
+                                " holds bytes the metadata refers to, but " +
+                                options.tier->describe() +
+                                " has no object of it: uploading it again from " + dir);
+                }
+                kept.push_back(id);
+                continue;
+            }
+            std::uint64_t size = 0;
+            std::unique_ptr<File> f;
+            HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
+            HIODSFS_TRY(f->size(&size));
+            const bool tier_wins = wins_from != 0 && id >= wins_from;
+            if (size > it->second && !tier_wins) {
+                pushed[id] = it->second;
+                remote.erase(it);
+            } else if (size != it->second) {
+                if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
+                continue;
             }
             kept.push_back(id);
         }
@@ -729,6 +745,13 @@ struct SegmentStore::Impl {
         active_file = file;
         written = size;
         cache_put(id, std::move(file));
+    }
+
+    // The id of a segment made after `newest`: with a tier, never one
+    // before the ids this holder may make (segment_tier.h).
+    SegmentId new_segment_id(SegmentId newest) const {
+        const SegmentId next = newest + 1;
+        return options.tier != nullptr ? std::max(next, options.tier->first_new_segment()) : next;
     }
 
     // ---- the following require mu
@@ -874,7 +897,8 @@ struct SegmentStore::Impl {
             return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
         }
         HIODSFS_TRY(sync_sealing_locked());
-        const SegmentId next = active + 1;
+        const SegmentId next = new_segment_id(active);
+        if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(next));
         std::unique_ptr<File> f;
         if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st)
             return write_failed_locked(st);
@@ -993,7 +1017,9 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     const bool newest_sealed = !ids.empty() && newest_in_tier >= ids.back();
     if (ids.empty() || newest_sealed) {
         HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
-        const SegmentId first = std::max<SegmentId>(ids.empty() ? 0 : ids.back(), newest_in_tier) + 1;
+        const SegmentId first =
+            impl->new_segment_id(std::max<SegmentId>(ids.empty() ? 0 : ids.back(), newest_in_tier));
+        if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(first));
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
         impl->dir_gen = 1;  // the first sync() makes the new file's entry durable

@@ -358,7 +358,9 @@ TEST_CASE("engine with a tier: after a lapse, the tier is as it left it unless a
         REQUIRE(last >= 2);
     }
     const std::string foreign = encode_journal_record(last + 1, "someone else's", "");
-    REQUIRE(tier.append_object(journal_object_name(last + 1), foreign.data(), foreign.size()).is_ok());
+    REQUIRE(tier.append_object(journal_object_name(last + 1, tier.epoch() + 1), foreign.data(),
+                               foreign.size())
+                .is_ok());
     st = e->check_tier_unchanged();
     CHECK(st.err() == ESTALE);
     CHECK(st.message().find("did not write") != std::string::npos);
@@ -471,15 +473,17 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
           "[engine][tier][journal]") {
     MemoryTier tier;
     auto rec = [](std::uint64_t seq) { return encode_journal_record(seq, "s" + std::to_string(seq), ""); };
-    auto append = [&](std::uint64_t first, const std::string& bytes) {
-        REQUIRE(tier.append_object(journal_object_name(first), bytes.data(), bytes.size()).is_ok());
+    auto append = [&](std::uint64_t first, std::uint32_t epoch, const std::string& bytes) {
+        REQUIRE(tier.append_object(journal_object_name(first, epoch), bytes.data(), bytes.size())
+                    .is_ok());
     };
-    // Run 1 wrote 1..3; record 4 landed late, after run 2 began an object at 4.
-    append(1, rec(1) + rec(2) + rec(3));
-    append(4, rec(4) + rec(5));
-    append(1, rec(4));
+    // Run 1 (holder 1) wrote 1..3; its record 4 landed late, after run 2
+    // (holder 2) began an object at 4.
+    append(1, 1, rec(1) + rec(2) + rec(3));
+    append(4, 2, rec(4) + rec(5));
+    append(1, 1, rec(4));
     const std::string torn = rec(6);
-    append(4, torn.substr(0, torn.size() / 2));  // a commit that failed half-way
+    append(4, 2, torn.substr(0, torn.size() / 2));  // a commit that failed half-way
     std::vector<std::vector<char>> bytes;
     std::vector<JournalRecord> recs;
     std::uint64_t last = 0;
@@ -493,6 +497,28 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
     REQUIRE(recs.size() == 2);
     CHECK(recs.front().seq == 4);
 
+    // Two holders' objects that start at one seq (the first opened one and
+    // was taken over before its append landed): the later holder's has it.
+    // And a store from before holder epochs (names without one) reads as
+    // epoch 0, before any holder's.
+    {
+        MemoryTier both;
+        const std::string old_names = rec(1) + rec(2);
+        REQUIRE(both.append_object(journal_object_name(1, 0), old_names.data(), old_names.size())
+                    .is_ok());
+        const std::string stale = encode_journal_record(3, "stale", std::string(40, 's'));
+        const std::string newer = encode_journal_record(3, "newer", "") + rec(4);
+        REQUIRE(both.append_object(journal_object_name(3, 5), stale.data(), stale.size()).is_ok());
+        REQUIRE(both.append_object(journal_object_name(3, 6), newer.data(), newer.size()).is_ok());
+        std::vector<std::uint32_t> epochs;
+        recs.clear();
+        REQUIRE(read_journal(&both, 0, &bytes, &recs, &last, &epochs).is_ok());
+        REQUIRE(recs.size() == 4);
+        CHECK(recs[2].super == "newer");
+        CHECK(epochs == std::vector<std::uint32_t>{0, 0, 6, 6});
+        CHECK(last == 4);
+    }
+
     // A commit written again under its seq after an append that failed:
     // the longest record of the seq wins, in whichever order they landed.
     for (bool late : {false, true}) {
@@ -500,7 +526,8 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
         const std::string shorter = encode_journal_record(2, "short", std::string(10, 'a'));
         const std::string longer = encode_journal_record(2, "long", std::string(30, 'b'));
         const std::string bytes3 = rec(1) + (late ? longer + rec(3) + shorter : shorter + longer + rec(3));
-        REQUIRE(retried.append_object(journal_object_name(1), bytes3.data(), bytes3.size()).is_ok());
+        REQUIRE(
+            retried.append_object(journal_object_name(1, 1), bytes3.data(), bytes3.size()).is_ok());
         recs.clear();
         REQUIRE(read_journal(&retried, 0, &bytes, &recs, &last).is_ok());
         REQUIRE(recs.size() == 3);
@@ -514,9 +541,9 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
     MemoryTier damaged;
     std::string first = rec(1) + rec(2);
     first[first.size() - 3] ^= 0x10;
-    REQUIRE(damaged.append_object(journal_object_name(1), first.data(), first.size()).is_ok());
+    REQUIRE(damaged.append_object(journal_object_name(1, 1), first.data(), first.size()).is_ok());
     const std::string second = rec(3);
-    REQUIRE(damaged.append_object(journal_object_name(3), second.data(), second.size()).is_ok());
+    REQUIRE(damaged.append_object(journal_object_name(3, 1), second.data(), second.size()).is_ok());
     recs.clear();
     Status st = read_journal(&damaged, 0, &bytes, &recs, &last);
     CHECK(st.err() == EUCLEAN);
@@ -525,7 +552,7 @@ TEST_CASE("the tier's journal: a torn tail ends it, damage before the tail or a 
     // A gap: refused.
     MemoryTier gap;
     const std::string g = rec(1) + rec(3);
-    REQUIRE(gap.append_object(journal_object_name(1), g.data(), g.size()).is_ok());
+    REQUIRE(gap.append_object(journal_object_name(1, 1), g.data(), g.size()).is_ok());
     recs.clear();
     st = read_journal(&gap, 0, &bytes, &recs, &last);
     CHECK(st.err() == EUCLEAN);

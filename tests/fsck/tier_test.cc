@@ -128,7 +128,7 @@ TEST_CASE("fsck with a tier: objects the metadata does not know are reported and
     // A journal object the snapshot covers (a snapshot interrupted before
     // it removed it: a later object starts at or before its seq + 1), and
     // a segment object written after the last commit.
-    const std::string stale = journal_object_name(1), newest = journal_object_name(2);
+    const std::string stale = journal_object_name(1, 1), newest = journal_object_name(2, 1);
     s.tier.named[stale] = {};
     s.tier.named[newest] = {};
     s.tier.objects[99] = std::vector<char>(1000, 'x');

@@ -543,3 +543,124 @@ TEST_CASE("tier: a segment uploaded and evicted while a commit pushes is done, n
 
 }  // namespace
 }  // namespace hiodsfs
+
+namespace hiodsfs {
+namespace {
+
+TEST_CASE(
+    "tier: a holder makes segment ids from its first one on, each reserved first; a fenced one "
+    "cannot",
+    "[tier][takeover]") {
+    TempDir dir, other;
+    MemoryTier tier;
+    std::unique_ptr<MemoryTier> second = tier.take_over();
+    std::unique_ptr<MemoryTier> third =
+        second->take_over();  // nothing reserved yet: third's start at 1 too
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(third.get(), 1 << 30), &s));
+        write_records(*s, 20, 7);  // past three segments
+        CHECK(s->active_segment() >= 4);
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+    }
+    // The next holder starts past every id the last one reserved (the ones
+    // it made here), whatever the pool holds.
+    std::unique_ptr<MemoryTier> fourth = third->take_over();
+    const SegmentId first = fourth->first_new_segment();
+    CHECK(first > 4);
+    {
+        SegmentStoreOptions o = tiered(fourth.get(), 1 << 30);
+        o.committed = SegmentPosition{1, 1};
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), other.path(), o, &s));
+        CHECK(s->active_segment() == first);
+    }
+    // The holder before it, fenced now, cannot make a segment: its appends
+    // fail once the active one is full.
+    std::unique_ptr<SegmentStore> stale;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(third.get(), 1 << 30), &stale));
+    std::mt19937_64 rng(8);
+    const std::vector<char> data = test::random_bytes(rng, kRecord);
+    Status st;
+    for (int i = 0; i < 20 && st; ++i) {
+        ChunkLocation loc;
+        st = stale->append(100 + static_cast<ChunkId>(i), data.data(),
+                           static_cast<std::uint32_t>(data.size()), &loc);
+    }
+    INFO(st.to_string());
+    CHECK(st.err() == ESHUTDOWN);
+}
+
+TEST_CASE(
+    "tier: at open, a local segment the tier lacks is dropped when no live chunk is in it, "
+    "uploaded again "
+    "(and said) when one is",
+    "[tier][takeover]") {
+    TempDir dir;
+    MemoryTier tier;
+    std::vector<Written> recs;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+        recs = write_records(*s, 20, 9);
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+    }
+    REQUIRE(tier.holds(1));
+    REQUIRE(tier.holds(2));
+    tier.objects.erase(1);  // removed by hand; the cache directory has it
+    tier.objects.erase(2);  // and one whose chunks are all dead
+    std::vector<std::string> log;
+    SegmentStoreOptions o = tiered(&tier, 1 << 30);
+    o.committed = SegmentPosition{4, 0};
+    o.has_live_chunks = [](SegmentId id) { return id == 1 || id == 3 || id == 4; };
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+    CHECK_FALSE(file_exists(segment_path(dir.path(), 2)));
+    REQUIRE(log.size() == 1);
+    CHECK(log.front() ==
+          "hiodsfs: segment 1 holds bytes the metadata refers to, but memory tier has no object of "
+          "it: "
+          "uploading it again from " +
+              dir.path());
+    settle(*s);
+    CHECK(tier.holds(1));
+    CHECK_FALSE(tier.holds(2));
+}
+
+TEST_CASE(
+    "tier: after another holder's records, the tier's copy of a segment at or past the directory's "
+    "frontier "
+    "wins over a longer local one; before it the longer local copy stays",
+    "[tier][takeover]") {
+    TempDir dir;
+    MemoryTier tier;
+    {
+        std::unique_ptr<SegmentStore> s;
+        REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), tiered(&tier, 1 << 30), &s));
+        write_records(*s, 20, 11);
+        REQUIRE_OK(s->seal());
+        REQUIRE_OK(s->finish_uploads());
+    }
+    // The pool's copies of segments 1 and 3 are shorter than the files (an
+    // upload cut short, or another writer's segment of that id).
+    const std::vector<char> pool3(tier.objects.at(3).begin(), tier.objects.at(3).begin() + 100);
+    tier.objects.at(1).resize(100);
+    tier.objects.at(3) = pool3;
+    SegmentStoreOptions o = tiered(&tier, 1 << 30);
+    o.committed = SegmentPosition{4, 0};
+    o.tier_wins_from = SegmentPosition{3, 50};
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(Env::posix(), dir.path(), o, &s));
+    CHECK(file_exists(
+        segment_path(dir.path(), 1)));  // before it: the local copy is the segment, sent again
+    CHECK_FALSE(file_exists(segment_path(dir.path(), 3)));
+    settle(*s);
+    CHECK(tier.objects.at(1).size() > 100);
+    CHECK(tier.objects.at(3) == pool3);  // never written over
+}
+
+}  // namespace
+}  // namespace hiodsfs
