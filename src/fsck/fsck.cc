@@ -35,6 +35,7 @@
 #include "engine/meta_tier.h"
 #include "engine/store_layout.h"
 #include "fsck/lost_segments.h"
+#include "fsck/tier_objects.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/segment_store.h"
 #include "meta/chunk_table.h"
@@ -885,6 +886,23 @@ private:
         return Status::ok();
     }
 
+    // Segments the cache directory holds whose committed bytes the tier
+    // lacks (tier_objects.h): reported, and uploaded by --repair.
+    Status check_tier_copies(const std::vector<std::pair<ChunkLocation, ChunkId>>& order) {
+        std::map<SegmentId, std::uint64_t> referenced;
+        for (const auto& [loc, id] : order) {
+            std::uint64_t& end = referenced[loc.segment];
+            end = std::max(end, loc.offset + loc.length);
+        }
+        const std::string dir = o_.store + "/segments";
+        std::vector<TierGap> gaps;
+        HIODSFS_TRY(find_tier_gaps(Env::posix(), o_.tier, dir, referenced, &gaps));
+        for (const TierGap& gap : gaps)
+            HIODSFS_TRY(fix(describe_tier_gap(gap, o_.tier->describe(), dir),
+                            [&] { return upload_from_cache(Env::posix(), o_.tier, dir, gap); }));
+        return Status::ok();
+    }
+
     // A chunk of a segment held only by the tier, without reading it: the
     // object must hold the whole record.
     Status check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes) {
@@ -977,6 +995,7 @@ private:
         const std::size_t gone = gone_.size();
         HIODSFS_TRY(heal(bad));
         if (local) HIODSFS_TRY(check_read_write(sizes, gone));
+        if (o_.tier != nullptr) HIODSFS_TRY(check_tier_copies(order));
 
         // Live payload bytes per segment.
         std::map<SegmentId, std::uint64_t> live;

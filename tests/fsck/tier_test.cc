@@ -267,3 +267,50 @@ TEST_CASE("fsck with a tier: --repair commits through the tier's journal", "[fsc
     auto e = open_engine(s.engine_options(s.dir.store()));
     REQUIRE(e->close().is_ok());
 }
+
+TEST_CASE(
+    "fsck with a tier: an object missing while the cache_dir holds its segment is reported; "
+    "--repair "
+    "uploads it, and a mount that does says so",
+    "[fsck][tier]") {
+    TieredStore s;
+    // `rados rm` of segment 1's object; the cache directory still has it.
+    const std::vector<char> kept = s.tier.objects.at(1);
+    REQUIRE(std::filesystem::exists(s.dir.store() + "/segments/00000001.seg"));
+    s.tier.objects.erase(1);
+    FsckReport r = s.check(s.dir.store());
+    INFO(joined(problem_lines(r)));
+    CHECK(r.exit_code() == 4);
+    CHECK(any_contains(problem_lines(r),
+                       "segment 1 holds bytes the metadata refers to (up to byte "));
+    CHECK(any_contains(problem_lines(r), "but memory tier has no object of it"));
+    CHECK(r.repairable() == 1);
+    CHECK_FALSE(s.tier.holds(1));  // a check changes nothing
+
+    r = s.check(s.dir.store(), false, true);
+    INFO(joined(problem_lines(r)));
+    CHECK(r.exit_code() == 1);
+    REQUIRE(s.tier.holds(1));
+    CHECK(s.tier.objects.at(1) == kept);
+    r = s.check(s.dir.store());
+    CHECK(r.exit_code() == 0);
+
+    // Gone again: a mount uploads it from the cache, and says so.
+    s.tier.objects.erase(1);
+    std::vector<std::string> log;
+    EngineOptions o = s.engine_options(s.dir.store());
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+    {
+        auto e = open_engine(o);
+        REQUIRE(e->close().is_ok());
+    }
+    INFO(joined(log));
+    CHECK(any_contains(
+        log,
+        "segment 1 holds bytes the metadata refers to, but memory tier has no object of it: "
+        "uploading it again from " +
+            s.dir.store() + "/segments"));
+    REQUIRE(s.tier.holds(1));
+    CHECK(s.tier.objects.at(1) == kept);
+    CHECK(s.check(s.dir.store()).exit_code() == 0);
+}
