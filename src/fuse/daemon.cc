@@ -31,6 +31,7 @@
 #include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
+#include "fuse/leased_engine.h"
 #include "fuse/options.h"
 #include "store/store_dir.h"
 #ifdef HIODSFS_HAVE_RADOS
@@ -468,15 +469,16 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
 
     EngineOptions eo;
     eo.log = [](const std::string& message) { fuse_log(FUSE_LOG_ERR, "%s\n", message.c_str()); };
-    // The engine the lease watcher stops; set once the engine is open.
-    std::atomic<Engine*> leased_engine{nullptr};
+    // The engine the lease watcher stops; set once the engine is open,
+    // cleared before it is closed.
+    LeasedEngine leased_engine;
 #ifdef HIODSFS_HAVE_RADOS
     // Declared before the engine, which uses it until it is closed.
     std::unique_ptr<RadosTier> tier;
     if (opt.rados) {
         auto on_lost = [&leased_engine](const std::string& why) {
             fuse_log(FUSE_LOG_ERR, "hiodsfs: %s\n", why.c_str());
-            if (Engine* e = leased_engine.load()) e->stop(why);
+            leased_engine.stop(why);
         };
         RadosOptions ro;
         ro.conf_path = opt.ceph_conf;
@@ -516,29 +518,28 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, opt.rados ? opt.rados_source : opt.store, &engine);
     if (!st.is_ok()) return fail(st.to_string());
-    leased_engine.store(engine.get());
+    leased_engine.set(engine.get());
 #ifdef HIODSFS_HAVE_RADOS
     // A lease that lapses while the cluster is away is taken again when it
     // is back, if no other client had the store meanwhile.
     if (tier)
         tier->set_lapse_handling(
-            [&leased_engine] {
-                Engine* e = leased_engine.load();
-                return e != nullptr ? e->check_tier_unchanged() : Status::error(ESHUTDOWN, "the store was closed");
-            },
-                                 [](const std::string& line) { fuse_log(FUSE_LOG_ERR, "%s\n", line.c_str()); });
+            [&leased_engine] { return leased_engine.check_tier_unchanged(); },
+            [](const std::string& line) { fuse_log(FUSE_LOG_ERR, "%s\n", line.c_str()); });
 #endif
     state.vfs = std::make_unique<vfs::Vfs>(*engine);
 
     ShutdownWatcher watcher(se.get(), opt.mountpoint);
     if (!watcher.install()) return fail(std::string("cannot set up signal handling: ") + std::strerror(errno));
     if (fuse_session_mount(se.get(), opt.mountpoint.c_str()) != 0) {
+        leased_engine.clear();
         engine->close();
         return fail("");  // libfuse or fusermount3 said why
     }
     if (!channel.install(se.get())) {
         const std::string why = std::strerror(errno);
         fuse_session_unmount(se.get());
+        leased_engine.clear();
         engine->close();
         return fail("cannot take over the FUSE channel: " + why);
     }
@@ -562,8 +563,9 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     state.vfs->unpin_all();
     state.vfs.reset();
 
+    // Before close: the lease thread must not reach metadata close resets.
+    leased_engine.clear();
     Status closed = engine->close();
-    leased_engine.store(nullptr);
 #ifdef HIODSFS_HAVE_RADOS
     if (tier) {
         Status unlocked = tier->unlock();
