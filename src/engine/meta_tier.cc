@@ -17,8 +17,7 @@ namespace hiodsfs {
 namespace {
 
 constexpr const char* kJournalPrefix = "journal.";
-constexpr const char* kSnapshotPrefix =
-    "meta.";  // snapshot parts (and a format 1 manifest, "meta")
+constexpr const char* kSnapshotPrefix = "meta.";  // snapshot parts
 constexpr const char* kManifestPrefix = "manifest.";
 constexpr const char* kOldManifest = "meta";  // the manifest of a store before holder epochs
 constexpr const char* kFormatObject = "format";
@@ -504,8 +503,8 @@ Status superseded_objects(SegmentTier* tier, std::uint64_t seq, std::uint32_t ep
                           std::vector<std::string>* out) {
     out->clear();
     std::vector<std::string> names;
-    HIODSFS_TRY(
-        tier->list_objects(kSnapshotPrefix, &names));  // parts, and the manifest before epochs
+    // Parts ("meta.*"), and the manifest before epochs ("meta").
+    HIODSFS_TRY(tier->list_objects(kOldManifest, &names));
     for (const std::string& n : names) {
         std::uint64_t part_seq = 0;
         std::uint32_t part_epoch = 0;
