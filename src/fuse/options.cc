@@ -474,13 +474,15 @@ bool apply_rados_source(DaemonOptions* out, std::string* error) {
         *error = out->store + " needs -o cache_dir=DIR: the local directory of its metadata and cache";
         return false;
     }
-    // A daemon cut off from the cluster must have given up every write it
-    // sent (each bounded by rados_timeout) before its lease lets another
-    // client take the store: no write of it lands after theirs began.
+    // A daemon starts no write within rados_timeout of its lease's end (it
+    // could land after it); the rest of the lease must leave room for a
+    // renewal that fails (taking up to rados_timeout) and one more. The
+    // fence itself is the cluster's: the next holder blocklists it.
     if (out->rados_lease <= 2 * out->rados_timeout) {
-        *error = "rados_lease=" + std::to_string(out->rados_lease) + " must be more than twice rados_timeout=" +
-                 std::to_string(out->rados_timeout) + ", so a daemon cut off gives its writes up before another "
-                 "may take the store";
+        *error = "rados_lease=" + std::to_string(out->rados_lease) +
+                 " must be more than twice rados_timeout=" + std::to_string(out->rados_timeout) +
+                 ": a daemon writes nothing in the last rados_timeout of its "
+                 "lease, and needs the rest to renew it";
         return false;
     }
     out->rados = true;

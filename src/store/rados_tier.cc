@@ -1,14 +1,15 @@
 #include "store/rados_tier.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <signal.h>
-#include <unistd.h>
 
 #include "common/mountinfo.h"
 #include "common/thread_name.h"
@@ -270,10 +271,13 @@ Status RadosTier::take_over(RadosPool& pool, const std::vector<std::string>& als
     mine.cookie = lock_.cookie;
     HIODSFS_TRY(own_address(pool, &mine.address));
     std::vector<std::string> fence_them;
-    for (const std::string& a : also_fence)
-        if (a != mine.address) fence_them.push_back(a);
-    if (found && !last.released && !last.address.empty() && last.address != mine.address)
-        fence_them.push_back(last.address);
+    const auto add = [&](const std::string& a) {
+        if (!a.empty() && a != mine.address &&
+            std::find(fence_them.begin(), fence_them.end(), a) == fence_them.end())
+            fence_them.push_back(a);
+    };
+    for (const std::string& a : also_fence) add(a);
+    if (found && !last.released) add(last.address);
     for (const std::string& a : fence_them) {
         Status st = pool.blocklist(a);
         if (!st) {
@@ -357,6 +361,7 @@ void RadosTier::renew_loop() {
             if (st) {
                 lease_->renewed(sent);
                 failed = false;
+                last = Status::ok();
                 continue;
             }
             last = st;
@@ -406,7 +411,7 @@ bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
         auto sent = RadosLease::Clock::now();
         Status st = take_lock_with(*pool);
         bool fresh = false;
-        if (!st && st.err() != EBUSY) {
+        if (!st && st.err() != EBUSY && st.err() != ESHUTDOWN) {
             // A client cut off may not get through again by itself: after a
             // whole cluster restarts, its tickets are for keys the daemons
             // no longer have. A new connection takes the lock if it can.
@@ -422,7 +427,11 @@ bool RadosTier::take_back(std::unique_lock<std::mutex>& guard) {
             }
         }
         std::string lost;
-        if (st) {
+        if (st.err() == ESHUTDOWN) {
+            lost = "the lock on " + describe() +
+                   " was taken over by another client, which fenced this one (" + st.message() +
+                   "); the store takes no more writes until it is mounted again";
+        } else if (st) {
             lease_->renewed(sent);
             // Held again; but another client may have had it meanwhile.
             Status same = check_retaken(*pool, fresh);
