@@ -110,14 +110,16 @@ bool RadosTier::fenced() const {
 }
 
 Status RadosTier::writable(const char* what, const std::string& name) {
-    if (!fenced_.load() && lease_ != nullptr && !lease_->may_start(RadosLease::Clock::now())) {
-        // The renewer has not given up yet, but a write started now might
-        // land after the lease, when another may hold the store.
-        fence("the lease of the lock on " + describe() +
-              " could end before a write started now does (" +
-              "not renewed in time); writes wait until it is renewed or taken again");
-    }
     if (fenced_.load()) return fenced_error(what, name);
+    if (lease_ != nullptr && !lease_->may_start(RadosLease::Clock::now())) {
+        // The renewer has not given up (a renewal may still be on its way),
+        // but a write started now might land after the lease, when another
+        // may hold the store. Until a renewal lands, or the lease is lost.
+        return Status::error(
+            EIO, std::string("refusing to ") + what + " " + name + " in " + describe() +
+                     ": the lease of its lock could end before the write does (not renewed in "
+                     "time); writes wait until it is renewed or taken again");
+    }
     return Status::ok();
 }
 
