@@ -133,6 +133,23 @@ inline std::vector<std::uint8_t> read_all(Engine& e, InodeId ino) {
     return out;
 }
 
+// The whole content of the file `name` in the root directory.
+inline std::vector<std::uint8_t> read_named(Engine& e, const std::string& name) {
+    Attr a;
+    Status st = e.lookup(kRootInode, name, &a);
+    INFO(name << ": " << st.to_string());
+    REQUIRE(st.is_ok());
+    return read_all(e, a.ino);
+}
+
+// A new file `name` in the root directory with `data`, fsynced.
+inline Attr write_synced(Engine& e, const std::string& name, const std::vector<std::uint8_t>& data) {
+    const Attr f = make_file(e, name);
+    write_all(e, f.ino, 0, data);
+    REQUIRE(e.fsync(f.ino, false).is_ok());
+    return f;
+}
+
 // Every extent of the store, with its inode, in key order (blocks decoded;
 // a damaged block fails the test).
 inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {

@@ -34,21 +34,6 @@ EngineOptions held_by(const std::string& store, SegmentTier* tier) {
     return o;
 }
 
-std::vector<std::uint8_t> read_named(Engine& e, const std::string& name) {
-    Attr a;
-    Status st = e.lookup(kRootInode, name, &a);
-    INFO(name << ": " << st.to_string());
-    REQUIRE(st.is_ok());
-    return read_all(e, a.ino);
-}
-
-Attr write_synced(Engine& e, const std::string& name, const std::vector<std::uint8_t>& data) {
-    const Attr f = make_file(e, name);
-    write_all(e, f.ino, 0, data);
-    REQUIRE(e.fsync(f.ino, false).is_ok());
-    return f;
-}
-
 // hiodsfs-fsck's problems and notes of a store, checked as the next holder
 // of the tier (as the tool does, holding the store's lock).
 std::vector<std::string> tier_fsck(const std::string& store, MemoryTier& tier) {
@@ -80,8 +65,8 @@ std::set<SegmentId> local_segments(const std::string& store) {
 }
 
 TEST_CASE(
-    "takeover: a holder the store was taken from is refused by the tier; the new holder's data is "
-    "intact",
+    "takeover: a holder the store was taken from is refused by the tier; the new holder's "
+    "data is intact",
     "[engine][tier][takeover]") {
     TempDir a_dir, b_dir, c_dir;
     MemoryTier tier;
@@ -122,8 +107,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "takeover: a stale cache_dir mounted again catches up without shadowing the other host's "
-    "segments",
+    "takeover: a stale cache_dir mounted again catches up without shadowing the other "
+    "host's segments",
     "[engine][tier][takeover]") {
     TempDir a_dir, b_dir;
     MemoryTier tier;
@@ -198,8 +183,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "takeover: a tier written before holder epochs is read as it is; a snapshot supersedes its "
-    "objects",
+    "takeover: a tier written before holder epochs is read as it is; a snapshot "
+    "supersedes its objects",
     "[engine][tier][takeover]") {
     TempDir a_dir, b_dir, c_dir;
     MemoryTier tier;

@@ -148,21 +148,6 @@ std::vector<std::string> meta_problems(const std::string& store) {
     return out;
 }
 
-std::vector<std::uint8_t> read_named(Engine& e, const std::string& name) {
-    Attr a;
-    Status st = e.lookup(kRootInode, name, &a);
-    INFO(name << ": " << st.to_string());
-    REQUIRE(st.is_ok());
-    return read_all(e, a.ino);
-}
-
-Attr write_synced(Engine& e, const std::string& name, const std::vector<std::uint8_t>& data) {
-    const Attr f = make_file(e, name);
-    write_all(e, f.ino, 0, data);
-    REQUIRE(e.fsync(f.ino, false).is_ok());
-    return f;
-}
-
 std::size_t named_with_prefix(MemoryTier& tier, const std::string& prefix) {
     std::lock_guard lock(tier.mu);
     std::size_t n = 0;

@@ -268,11 +268,9 @@ TEST_CASE("fsck with a tier: --repair commits through the tier's journal", "[fsc
     REQUIRE(e->close().is_ok());
 }
 
-TEST_CASE(
-    "fsck with a tier: an object missing while the cache_dir holds its segment is reported; "
-    "--repair "
-    "uploads it, and a mount that does says so",
-    "[fsck][tier]") {
+TEST_CASE("fsck with a tier: an object missing while the cache_dir holds its segment is "
+          "reported; --repair uploads it, and a mount that does says so",
+          "[fsck][tier]") {
     TieredStore s;
     // `rados rm` of segment 1's object; the cache directory still has it.
     const std::vector<char> kept = s.tier.objects.at(1);

@@ -41,7 +41,8 @@ std::vector<std::string> lockers(const test::CephCluster& c, const std::string& 
                                  const std::string& field = "cookie") {
     CmdResult info = rados_cmd(c, {"lock", "info", name + ".lock", "hiodsfs"});
     INFO(info.describe());
-    if (!info.ok() && info.err.find("No such file or directory") != std::string::npos) return {};  // not made yet
+    if (!info.ok() && info.err.find("No such file or directory") != std::string::npos)
+        return {};  // not made yet
     REQUIRE(info.ok());
     const nlohmann::json lock = nlohmann::json::parse(info.out);
     std::vector<std::string> out;
@@ -68,15 +69,23 @@ std::string bare_address(const std::string& address) {
                                                                     : address;
 }
 
+// hiodsfs-fsck finds the store clean through this cache directory.
+void check_fsck_clean(const test::CephCluster& c, const std::string& name,
+                      const std::string& cache_dir) {
+    CmdResult r = fsck_rados(c, name, cache_dir);
+    INFO(r.describe());
+    CHECK(r.status == 0);
+    CHECK(r.out.find("rados:" + c.pool + "/" + name + ": clean") != std::string::npos);
+}
+
 std::vector<std::string> fence_options(const test::CephCluster& c, const MountFixture& fx) {
     // A write may start until 2 s before the lease ends; renewed every 1.25 s.
     return {"ceph_conf=" + c.conf, "cache_dir=" + fx.store(), "rados_timeout=2", "rados_lease=5"};
 }
 
 TEST_CASE(
-    "rados fence: a daemon paused past its lease while another takes the store over is refused by "
-    "the "
-    "cluster when it wakes; the other's data is intact",
+    "rados fence: a daemon paused past its lease while another takes the store over is "
+    "refused by the cluster when it wakes; the other's data is intact",
     "[mount][rados][fence]") {
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("paused");
@@ -149,16 +158,12 @@ TEST_CASE(
     CHECK_FALSE(exists(third.path("late")));
     CHECK_FALSE(exists(third.path("later")));
     third.unmount();
-    CmdResult r = fsck_rados(cluster, name, third.store());
-    INFO(r.describe());
-    CHECK(r.status == 0);
-    CHECK(r.out.find(source + ": clean") != std::string::npos);
+    check_fsck_clean(cluster, name, third.store());
 }
 
 TEST_CASE(
-    "rados fence: a stale cache_dir mounted again after another host went on does not shadow that "
-    "host's "
-    "segment, nor upload its own dead one",
+    "rados fence: a stale cache_dir mounted again after another host went on does not "
+    "shadow that host's segment, nor upload its own dead one",
     "[mount][rados][fence]") {
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("stale");
@@ -211,16 +216,12 @@ TEST_CASE(
     const std::vector<std::string> after = local_segments(host_a);
     CHECK(std::find(after.begin(), after.end(), active) == after.end());
     CHECK(objects(cluster, active_object).empty());
-    CmdResult r = fsck_rados(cluster, name, host_a.store());
-    INFO(r.describe());
-    CHECK(r.status == 0);
-    CHECK(r.out.find(source + ": clean") != std::string::npos);
+    check_fsck_clean(cluster, name, host_a.store());
 }
 
 TEST_CASE(
-    "rados fence: a segment's object removed while the cache holds it: fsck reports it, --repair "
-    "and the "
-    "next mount upload it again",
+    "rados fence: a segment's object removed while the cache holds it: fsck reports it, "
+    "--repair and the next mount upload it again",
     "[mount][rados][fence][fsck]") {
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("lostobj");
@@ -258,9 +259,7 @@ TEST_CASE(
                                source + " has no object of it: uploading it again from " +
                                fx.store() + "/segments") != std::string::npos);
     CHECK(objects(cluster, name + ".segment.") == segs);
-    r = fsck_rados(cluster, name, fx.store());
-    INFO(r.describe());
-    CHECK(r.status == 0);
+    check_fsck_clean(cluster, name, fx.store());
 }
 
 TEST_CASE("rados fence: a daemon of another pid namespace with this host name keeps its lock",
@@ -323,7 +322,8 @@ TEST_CASE("rados fence: a daemon of another pid namespace with this host name ke
 }
 
 TEST_CASE(
-    "rados fence: a pool written before holder epochs is read as it is, and goes on with them",
+    "rados fence: a pool written before holder epochs is read as it is, and goes on with "
+    "them",
     "[mount][rados][fence]") {
     REQUIRE_CEPH_CLUSTER(cluster);
     const std::string name = fresh_store_name("epochless");
@@ -382,10 +382,7 @@ TEST_CASE(
         if (o.rfind(prefix + "meta.", 0) == 0) CHECK(o.size() == prefix.size() + 5 + 16 + 9 + 5);
     }
     CHECK(holder_field(cluster, name, "epoch") == "1");
-    CmdResult r = fsck_rados(cluster, name, fx.store());
-    INFO(r.describe());
-    CHECK(r.status == 0);
-    CHECK(r.out.find(source + ": clean") != std::string::npos);
+    check_fsck_clean(cluster, name, fx.store());
 }
 
 }  // namespace

@@ -313,18 +313,21 @@ TEST_CASE("rados fence: a write that asserts the lock lands only while its clien
           "[rados][fence]") {
     RADOS_CASE(guarded_writes);
 }
-TEST_CASE("rados fence: the OSD refuses a blocklisted client's operations, also one it sent before",
-          "[rados][fence]") {
+TEST_CASE(
+    "rados fence: the OSD refuses a blocklisted client's operations, also one it sent "
+    "before",
+    "[rados][fence]") {
     RADOS_CASE(blocklisted_client);
 }
 TEST_CASE(
-    "rados fence: a takeover fences the last holder, with the next epoch and segment ids past its "
-    "own",
+    "rados fence: a takeover fences the last holder, with the next epoch and segment ids "
+    "past its own",
     "[rados][fence]") {
     RADOS_CASE(takeover);
 }
 TEST_CASE(
-    "rados fence: a holder whose renewals are held back stops writing before its lease could end",
+    "rados fence: a holder whose renewals are held back stops writing before its lease "
+    "could end",
     "[rados][fence]") {
     RADOS_CASE(lease_deadline);
 }
@@ -365,7 +368,8 @@ TEST_CASE("rados fence: the holder record round trips; anything else is no recor
 }
 
 TEST_CASE(
-    "rados fence: a lock cookie names its process by boot and pid namespace, not by host name",
+    "rados fence: a lock cookie names its process by boot and pid namespace, not by host "
+    "name",
     "[rados][fence]") {
     const std::string mine = hiodsfs::this_process_cookie();
     hiodsfs::CookieOwner owner;

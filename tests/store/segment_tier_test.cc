@@ -547,10 +547,9 @@ TEST_CASE("tier: a segment uploaded and evicted while a commit pushes is done, n
 namespace hiodsfs {
 namespace {
 
-TEST_CASE(
-    "tier: a holder makes segment ids from its first one on, each reserved first; a fenced one "
-    "cannot",
-    "[tier][takeover]") {
+TEST_CASE("tier: a holder makes segment ids from its first one on, each reserved first; a "
+          "fenced one cannot",
+          "[tier][takeover]") {
     TempDir dir, other;
     MemoryTier tier;
     std::unique_ptr<MemoryTier> second = tier.take_over();
@@ -592,10 +591,8 @@ TEST_CASE(
     CHECK(st.err() == ESHUTDOWN);
 }
 
-TEST_CASE(
-    "tier: at open, a local segment the tier lacks is dropped when no live chunk is in it, "
-    "uploaded again "
-    "(and said) when one is",
+TEST_CASE("tier: at open, a local segment the tier lacks is dropped when no live chunk is in "
+          "it, uploaded again (and said) when one is",
     "[tier][takeover]") {
     TempDir dir;
     MemoryTier tier;
@@ -630,10 +627,9 @@ TEST_CASE(
     CHECK_FALSE(tier.holds(2));
 }
 
-TEST_CASE(
-    "tier: after another holder's records, the tier's copy of a segment at or past the directory's "
-    "frontier "
-    "wins over a longer local one; before it the longer local copy stays",
+TEST_CASE("tier: after another holder's records, the tier's copy of a segment at or past the "
+          "directory's frontier wins over a longer local one; before it the longer local copy "
+          "stays",
     "[tier][takeover]") {
     TempDir dir;
     MemoryTier tier;

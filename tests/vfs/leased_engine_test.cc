@@ -55,8 +55,8 @@ private:
 };
 
 TEST_CASE(
-    "leased engine: clearing waits for the lease thread's call in progress; later calls find no "
-    "engine",
+    "leased engine: clearing waits for the lease thread's call in progress; later calls "
+    "find no engine",
     "[vfs][lease]") {
     test::TempDir store;
     SlowTier tier;
