@@ -294,8 +294,9 @@ Status RadosTier::take_over(RadosPool& pool, const std::vector<std::string>& als
         if (log) {
             std::string who;
             for (const std::string& a : fence_them) who += (who.empty() ? "" : ", ") + a;
+            const bool named = found && !last.released;
             log("fenced the last holder of " + describe() +
-                (found ? " (epoch " + std::to_string(last.epoch) + ", '" + last.cookie + "')"
+                (named ? " (epoch " + std::to_string(last.epoch) + ", '" + last.cookie + "')"
                        : std::string()) +
                 ": blocklisted " + who + ", so nothing it still sends lands");
         }

@@ -252,6 +252,44 @@ void takeover(const CephCluster& c) {
     (void)c3->pool().remove(c3->lock_object());
 }
 
+void fence_refused(const CephCluster& c) {
+    const std::string store = unique_name("nofence");
+    // A client that may read and write the pool but not blocklist.
+    const std::string id = "nofence-" + std::to_string(::getpid());
+    hiodsfs::test::TempDir dir;
+    const std::string keyring = dir.path() + "/keyring";
+    REQUIRE(ceph(c, "auth get-or-create client." + id + " mon 'allow r' osd 'allow rwx' -o '" +
+                        keyring + "'") == 0);
+    auto a = open_tier(c, store);
+    REQUIRE_OK(a->lock("holder a", 60s, nullptr));
+    std::vector<RadosLocker> holders;
+    REQUIRE_OK(a->lockers(&holders));
+    REQUIRE(holders.size() == 1);
+    REQUIRE_OK(a->break_lock(holders.front()));  // a is gone, without letting go
+
+    RadosOptions o = options_of(c);
+    o.client_id = id;
+    o.keyring = keyring;
+    std::unique_ptr<RadosTier> limited;
+    REQUIRE_OK(RadosTier::open(o, store, &limited));
+    Status st = limited->lock("holder b", 60s, nullptr);
+    INFO(st.message());
+    CHECK(st.err() == EACCES);
+    CHECK(st.message().find("cannot fence the last holder of " + limited->describe()) !=
+          std::string::npos);
+    CHECK(st.message().find("'osd blocklist'") != std::string::npos);
+    // It let the lock go: never held unfenced, and free for a client that can.
+    REQUIRE_OK(limited->lockers(&holders));
+    CHECK(holders.empty());
+    CHECK(holder_of(*limited).epoch == 1);  // no record of its own
+    auto admin = open_tier(c, store);
+    REQUIRE_OK(admin->lock("holder c", 60s, nullptr));
+    CHECK(admin->epoch() == 2);
+    REQUIRE_OK(admin->unlock());
+    (void)admin->pool().remove(admin->lock_object());
+    (void)ceph(c, "auth rm client." + id);
+}
+
 void lease_deadline(const CephCluster& c) {
     const std::string store = unique_name("deadline");
     // Renewed each second; a write may start until 1 s before the lease ends.
@@ -324,6 +362,10 @@ TEST_CASE(
     "past its own",
     "[rados][fence]") {
     RADOS_CASE(takeover);
+}
+TEST_CASE("rados fence: a client that may not blocklist takes no store another did not let go",
+          "[rados][fence]") {
+    RADOS_CASE(fence_refused);
 }
 TEST_CASE(
     "rados fence: a holder whose renewals are held back stops writing before its lease "
