@@ -896,10 +896,10 @@ private:
         }
         const std::string dir = o_.store + "/segments";
         std::vector<TierGap> gaps;
-        HIODSFS_TRY(find_tier_gaps(Env::posix(), o_.tier, dir, referenced, &gaps));
+        HIODSFS_TRY(find_tier_gaps(env_, o_.tier, dir, referenced, &gaps));
         for (const TierGap& gap : gaps)
             HIODSFS_TRY(fix(describe_tier_gap(gap, o_.tier->describe(), dir),
-                            [&] { return upload_from_cache(Env::posix(), o_.tier, dir, gap); }));
+                            [&] { return upload_from_cache(env_, o_.tier, dir, gap); }));
         return Status::ok();
     }
 
