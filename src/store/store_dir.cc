@@ -39,7 +39,7 @@ Status symlink_refused(const std::string& shown, const std::string& store) {
 }
 
 // The directory a path that does not exist yet would be made in ("" at the top).
-std::string parent_of(const std::string& path) {
+std::string directory_to_make_in(const std::string& path) {
     const std::size_t slash = path.find_last_of('/');
     if (slash == std::string::npos) return path == "." ? "" : ".";
     if (slash == 0) return path.size() > 1 ? "/" : "";
@@ -185,7 +185,7 @@ Status check_outside_mount(const std::string& dir, const std::string& what,
     while (!at.empty()) {
         cur = UniqueFd(::open(at.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (cur.valid() || errno != ENOENT) break;
-        at = parent_of(at);
+        at = directory_to_make_in(at);
     }
     if (!cur.valid()) return Status::ok();  // the store's own open says what is wrong
     const std::string why =

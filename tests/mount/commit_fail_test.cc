@@ -29,11 +29,6 @@ struct TmpfsGuard {
         if (mounted) ::umount2(dir.c_str(), MNT_DETACH);
     }
 };
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 }  // namespace
 
 TEST_CASE("a metadata commit that fails stops the store until it is mounted again", "[mount][trust]") {
@@ -87,10 +82,10 @@ TEST_CASE("a metadata commit that fails stops the store until it is mounted agai
     CHECK(run({"mkdir", fx.path("dir-after")}).status != 0);
     CHECK(fx.daemon_log().find("accepts nothing more until it is mounted again") != std::string::npos);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (slurp(fx.store() + "/status.json").find("\"store_error\": \"") == std::string::npos &&
+    while (read_file_or_empty(fx.store() + "/status.json").find("\"store_error\": \"") == std::string::npos &&
            std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    CHECK(slurp(fx.store() + "/status.json").find("\"store_error\": \"metadata commit") != std::string::npos);
+    CHECK(read_file_or_empty(fx.store() + "/status.json").find("\"store_error\": \"metadata commit") != std::string::npos);
     CmdResult stat = run({HIODSFS_STAT_BIN, fx.mnt()});
     INFO(stat.describe() << stat.out);
     CHECK(stat.out.find("STOPPED") != std::string::npos);

@@ -30,17 +30,6 @@ using namespace hiodsfs::mt;
 
 namespace {
 
-std::size_t lines_of(const std::string& s) {
-    std::size_t n = 0;
-    for (char c : s) n += c == '\n';
-    return n + (!s.empty() && s.back() != '\n');
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Names, sizes and checksums of every file of the store but its lock (which
 // holds the pid of the last process that opened the store).
 std::string store_digest(const std::string& store) {
@@ -140,7 +129,7 @@ std::string compare_content(const MountFixture& fx, const Content& c) {
     if (n < 0 || x.substr(0, static_cast<std::size_t>(n)) != c.xattr)
         return "user.big reads otherwise";
     CmdResult ls = run({"ls", fx.path("d")});
-    if (lines_of(ls.out) != 120) return "d lists " + std::to_string(lines_of(ls.out)) + " names";
+    if (line_count(ls.out) != 120) return "d lists " + std::to_string(line_count(ls.out)) + " names";
     return "";
 }
 
@@ -172,7 +161,7 @@ void check_refused(const CmdResult& r, int code, const std::string& store,
                    const std::string& before) {
     INFO(r.describe());
     CHECK(r.status == code);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("hiodsfs-fsck") != std::string::npos);
     CHECK(store_digest(store) == before);
 }
@@ -329,11 +318,11 @@ TEST_CASE(
         CHECK(read_errno(fx.path(c.files.begin()->first)) == EIO);
         CHECK(::kill(fx.daemon_pid(), 0) == 0);
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (slurp(fx.store() + "/status.json").find("\"store_error\": \"") ==
+        while (read_file_or_empty(fx.store() + "/status.json").find("\"store_error\": \"") ==
                    std::string::npos &&
                std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        CHECK(slurp(fx.store() + "/status.json").find("\"store_error\": \"metadata damaged") !=
+        CHECK(read_file_or_empty(fx.store() + "/status.json").find("\"store_error\": \"metadata damaged") !=
               std::string::npos);
         CHECK(fx.daemon_log().find("metadata damaged") != std::string::npos);
         const int status = fx.unmount_status();

@@ -54,13 +54,6 @@ bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
     return true;
 }
 
-// A file's bytes, "" if it is not there (status.json is replaced by a
-// rename every control interval).
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // The newest segment file: the one being appended to.
 std::string active_segment(const std::string& store) {
     std::vector<std::string> names;
@@ -166,7 +159,7 @@ TEST_CASE(
     REQUIRE(wait_for(
         [&] {
             const auto status =
-                nlohmann::json::parse(slurp(fx.store() + "/status.json"), nullptr, false);
+                nlohmann::json::parse(read_file_or_empty(fx.store() + "/status.json"), nullptr, false);
             if (status.is_object() && status["store_error"].is_string())
                 why = status["store_error"];
             return !why.empty();
@@ -217,7 +210,7 @@ TEST_CASE(
     nlohmann::json status;
     const bool drained = wait_for(
         [&] {
-            status = nlohmann::json::parse(slurp(fx.store() + "/status.json"), nullptr, false);
+            status = nlohmann::json::parse(read_file_or_empty(fx.store() + "/status.json"), nullptr, false);
             return status.is_object() && status["backlog_records"] == 0 &&
                    status["quarantined_dirty_records"].is_number() &&
                    status["quarantined_dirty_records"] >= 1;

@@ -165,11 +165,6 @@ std::string segment_digest(const std::string& store) {
     return sh("cd " + shq(store + "/segments") + " && ls -l --time-style=+ . | sort && cksum *.seg").out;
 }
 
-std::size_t lines_of(const std::string& s) {
-    std::size_t n = 0;
-    for (char c : s) n += c == '\n';
-    return n + (!s.empty() && s.back() != '\n');
-}
 }  // namespace
 
 TEST_CASE("a corrupt chunk is not shared by a good copy written later; fsck --repair heals from it",
@@ -218,7 +213,7 @@ TEST_CASE("a store whose metadata was deleted is refused at mount and keeps its 
     INFO(r.describe());
     CHECK(r.status != 0);
     CHECK(r.status < 128);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("hiodsfs-fsck") != std::string::npos);
     std::this_thread::sleep_for(std::chrono::seconds(2));  // a reclaimer would have run by now
     CHECK(segment_digest(fx.store()) == before);
@@ -278,7 +273,7 @@ TEST_CASE("a store whose FORMAT and metadata were both deleted is refused and ke
     INFO(r.describe());
     CHECK(r.status != 0);
     CHECK(r.status < 128);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("nothing was changed") != std::string::npos);
     CHECK(segment_digest(fx.store()) == before);
     r = run({HIODSFS_FSCK_BIN, fx.store(), "--repair"});
@@ -304,7 +299,7 @@ TEST_CASE("a truncated newest segment refuses a read-write mount; -o ro copies o
     CmdResult r = run({daemon_binary(), fx.store(), fx.mnt(), "-f"}, {}, std::chrono::seconds(30));
     INFO(r.describe());
     CHECK(r.status != 0);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("-o ro") != std::string::npos);
     CHECK(segment_digest(fx.store()) == before);  // nothing re-created, cut or appended
     fx.set_options({"ro"});

@@ -570,6 +570,11 @@ void write_file(const std::string& path, std::string_view data, mode_t mode) {
     REQUIRE(c == 0);
 }
 
+std::string read_file_or_empty(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string read_file(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     INFO("reading " << path << ": " << std::strerror(errno));

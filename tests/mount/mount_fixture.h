@@ -164,6 +164,9 @@ std::uint64_t splitmix64(std::uint64_t& state);
 // Catch2-asserting file helpers (test thread only).
 void write_file(const std::string& path, std::string_view data, mode_t mode = 0644);
 std::string read_file(const std::string& path);
+// A file's bytes, or "" when it cannot be read (status.json is replaced by a
+// rename every control interval); never a test failure.
+std::string read_file_or_empty(const std::string& path);
 // The names of a process's threads (/proc/PID/task/*/comm), one per thread.
 std::multiset<std::string> thread_names(pid_t pid);
 void make_dir(const std::string& path, mode_t mode = 0755);

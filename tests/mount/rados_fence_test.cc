@@ -315,7 +315,7 @@ TEST_CASE("rados fence: a daemon of another pid namespace with this host name ke
         run({"fusermount3", "-u", t.path() + "/mnt-b"});  // it should not have mounted
     INFO(r.describe());
     CHECK(r.status != 0);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("is in use") != std::string::npos);
     CHECK(r.err.find(holder) != std::string::npos);
     CHECK(lockers(cluster, name) == std::vector<std::string>{holder});

@@ -150,7 +150,7 @@ TEST_CASE("rados: hiodsfs-fsck checks the objects against the metadata, and is r
             CmdResult r = fsck(fx.store());
             INFO(r.describe());
             CHECK(r.status == 8);
-            CHECK(lines_of(r.err) == 1);
+            CHECK(line_count(r.err) == 1);
             CHECK(r.err.find("is in use") != std::string::npos);
             CHECK(r.err.find(host_name_for_test() + " pid " + std::to_string(fx.daemon_pid())) != std::string::npos);
             CHECK(Clock::now() - began < 20s);
@@ -205,7 +205,7 @@ TEST_CASE("rados: hiodsfs-fsck checks the objects against the metadata, and is r
         r = run(bad);
         INFO(r.describe());
         CHECK(r.status == 8);
-        CHECK(lines_of(r.err) == 1);
+        CHECK(line_count(r.err) == 1);
     }
 }
 
@@ -227,7 +227,7 @@ TEST_CASE("rados: a second daemon is refused with one line naming the holder", "
                               "ceph_conf=" + cluster.conf + ",cache_dir=" + other.path() + "/cache"});
     INFO(r.describe());
     REQUIRE(r.status != 0);
-    REQUIRE(lines_of(r.err) == 1);
+    REQUIRE(line_count(r.err) == 1);
     CHECK(r.err.find("is in use") != std::string::npos);
     CHECK(r.err.find("pid " + std::to_string(first.daemon_pid())) != std::string::npos);
     CHECK(Clock::now() - began < 20s);  // another holder is named at once, not waited for
@@ -475,7 +475,7 @@ TEST_CASE("rados: the command line's errors are one line and a non-zero exit", "
         const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
         INFO(c.args[0] << " " << c.args.back() << " -> " << r.describe() << " in " << seconds << " s");
         CHECK(r.status != 0);
-        CHECK(lines_of(r.err) == 1);
+        CHECK(line_count(r.err) == 1);
         CHECK(r.err.find(c.says) != std::string::npos);
         CHECK(seconds < 30);  // the unreachable cluster within its timeout and start-up
     }
@@ -668,7 +668,7 @@ TEST_CASE("librados: a RADOS store where librados.so.2 cannot be loaded is one l
                       {"LD_LIBRARY_PATH=" + t.path() + "/lib"}, 60s);
     INFO(r.describe());
     CHECK(r.status != 0);
-    CHECK(lines_of(r.err) == 1);
+    CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("rados: cannot load librados.so.2 (") != std::string::npos);
     CHECK(r.err.find("needs the librados2 package") != std::string::npos);
     CHECK_FALSE(exists(t.path() + "/cache/FORMAT"));

@@ -86,11 +86,6 @@ inline std::string host_name_for_test() {
     return name;
 }
 
-inline std::size_t lines_of(const std::string& s) {
-    std::size_t n = std::count(s.begin(), s.end(), '\n');
-    return n + (!s.empty() && s.back() != '\n' ? 1 : 0);
-}
-
 // Deletes the cache directory and makes it again, empty: the machine's
 // disk is gone, and another host mounts the store.
 inline void replace_cache_dir(const MountFixture& fx) {

@@ -20,6 +20,7 @@
 
 #include "../store/store_test_util.h"
 #include "ceph_cluster.h"
+#include "rados_test_util.h"
 
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_holder.h"
@@ -38,28 +39,11 @@ using hiodsfs::RadosPool;
 using hiodsfs::RadosTier;
 using hiodsfs::Status;
 using hiodsfs::test::CephCluster;
+using hiodsfs::test::connect;
+using hiodsfs::test::options_of;
+using hiodsfs::test::unique_name;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-RadosOptions options_of(const CephCluster& c, std::chrono::seconds timeout = 10s) {
-    RadosOptions o;
-    o.conf_path = c.conf;
-    o.keyring = c.keyring;
-    o.pool = c.pool;
-    o.timeout = timeout;
-    return o;
-}
-
-std::unique_ptr<RadosPool> connect(const CephCluster& c, std::chrono::seconds timeout = 10s) {
-    std::unique_ptr<RadosPool> pool;
-    REQUIRE_OK(RadosPool::connect(options_of(c, timeout), &pool));
-    return pool;
-}
-
-std::string unique_name(const std::string& what) {
-    static int n = 0;
-    return what + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
-}
 
 std::string read_text(RadosPool& pool, const std::string& object) {
     std::vector<std::uint8_t> bytes;

@@ -15,6 +15,7 @@
 
 #include "../store/store_test_util.h"
 #include "ceph_cluster.h"
+#include "rados_test_util.h"
 
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/librados_api.h"
@@ -28,30 +29,15 @@ using hiodsfs::RadosOptions;
 using hiodsfs::RadosPool;
 using hiodsfs::Status;
 using hiodsfs::test::CephCluster;
+using hiodsfs::test::connect;
+using hiodsfs::test::unique_name;
 using namespace std::chrono_literals;
-
-std::unique_ptr<RadosPool> connect(const CephCluster& c) {
-    RadosOptions o;
-    o.conf_path = c.conf;
-    o.keyring = c.keyring;
-    o.pool = c.pool;
-    o.timeout = 10s;
-    std::unique_ptr<RadosPool> pool;
-    REQUIRE_OK(RadosPool::connect(o, &pool));
-    return pool;
-}
 
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<std::uint8_t> v(n);
     for (auto& b : v) b = static_cast<std::uint8_t>(rng());
     return v;
-}
-
-// Objects of different test cases never share a name: the pool is the run's.
-std::string unique_name(const std::string& what) {
-    static int n = 0;
-    return what + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {

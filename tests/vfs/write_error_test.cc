@@ -21,7 +21,7 @@ namespace {
 
 // Deferred writes, held in memory until an operation applies them; the
 // file `failing` names cannot have them applied.
-struct Fixture {
+struct LostWriteFixture {
     test::TempStore dir;
     std::atomic<InodeId> failing{0};
     std::unique_ptr<Engine> engine = dir.open([this] {
@@ -35,12 +35,12 @@ struct Fixture {
     Caller user{.uid = 1000, .gid = 1000, .umask = 022, .in_group = {}};
     InodeId ino = 0;
 
-    Fixture() {
+    LostWriteFixture() {
         Attr a;
         REQUIRE(vfs.mknod(user, kRootInode, "f", S_IFREG | 0644, 0, &a).is_ok());
         ino = a.ino;
     }
-    ~Fixture() {
+    ~LostWriteFixture() {
         failing = 0;
         engine->close();
     }
@@ -67,7 +67,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE_METHOD(Fixture,
+TEST_CASE_METHOD(LostWriteFixture,
                  "a reader's open and close do not take a lost write's error from its writer",
                  "[vfs][errseq]") {
     const std::uint64_t writer = open(O_WRONLY);
@@ -84,7 +84,7 @@ TEST_CASE_METHOD(Fixture,
     CHECK(vfs.release(writer).is_ok());
 }
 
-TEST_CASE_METHOD(Fixture,
+TEST_CASE_METHOD(LostWriteFixture,
                  "every file open when writes were lost is told once, at its own fsync or close",
                  "[vfs][errseq]") {
     const std::uint64_t one = open(O_WRONLY), two = open(O_RDWR), reader = open(O_RDONLY);
@@ -108,7 +108,7 @@ TEST_CASE_METHOD(Fixture,
     for (std::uint64_t fh : {one, two, reader, later}) CHECK(vfs.release(fh).is_ok());
 }
 
-TEST_CASE_METHOD(Fixture, "a loss no open file was told of is told to the next file opened",
+TEST_CASE_METHOD(LostWriteFixture, "a loss no open file was told of is told to the next file opened",
                  "[vfs][errseq]") {
     // The writer closes before its held write is applied: its close finds
     // nothing lost. The next file opened, by anyone, is told (Linux 4.16 on).
