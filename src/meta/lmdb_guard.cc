@@ -2,6 +2,7 @@
 
 #include <setjmp.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -41,12 +42,10 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     if (GuardPoint* point = t_point; point != nullptr) {
         point->signal = sig;
         point->address = info->si_addr;
-        // A handler installed by someone else (TSan's wrapper) may run ours
-        // with the signal blocked; the jump keeps the mask as it is.
-        sigset_t unblock;
-        sigemptyset(&unblock);
-        sigaddset(&unblock, sig);
-        pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+        // The jump keeps the handler's mask, which a wrapper of ours (TSan's
+        // blocks every signal) may have widened: back to the faulting code's
+        // mask, or the next fault of a blocked kind would kill the process.
+        pthread_sigmask(SIG_SETMASK, &static_cast<ucontext_t*>(context)->uc_sigmask, nullptr);
         siglongjmp(point->jump, 1);
     }
     const struct sigaction& previous = g_previous[sig == SIGBUS ? 1 : 0];
