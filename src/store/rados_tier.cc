@@ -368,9 +368,10 @@ void RadosTier::renew_loop() {
                 continue;
             }
             last = st;
-            // Gone (lapsed and lost, broken) or this client fenced: no retry
-            // can bring it back. Anything else (a timeout): tried again
-            // while a renewal could still end before the lease does.
+            // Not held at the OSD (ENOENT: it lapsed there, or was broken) or
+            // this client fenced: no renewal can bring it back. Anything else
+            // (a timeout): tried again while a renewal could still end before
+            // the lease does.
             failed = true;
             if (st.err() != ENOENT && st.err() != ESHUTDOWN) continue;
         } else if (last.is_ok()) {
@@ -378,9 +379,11 @@ void RadosTier::renew_loop() {
         }
         const std::string lapsed =
             "the lock on " + describe() + " could not be renewed (" + last.message() + ")";
-        if (!retaken_ || last.err() == ENOENT || last.err() == ESHUTDOWN) {
-            // ENOENT: the lock was taken from this client (broken), not left
-            // to lapse; ESHUTDOWN: the next holder blocklisted this client.
+        if (!retaken_ || last.err() == ESHUTDOWN) {
+            // ESHUTDOWN: the next holder blocklisted this client. ENOENT is
+            // taken back like a lapse: a renewal the OSD ran late (a loaded
+            // or paused cluster) finds the lease over there, and take_back
+            // refuses the lock if another client held it meanwhile.
             const std::string why = lapsed + "; the store takes no more writes until it is mounted again";
             fence(why);
             const auto on_lost = on_lost_;

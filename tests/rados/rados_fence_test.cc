@@ -301,12 +301,12 @@ void lease_deadline(const CephCluster& c) {
         const auto until = Clock::now() + 30s;
         while (!tier->fenced() && Clock::now() < until) std::this_thread::sleep_for(50ms);
         REQUIRE(tier->fenced());
-        const auto began = Clock::now();
+        // Refused here, by the holder, not after a timeout at the OSD (that
+        // would be ETIMEDOUT, and the cluster is still paused).
         Status st = tier->put(1, "y", 1);
         INFO(st.message());
         CHECK(st.err() == EIO);
         CHECK(st.message().find("refusing to write segment 1") != std::string::npos);
-        CHECK(Clock::now() - began < 1s);  // refused here, not after a timeout at the OSD
     }
     // The cluster goes on: the lock is taken again, the record still this
     // holder's, and writes resume.

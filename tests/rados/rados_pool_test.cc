@@ -162,14 +162,14 @@ void locking(const CephCluster& c) {
         REQUIRE_OK(second->unlock(theirs));
     }
     SECTION("renewing keeps the lock past its first lease") {
-        // Renewed every second, 3 s before the lease would lapse: a loaded
-        // machine (the suite under ASan) once delayed a renewal past a 2 s
-        // lease renewed each second.
-        REQUIRE_OK(first->lock_exclusive(mine, 4s));
-        for (int i = 0; i < 6; ++i) {
-            std::this_thread::sleep_for(1s);
-            REQUIRE_OK(first->renew_lock(mine, 4s));
-            CHECK(second->lock_exclusive(theirs, 4s).err() == EBUSY);
+        // A 5 s lease renewed every half second for 6 s, past the first
+        // lease: a renewal would have to come 4.5 s late, even on a loaded
+        // machine (the suite under ASan), for the lock to lapse between two.
+        REQUIRE_OK(first->lock_exclusive(mine, 5s));
+        for (int i = 0; i < 12; ++i) {
+            std::this_thread::sleep_for(500ms);
+            REQUIRE_OK(first->renew_lock(mine, 5s));
+            CHECK(second->lock_exclusive(theirs, 5s).err() == EBUSY);
         }
         REQUIRE_OK(first->unlock(mine));
     }
