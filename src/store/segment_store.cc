@@ -27,6 +27,7 @@
 #include "common/little_endian.h"
 #include "common/thread_name.h"
 #include "store/segment_cache.h"
+#include "store/segment_format.h"
 
 namespace hiodsfs {
 namespace {
@@ -34,97 +35,6 @@ namespace {
 constexpr std::size_t kScanBlock = 1u << 20;
 // Reads of records up to this size reuse a per-thread buffer.
 constexpr std::size_t kScratchLimit = 4u << 20;
-
-struct Header {
-    std::uint32_t magic = 0;
-    std::uint32_t length = 0;
-    ChunkId chunk = 0;
-    std::uint32_t payload_crc = 0;
-    std::uint32_t header_crc = 0;
-
-    static Header decode(const char* p) {
-        return Header{get_le32(p), get_le32(p + 4), get_le64(p + 8), get_le32(p + 16), get_le32(p + 20)};
-    }
-    // The magic and the header's own checksum are right, so its fields can be trusted.
-    static bool intact(const char* p) {
-        return get_le32(p) == SegmentStore::kRecordMagic && get_le32(p + 20) == crc32c(p, 20);
-    }
-};
-
-void encode_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc) {
-    put_le32(p, SegmentStore::kRecordMagic);
-    put_le32(p + 4, len);
-    put_le64(p + 8, chunk);
-    put_le32(p + 16, payload_crc);
-    put_le32(p + 20, crc32c(p, 20));
-}
-
-std::string hex8(SegmentId id) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%08" PRIx32, id);
-    return name;
-}
-
-// "00000001.seg" -> 1; anything else is not a segment. Ids start at 1, so
-// 0 can mean "no active segment" (read-only stores).
-bool parse_segment_name(const std::string& name, SegmentId* id) {
-    if (name.size() != 12 || name.compare(8, 4, ".seg") != 0) return false;
-    SegmentId v = 0;
-    for (int i = 0; i < 8; ++i) {
-        const char c = name[i];
-        int d;
-        if (c >= '0' && c <= '9') {
-            d = c - '0';
-        } else if (c >= 'a' && c <= 'f') {
-            d = c - 'a' + 10;
-        } else {
-            return false;
-        }
-        v = (v << 4) | static_cast<SegmentId>(d);
-    }
-    *id = v;
-    return v != 0;
-}
-
-// Checks a record's header against what the caller expects: EIO with the
-// file, offset and the check that failed. `where` names the record for an
-// error message; it is only called on a failure, so the hot path builds no
-// strings.
-template <typename Where>
-Status check_header_fields(const char* hdr, const ChunkLocation& loc, ChunkId chunk,
-                           const Where& where) {
-    const Header h = Header::decode(hdr);
-    auto fail = [&](const std::string& what) { return Status::error(EIO, where() + ": " + what); };
-    if (h.magic != SegmentStore::kRecordMagic) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
-        return fail(buf);
-    }
-    if (h.header_crc != crc32c(hdr, 20)) return fail("record header checksum mismatch");
-    if (h.length != loc.length) {
-        return fail("record length is " + std::to_string(h.length) + ", location says " +
-                    std::to_string(loc.length));
-    }
-    if (h.chunk != chunk) {
-        return fail("record holds chunk " + std::to_string(h.chunk) + ", expected chunk " +
-                    std::to_string(chunk));
-    }
-    return Status::ok();
-}
-
-// Checks a record read back against what the caller expects. Never lets a
-// mismatch through: EIO with the file, offset and the check that failed.
-template <typename Where>
-Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
-                    const Where& where) {
-    HIODSFS_TRY(check_header_fields(hdr, loc, chunk, where));
-    if (Header::decode(hdr).payload_crc != crc32c(payload, loc.length)) {
-        return Status::error(EIO, where() + ": payload checksum mismatch (chunk " +
-                                      std::to_string(chunk) + ", " + std::to_string(loc.length) +
-                                      " bytes)");
-    }
-    return Status::ok();
-}
 
 // Sequential reads of one segment in large blocks: the bytes [0, file_end)
 // come from the file, and [file_end, file_end + tail.size()) from `tail`
@@ -205,8 +115,8 @@ Status scan_tail(SegmentReader& r, TailScan* out) {
     std::vector<char> payload;
     while (pos + SegmentStore::kHeaderBytes <= end) {
         HIODSFS_TRY(r.read(pos, sizeof hdr, hdr));
-        if (!Header::intact(hdr)) break;
-        const Header h = Header::decode(hdr);
+        if (!RecordHeader::intact(hdr)) break;
+        const RecordHeader h = RecordHeader::decode(hdr);
         if (h.length > end - pos - SegmentStore::kHeaderBytes) break;  // torn record
         payload.resize(h.length);
         HIODSFS_TRY(r.read(pos + SegmentStore::kHeaderBytes, h.length, payload.data()));
@@ -233,7 +143,7 @@ Status scan_tail(SegmentReader& r, TailScan* out) {
             if (hit == nullptr) break;
             p = static_cast<const char*>(hit);
             if (stop - p < static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) break;
-            if (Header::intact(p)) {
+            if (RecordHeader::intact(p)) {
                 out->intact_after_break = true;
                 return Status::ok();
             }
@@ -352,8 +262,8 @@ struct SegmentStore::Impl {
     SegmentId in_memory_id = 0;
     std::shared_ptr<File> in_memory;
 
-    std::string path(SegmentId id) const { return dir + "/" + hex8(id) + ".seg"; }
-    std::string fetch_path(SegmentId id) const { return dir + "/" + hex8(id) + ".fetch"; }
+    std::string path(SegmentId id) const { return dir + "/" + segment_file_name(id); }
+    std::string fetch_path(SegmentId id) const { return dir + "/" + fetch_file_name(id); }
 
     Status read_only_error(const char* op) const {
         return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
@@ -940,7 +850,7 @@ Status SegmentStore::create_empty(Env* env, const std::string& dir, SegmentId id
     if (id == 0)
         return Status::error(EINVAL, "segment store " + dir + ": segment id 0 is not valid");
     std::unique_ptr<File> f;
-    HIODSFS_TRY(env->open(dir + "/" + hex8(id) + ".seg", OpenMode::kCreateNew, &f));
+    HIODSFS_TRY(env->open(dir + "/" + segment_file_name(id), OpenMode::kCreateNew, &f));
     HIODSFS_TRY(f->sync());
     return env->sync_dir(dir);
 }
@@ -1082,7 +992,7 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, 
     if (chunk == 0) return Status::error(EINVAL, "segment store: chunk id 0 is not valid");
     // The whole header depends only on the record, so it is built unlocked.
     char hdr[kHeaderBytes];
-    encode_header(hdr, chunk, len, payload_crc);
+    encode_record_header(hdr, chunk, len, payload_crc);
     const std::uint64_t record = kHeaderBytes + std::uint64_t{len};
 
     Impl& m = *impl_;
@@ -1348,8 +1258,8 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
     std::vector<char> payload;
     while (pos + kHeaderBytes <= end) {
         HIODSFS_TRY(r.read(pos, kHeaderBytes, hdr));
-        if (!Header::intact(hdr)) break;
-        const Header h = Header::decode(hdr);
+        if (!RecordHeader::intact(hdr)) break;
+        const RecordHeader h = RecordHeader::decode(hdr);
         if (h.length > end - pos - kHeaderBytes) break;
         SegmentRecord rec;
         rec.segment = segment;
