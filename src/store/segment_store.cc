@@ -28,132 +28,13 @@
 #include "common/thread_name.h"
 #include "store/segment_cache.h"
 #include "store/segment_format.h"
+#include "store/segment_scan.h"
 
 namespace hiodsfs {
 namespace {
 
-constexpr std::size_t kScanBlock = 1u << 20;
 // Reads of records up to this size reuse a per-thread buffer.
 constexpr std::size_t kScratchLimit = 4u << 20;
-
-// Sequential reads of one segment in large blocks: the bytes [0, file_end)
-// come from the file, and [file_end, file_end + tail.size()) from `tail`
-// (a copy of the write buffer, when scanning the active segment).
-class SegmentReader {
-public:
-    SegmentReader(File* file, std::uint64_t file_end, std::vector<char> tail = {})
-        : file_(file), file_end_(file_end), tail_(std::move(tail)) {}
-
-    std::uint64_t end() const { return file_end_ + tail_.size(); }
-
-    // Reads exactly n bytes at pos; the caller keeps pos + n <= end().
-    Status read(std::uint64_t pos, std::size_t n, char* dst) {
-        while (n > 0) {
-            if (pos >= file_end_) {
-                std::memcpy(dst, tail_.data() + (pos - file_end_), n);
-                return Status::ok();
-            }
-            const std::size_t part =
-                static_cast<std::size_t>(std::min<std::uint64_t>(n, file_end_ - pos));
-            if (pos < block_off_ || pos + part > block_off_ + block_.size()) {
-                if (part >= kScanBlock) {
-                    // Larger than a block: straight into the caller's memory.
-                    HIODSFS_TRY(pread_exact(dst, part, pos));
-                    pos += part;
-                    dst += part;
-                    n -= part;
-                    continue;
-                }
-                const std::size_t len =
-                    static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, file_end_ - pos));
-                block_.resize(len);
-                block_off_ = pos;
-                Status st = pread_exact(block_.data(), len, pos);
-                if (!st) {
-                    block_.clear();
-                    return st;
-                }
-            }
-            std::memcpy(dst, block_.data() + (pos - block_off_), part);
-            pos += part;
-            dst += part;
-            n -= part;
-        }
-        return Status::ok();
-    }
-
-private:
-    Status pread_exact(char* dst, std::size_t n, std::uint64_t pos) {
-        std::size_t got = 0;
-        HIODSFS_TRY(file_->pread(dst, n, pos, &got));
-        if (got != n) {
-            return Status::error(EIO, "segment shrank while being read: wanted " +
-                                          std::to_string(n) + " bytes at offset " +
-                                          std::to_string(pos) + ", got " + std::to_string(got));
-        }
-        return Status::ok();
-    }
-
-    File* file_;
-    std::uint64_t file_end_;
-    std::vector<char> tail_;
-    std::vector<char> block_;
-    std::uint64_t block_off_ = 0;
-};
-
-// Where a segment's valid data ends, found by walking its chain of records.
-struct TailScan {
-    std::uint64_t chain_end = 0;      // first byte not covered by an intact header chain
-    std::uint64_t last_good = 0;      // end of the last record whose payload checks too
-    bool intact_after_break = false;  // an intact header lies beyond chain_end
-};
-
-Status scan_tail(SegmentReader& r, TailScan* out) {
-    const std::uint64_t end = r.end();
-    std::uint64_t pos = 0;
-    char hdr[SegmentStore::kHeaderBytes];
-    std::vector<char> payload;
-    while (pos + SegmentStore::kHeaderBytes <= end) {
-        HIODSFS_TRY(r.read(pos, sizeof hdr, hdr));
-        if (!RecordHeader::intact(hdr)) break;
-        const RecordHeader h = RecordHeader::decode(hdr);
-        if (h.length > end - pos - SegmentStore::kHeaderBytes) break;  // torn record
-        payload.resize(h.length);
-        HIODSFS_TRY(r.read(pos + SegmentStore::kHeaderBytes, h.length, payload.data()));
-        pos += SegmentStore::kHeaderBytes + h.length;
-        if (crc32c(payload.data(), h.length) == h.payload_crc) out->last_good = pos;
-    }
-    out->chain_end = pos;
-
-    // A crash leaves garbage only at the end. An intact header after the
-    // break means damage in the middle, and the bytes after it must be kept.
-    constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
-    char magic[4];
-    put_le32(magic, SegmentStore::kRecordMagic);
-    std::vector<char> block;
-    for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
-        const std::size_t len =
-            static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, end - start));
-        block.resize(len);
-        HIODSFS_TRY(r.read(start, len, block.data()));
-        const char* p = block.data();
-        const char* stop = block.data() + len;
-        while (stop - p >= static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) {
-            const void* hit = memmem(p, static_cast<std::size_t>(stop - p), magic, sizeof magic);
-            if (hit == nullptr) break;
-            p = static_cast<const char*>(hit);
-            if (stop - p < static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) break;
-            if (RecordHeader::intact(p)) {
-                out->intact_after_break = true;
-                return Status::ok();
-            }
-            ++p;
-        }
-        if (start + len >= end) break;
-        start += len - kOverlap;  // a header may straddle two blocks
-    }
-    return Status::ok();
-}
 
 // A segment read whole from the tier, for a read-only store that leaves
 // its directory as it is (tier_reads_in_memory).
@@ -949,7 +830,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     std::shared_ptr<File> file(std::move(f));
     std::uint64_t size = 0;
     HIODSFS_TRY(file->size(&size));
-    SegmentReader reader(file.get(), size);
+    ScanReader reader(file.get(), size);
     TailScan tail;
     Status st = scan_tail(reader, &tail);
     if (!st) {
@@ -1251,30 +1132,8 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
         HIODSFS_TRY(m.file_for_read(segment, &file));
         HIODSFS_TRY(file->size(&file_end));
     }
-    SegmentReader r(file.get(), file_end, std::move(tail));
-    const std::uint64_t end = r.end();
-    std::uint64_t pos = 0;
-    char hdr[kHeaderBytes];
-    std::vector<char> payload;
-    while (pos + kHeaderBytes <= end) {
-        HIODSFS_TRY(r.read(pos, kHeaderBytes, hdr));
-        if (!RecordHeader::intact(hdr)) break;
-        const RecordHeader h = RecordHeader::decode(hdr);
-        if (h.length > end - pos - kHeaderBytes) break;
-        SegmentRecord rec;
-        rec.segment = segment;
-        rec.header_offset = pos;
-        rec.location = ChunkLocation{segment, pos + kHeaderBytes, h.length};
-        rec.chunk = h.chunk;
-        if (verify_payload) {
-            payload.resize(h.length);
-            HIODSFS_TRY(r.read(pos + kHeaderBytes, h.length, payload.data()));
-            rec.payload_ok = crc32c(payload.data(), h.length) == h.payload_crc;
-        }
-        if (!fn(rec)) break;
-        pos += kHeaderBytes + h.length;
-    }
-    return Status::ok();
+    ScanReader r(file.get(), file_end, std::move(tail));
+    return walk_records(r, segment, verify_payload, fn);
 }
 
 Status SegmentStore::remove(SegmentId segment) {
