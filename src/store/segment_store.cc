@@ -26,6 +26,7 @@
 #include "chunk/fingerprint.h"
 #include "common/little_endian.h"
 #include "common/thread_name.h"
+#include "store/open_segments.h"
 #include "store/segment_cache.h"
 #include "store/segment_format.h"
 #include "store/segment_scan.h"
@@ -114,12 +115,7 @@ struct SegmentStore::Impl {
 
     // ---- open handles for reads, LRU, guarded by files_mu
     std::mutex files_mu;
-    std::list<SegmentId> lru;  // most recent first
-    struct Cached {
-        std::shared_ptr<File> file;
-        std::list<SegmentId>::iterator pos;
-    };
-    std::unordered_map<SegmentId, Cached> files;
+    OpenSegments open_files{0};  // sized at open()
 
     // ---- the tier (options.tier), also guarded by files_mu
     SegmentCache cache;                         // sealed segments in the directory
@@ -156,25 +152,12 @@ struct SegmentStore::Impl {
     }
 
     void cache_put_locked(SegmentId id, std::shared_ptr<File> file) {
-        auto it = files.find(id);
-        if (it != files.end()) {
-            lru.erase(it->second.pos);
-            files.erase(it);
-        }
-        lru.push_front(id);
-        files.emplace(id, Cached{std::move(file), lru.begin()});
-        while (files.size() > std::max<std::size_t>(options.max_open_segments, 1)) {
-            files.erase(lru.back());
-            lru.pop_back();
-        }
+        open_files.put(id, std::move(file));
     }
 
     void cache_drop(SegmentId id) {
         std::lock_guard lock(files_mu);
-        auto it = files.find(id);
-        if (it == files.end()) return;
-        lru.erase(it->second.pos);
-        files.erase(it);
+        open_files.drop(id);
     }
 
     Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
@@ -187,10 +170,7 @@ struct SegmentStore::Impl {
         }
         {
             std::lock_guard lock(files_mu);
-            auto it = files.find(id);
-            if (it != files.end()) {
-                lru.splice(lru.begin(), lru, it->second.pos);
-                *out = it->second.file;
+            if (open_files.find(id, out)) {
                 note_hit_locked(id);
                 return Status::ok();
             }
@@ -372,11 +352,7 @@ struct SegmentStore::Impl {
         for (SegmentId id : cache.victims(active_written.load())) {
             if (!env->unlink(path(id)).is_ok()) continue;  // stays; tried again later
             cache.erase(id);
-            auto it = files.find(id);
-            if (it != files.end()) {  // readers holding it keep reading the unlinked file
-                lru.erase(it->second.pos);
-                files.erase(it);
-            }
+            open_files.drop(id);  // readers holding it keep reading the unlinked file
             ++evictions;
         }
     }
@@ -747,6 +723,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     impl->dir = dir;
     impl->options = options;
     impl->cache.set_limit(options.cache_bytes);
+    impl->open_files = OpenSegments(options.max_open_segments);
     if (!options.read_only) {
         impl->buffer.reserve(options.write_buffer_bytes);
         HIODSFS_TRY(env->mkdir(dir));
