@@ -30,6 +30,7 @@
 #include "store/segment_cache.h"
 #include "store/segment_format.h"
 #include "store/segment_scan.h"
+#include "store/sync_ledger.h"
 
 namespace hiodsfs {
 namespace {
@@ -90,16 +91,7 @@ struct SegmentStore::Impl {
     // dirty pages, so a later "successful" sync would promise too much; or
     // by a write the files refuse for good (write_failed_locked). EIO.
     Status failed;
-    // Segments written since their last sync, with a write generation so a
-    // sync running without the lock knows whether a file was written again.
-    struct Dirty {
-        std::shared_ptr<File> file;
-        std::uint64_t gen = 0;
-    };
-    std::map<SegmentId, Dirty> dirty;
-    std::uint64_t write_gen = 0;
-    std::uint64_t dir_gen = 0;  // bumped when a segment is created or removed
-    std::uint64_t dir_synced_gen = 0;
+    SyncLedger ledger;  // what sync() has left to do
     std::map<SegmentId, std::uint64_t> sealed;  // sealed segment -> file size
     std::uint64_t sealed_bytes = 0;
 
@@ -108,7 +100,6 @@ struct SegmentStore::Impl {
     std::atomic<std::uint64_t> active_written{0};
 
     std::mutex sync_mu;  // one sync() at a time; taken before mu
-    SegmentPosition durable;  // under mu: everything before it is synced
 
     // sync() and sync_through(): the latter passes `upto`.
     Status sync(const SegmentPosition* upto, SegmentPosition* synced);
@@ -538,7 +529,7 @@ struct SegmentStore::Impl {
     }
 
     void wrote_locked(std::size_t n) {
-        dirty[active] = Dirty{active_file, ++write_gen};
+        ledger.wrote(active, active_file);
         written += n;
         active_written.store(written);
     }
@@ -643,11 +634,10 @@ struct SegmentStore::Impl {
     // them (files are written back independently). Under mu, once a
     // segment: the writes since the last sync() are all there is to sync.
     Status sync_sealing_locked() {
-        auto it = dirty.find(active);
-        if (it == dirty.end()) return Status::ok();
+        if (!ledger.is_dirty(active)) return Status::ok();
         Status st = active_file->sync();
         if (!st) return stop_after_failed_sync_locked(st);
-        dirty.erase(it);
+        ledger.forget(active);
         return Status::ok();
     }
     // After a failed fdatasync the kernel may have dropped the pages: the
@@ -671,7 +661,7 @@ struct SegmentStore::Impl {
             return write_failed_locked(st);
         sealed[active] = written;
         sealed_bytes += written;
-        ++dir_gen;
+        ledger.entry_changed();
         if (options.tier != nullptr) {
             {
                 std::lock_guard files_lock(files_mu);
@@ -790,7 +780,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(first));
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
-        impl->dir_gen = 1;  // the first sync() makes the new file's entry durable
+        impl->ledger.entry_changed();  // the first sync() makes the new file's entry durable
         impl->set_active(first, std::shared_ptr<File>(std::move(f)), 0);
         impl->add_sealed_remote();
         impl->start_threads();
@@ -830,7 +820,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
             HIODSFS_TRY(file->truncate(tail.last_good));
             // The shorter length must be durable before anything is appended
             // after it counts as durable; the next sync() covers it.
-            impl->dirty[newest] = Impl::Dirty{file, ++impl->write_gen};
+            impl->ledger.wrote(newest, file);
         }
         impl->set_active(newest, file, tail.last_good);
     }
@@ -1036,32 +1026,28 @@ Status SegmentStore::sync_through(const SegmentPosition& upto) { return impl_->s
 Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* synced) {
     Impl& m = *this;
     std::lock_guard sync_lock(m.sync_mu);
-    std::vector<std::pair<SegmentId, Impl::Dirty>> files;
-    std::uint64_t dir_gen = 0;
-    bool need_dir = false;
+    SyncLedger::Pending pending;
     SegmentPosition position;
     {
         std::unique_lock lock(m.mu);
         if (!m.failed.is_ok()) return m.failed;
         // A sync that ran while this caller waited for sync_mu may have
         // covered it already.
-        if (upto != nullptr && !(m.durable < *upto)) return Status::ok();
+        if (upto != nullptr && m.ledger.covers(*upto)) return Status::ok();
         HIODSFS_TRY(m.flush_locked(lock));
-        files.assign(m.dirty.begin(), m.dirty.end());
-        dir_gen = m.dir_gen;
-        need_dir = m.dir_gen != m.dir_synced_gen;
+        pending = m.ledger.pending();
         position = SegmentPosition{m.active, m.written};
     }
     if (synced != nullptr) *synced = position;
-    if (files.empty() && !need_dir) {
+    if (pending.empty()) {
         std::lock_guard lock(m.mu);
-        m.durable = std::max(m.durable, position);
+        m.ledger.synced(pending, position);
         return Status::ok();
     }
 
     // fdatasync without the writer lock, so appends go on meanwhile; the
     // generations tell afterwards which files were not written again.
-    for (const auto& [id, d] : files) {
+    for (const auto& [id, d] : pending.files) {
         Status st = d.file->sync();
         if (!st) {
             std::lock_guard lock(m.mu);
@@ -1070,15 +1056,10 @@ Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* sy
     }
     // A failed directory sync is not sticky: entries live in the journal,
     // not in pages the kernel could drop, so retrying it is sound.
-    if (need_dir) HIODSFS_TRY(m.env->sync_dir(m.dir));
+    if (pending.need_dir) HIODSFS_TRY(m.env->sync_dir(m.dir));
 
     std::lock_guard lock(m.mu);
-    for (const auto& [id, d] : files) {
-        auto it = m.dirty.find(id);
-        if (it != m.dirty.end() && it->second.gen == d.gen) m.dirty.erase(it);
-    }
-    m.dir_synced_gen = std::max(m.dir_synced_gen, dir_gen);
-    m.durable = std::max(m.durable, position);
+    m.ledger.synced(pending, position);
     return Status::ok();
 }
 
@@ -1143,8 +1124,8 @@ Status SegmentStore::remove(SegmentId segment) {
     auto it = m.sealed.find(segment);
     if (unlinked) m.sealed_bytes -= it->second;
     m.sealed.erase(it);
-    m.dirty.erase(segment);
-    ++m.dir_gen;  // the next sync() makes the removal durable
+    m.ledger.forget(segment);
+    m.ledger.entry_changed();  // the next sync() makes the removal durable
     m.cache_drop(segment);
     if (m.options.tier != nullptr) {
         std::lock_guard files_lock(m.files_mu);
