@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cinttypes>
 #include <chrono>
+#include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +26,7 @@
 #include "chunk/fingerprint.h"
 #include "common/little_endian.h"
 #include "common/thread_name.h"
+#include "store/appender.h"
 #include "store/open_segments.h"
 #include "store/segment_cache.h"
 #include "store/segment_format.h"
@@ -64,49 +65,26 @@ private:
 }  // namespace
 
 struct SegmentStore::Impl {
-    Env* env = nullptr;
-    std::string dir;
-    SegmentStoreOptions options;
+    Impl(Env* env_in, const std::string& dir_in, const SegmentStoreOptions& options_in)
+        : env(env_in),
+          dir(dir_in),
+          options(options_in),
+          writer(env_in, dir_in, options_in.write_buffer_bytes),
+          open_files(options_in.max_open_segments) {
+        cache.set_limit(options.cache_bytes);
+    }
 
-    // ---- writer state, guarded by mu
-    std::mutex mu;
-    SegmentId active = 0;
-    std::shared_ptr<File> active_file;
-    // The active segment: `written` bytes in its file, then `flushing` (the
-    // last full buffer, which the flusher thread is writing), then `buffer`.
-    std::uint64_t written = 0;
-    std::vector<char> flushing;
-    std::vector<char> buffer;
-    // The flusher writes `flushing` without mu, so appends (and the metadata
-    // operations that make them) never wait for a pwrite; they wait only
-    // when the buffer after it is full as well.
-    bool flush_busy = false;      // the flusher is writing `flushing` (no one changes it)
-    Status flush_error;           // its last failure; the next hand-off or flush retries
-    bool stopping = false;
-    std::condition_variable flush_cv;    // wakes the flusher
-    std::condition_variable flushed_cv;  // a write of `flushing` ended
-    std::thread flusher;
-    std::uint64_t end() const { return written + flushing.size() + buffer.size(); }
-    // Set by a failed fdatasync: after one, the kernel may have dropped the
-    // dirty pages, so a later "successful" sync would promise too much; or
-    // by a write the files refuse for good (write_failed_locked). EIO.
-    Status failed;
-    SyncLedger ledger;  // what sync() has left to do
-    std::map<SegmentId, std::uint64_t> sealed;  // sealed segment -> file size
-    std::uint64_t sealed_bytes = 0;
+    Env* const env;
+    const std::string dir;
+    const SegmentStoreOptions options;
 
-    // Published for the lock-free read path (see read()).
-    std::atomic<SegmentId> active_id{0};
-    std::atomic<std::uint64_t> active_written{0};
-
-    std::mutex sync_mu;  // one sync() at a time; taken before mu
-
-    // sync() and sync_through(): the latter passes `upto`.
-    Status sync(const SegmentPosition* upto, SegmentPosition* synced);
+    // The writer: the active segment, its buffers and flusher, the sealed
+    // segments, sync bookkeeping. Its mu is the writer lock.
+    Appender writer;
 
     // ---- open handles for reads, LRU, guarded by files_mu
     std::mutex files_mu;
-    OpenSegments open_files{0};  // sized at open()
+    OpenSegments open_files;
 
     // ---- the tier (options.tier), also guarded by files_mu
     SegmentCache cache;                         // sealed segments in the directory
@@ -182,7 +160,7 @@ struct SegmentStore::Impl {
         if (!fetched) note_hit_locked(id);
         // An open handle keeps an evicted file's blocks: only segments the
         // directory still holds keep theirs.
-        if (options.tier == nullptr || cache.contains(id) || id == active_id.load())
+        if (options.tier == nullptr || cache.contains(id) || id == writer.active_id())
             cache_put_locked(id, *out);
         return Status::ok();
     }
@@ -340,7 +318,7 @@ struct SegmentStore::Impl {
     // Deletes uploaded segments from the directory, least recently used
     // first, until it fits cache_bytes; files_mu held.
     void evict_locked() {
-        for (SegmentId id : cache.victims(active_written.load())) {
+        for (SegmentId id : cache.victims(writer.active_written())) {
             if (!env->unlink(path(id)).is_ok()) continue;  // stays; tried again later
             cache.erase(id);
             open_files.drop(id);  // readers holding it keep reading the unlinked file
@@ -480,8 +458,7 @@ struct SegmentStore::Impl {
 
     // A sealed segment in the directory, at open.
     void add_sealed_local(SegmentId id, std::uint64_t size) {
-        sealed[id] = size;
-        sealed_bytes += size;
+        writer.add_sealed(id, size, true);
         if (options.tier == nullptr) return;
         std::lock_guard lock(files_mu);
         const bool uploaded = remote.count(id) != 0;
@@ -492,16 +469,12 @@ struct SegmentStore::Impl {
     // Segments only the tier holds are sealed segments too, at open.
     void add_sealed_remote() {
         for (const auto& [id, size] : remote)
-            if (sealed.count(id) == 0 && id != active) sealed[id] = size;
+            if (writer.sealed().count(id) == 0 && id != writer.active())
+                writer.add_sealed(id, size, false);
     }
 
     void set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_t size) {
-        // written before id: a reader that sees the new id also sees its length.
-        active_written.store(size);
-        active_id.store(id);
-        active = id;
-        active_file = file;
-        written = size;
+        writer.set_active(id, file, size);
         cache_put(id, std::move(file));
     }
 
@@ -515,11 +488,7 @@ struct SegmentStore::Impl {
     // ---- the following require mu
 
     void start_threads() {
-        flushing.reserve(options.write_buffer_bytes);
-        flusher = std::thread([this] {
-            name_this_thread("seg-flusher");
-            flusher_loop();
-        });
+        writer.start_flusher();
         hits = 0;  // the opens at open() were no reads
         if (options.tier != nullptr)
             uploader = std::thread([this] {
@@ -528,140 +497,22 @@ struct SegmentStore::Impl {
             });
     }
 
-    void wrote_locked(std::size_t n) {
-        ledger.wrote(active, active_file);
-        written += n;
-        active_written.store(written);
-    }
-
-    // A write (or a new segment) that failed. For want of room (ENOSPC,
-    // EDQUOT), of memory or descriptors, or from the device (EIO, a short
-    // write) it may pass: the bytes stay in memory and are written again.
-    // Any other reason says the files refuse writes (EPERM of a segment made
-    // immutable, EROFS of a file system remounted read-only): the store
-    // stops, answering EIO with the reason, as after a failed fdatasync.
-    Status write_failed_locked(const Status& st) {
-        switch (st.err()) {
-            case ENOSPC:
-            case EDQUOT:
-            case ENOMEM:
-            case EMFILE:
-            case ENFILE:
-            case EIO:
-                return st;
-        }
-        if (failed.is_ok())
-            failed = Status::error(EIO, "segment store " + dir + " stopped after a failed write (" +
-                                            st.message() + ")");
-        return failed;
-    }
-
-    // Writes `flushing` here, under mu: the flusher is not writing it (it
-    // failed, or has not started on it).
-    Status write_flushing_locked() {
-        if (flushing.empty()) return Status::ok();
-        if (Status st = active_file->pwrite(flushing.data(), flushing.size(), written); !st)
-            return write_failed_locked(st);
-        wrote_locked(flushing.size());
-        flushing.clear();
-        flush_error = Status::ok();
-        flushed_cv.notify_all();  // a hand-off may wait for the slot
-        return Status::ok();
-    }
-
-    // Writes everything in memory to the file (after the flusher's write in
-    // progress). On failure the bytes are kept: their locations stay
-    // readable from memory and the next attempt rewrites the same offsets.
-    Status flush_locked(std::unique_lock<std::mutex>& lock) {
-        flushed_cv.wait(lock, [&] { return !flush_busy; });
-        HIODSFS_TRY(write_flushing_locked());
-        if (buffer.empty()) return Status::ok();
-        if (Status st = active_file->pwrite(buffer.data(), buffer.size(), written); !st)
-            return write_failed_locked(st);
-        wrote_locked(buffer.size());
-        buffer.clear();
-        return Status::ok();
-    }
-
-    // A full buffer goes to the flusher. Waits while the flusher still has
-    // the one before; if that one failed, writes it here and fails with it.
-    Status hand_off_locked(std::unique_lock<std::mutex>& lock) {
-        if (!flusher.joinable()) return flush_locked(lock);
-        flushed_cv.wait(lock, [&] { return flushing.empty() || (!flush_busy && !flush_error.is_ok()); });
-        HIODSFS_TRY(write_flushing_locked());
-        flushing.swap(buffer);  // the emptied vector keeps its capacity
-        flush_cv.notify_one();
-        return Status::ok();
-    }
-
-    void flusher_loop() {
-        std::unique_lock lock(mu);
-        for (;;) {
-            flush_cv.wait(lock, [&] {
-                return stopping || (!flushing.empty() && !flush_busy && flush_error.is_ok());
-            });
-            if (stopping) return;  // the destructor writes what is left
-            flush_busy = true;
-            const std::shared_ptr<File> file = active_file;  // no roll-over while busy
-            const std::uint64_t at = written;
-            lock.unlock();
-            Status st = file->pwrite(flushing.data(), flushing.size(), at);
-            lock.lock();
-            flush_busy = false;
-            if (st) {
-                wrote_locked(flushing.size());
-                flushing.clear();
-            } else {
-                flush_error = st;
-            }
-            flushed_cv.notify_all();
-        }
-    }
-
-    // The bytes of a record of the active segment still in memory, or null.
-    const char* in_memory_locked(std::uint64_t header_off, std::size_t total) const {
-        if (header_off >= written && header_off + total <= written + flushing.size())
-            return flushing.data() + (header_off - written);
-        const std::uint64_t base = written + flushing.size();
-        if (header_off >= base && header_off + total <= base + buffer.size())
-            return buffer.data() + (header_off - base);
-        return nullptr;
-    }
-
-    // The segment being sealed is made durable before its successor takes a
-    // byte: an fsync log record in the next segment may refer to chunks in
-    // this one's tail, and a power loss must never keep the record without
-    // them (files are written back independently). Under mu, once a
-    // segment: the writes since the last sync() are all there is to sync.
-    Status sync_sealing_locked() {
-        if (!ledger.is_dirty(active)) return Status::ok();
-        Status st = active_file->sync();
-        if (!st) return stop_after_failed_sync_locked(st);
-        ledger.forget(active);
-        return Status::ok();
-    }
-    // After a failed fdatasync the kernel may have dropped the pages: the
-    // store stops for good (see `failed`).
-    Status stop_after_failed_sync_locked(const Status& st) {
-        failed = Status::error(EIO, "segment store " + dir + " stopped after a failed sync (" +
-                                        st.message() + "); reopen it");
-        return failed;
-    }
-
+    // Seals the active segment and starts the next; writer.mu held.
     Status roll_over_locked(std::unique_lock<std::mutex>& lock) {
-        HIODSFS_TRY(flush_locked(lock));
+        HIODSFS_TRY(writer.flush_locked(lock));
+        const SegmentId active = writer.active();
         if (active == UINT32_MAX) {
             return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
         }
-        HIODSFS_TRY(sync_sealing_locked());
+        HIODSFS_TRY(writer.sync_sealing_locked());
         const SegmentId next = new_segment_id(active);
         if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(next));
         std::unique_ptr<File> f;
         if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st)
-            return write_failed_locked(st);
-        sealed[active] = written;
-        sealed_bytes += written;
-        ledger.entry_changed();
+            return writer.write_failed_locked(st);
+        const std::uint64_t written = writer.written();
+        writer.add_sealed(active, written, true);
+        writer.ledger().entry_changed();
         if (options.tier != nullptr) {
             {
                 std::lock_guard files_lock(files_mu);
@@ -680,16 +531,7 @@ SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 SegmentStore::~SegmentStore() {
     // Hand buffered appends to the OS like closing a file would; durability
     // was only ever promised by sync(), so an error here loses nothing promised.
-    std::unique_lock lock(impl_->mu);
-    if (impl_->flusher.joinable()) {
-        impl_->stopping = true;
-        impl_->flush_cv.notify_all();
-        lock.unlock();
-        impl_->flusher.join();
-        lock.lock();
-    }
-    if (impl_->failed.is_ok()) (void)impl_->flush_locked(lock);
-    lock.unlock();
+    impl_->writer.stop();
     impl_->stop_uploader();
 }
 
@@ -708,14 +550,9 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         return Status::error(EINVAL, "segment store " + dir +
                                          ": max_segment_bytes and write_buffer_bytes must be > 0");
     }
-    auto impl = std::make_unique<Impl>();
-    impl->env = env;
-    impl->dir = dir;
-    impl->options = options;
-    impl->cache.set_limit(options.cache_bytes);
-    impl->open_files = OpenSegments(options.max_open_segments);
+    auto impl = std::make_unique<Impl>(env, dir, options);
     if (!options.read_only) {
-        impl->buffer.reserve(options.write_buffer_bytes);
+        impl->writer.reserve_buffer();
         HIODSFS_TRY(env->mkdir(dir));
     }
 
@@ -780,7 +617,8 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(first));
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
-        impl->ledger.entry_changed();  // the first sync() makes the new file's entry durable
+        // The first sync() makes the new file's entry durable.
+        impl->writer.ledger().entry_changed();
         impl->set_active(first, std::shared_ptr<File>(std::move(f)), 0);
         impl->add_sealed_remote();
         impl->start_threads();
@@ -810,17 +648,15 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         // metadata refers to: keep every byte (records after the damage
         // still read back, and a damaged chunk stays where fsck can name
         // it) and append to a fresh segment.
-        impl->active = newest;
-        impl->active_file = file;
-        impl->written = size;
-        std::unique_lock lock(impl->mu);
+        impl->writer.set_active(newest, file, size);
+        std::unique_lock lock(impl->writer.mu);
         HIODSFS_TRY(impl->roll_over_locked(lock));
     } else {
         if (tail.last_good < size) {
             HIODSFS_TRY(file->truncate(tail.last_good));
             // The shorter length must be durable before anything is appended
             // after it counts as durable; the next sync() covers it.
-            impl->ledger.wrote(newest, file);
+            impl->writer.ledger().wrote(newest, file);
         }
         impl->set_active(newest, file, tail.last_good);
     }
@@ -845,21 +681,14 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, 
 
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("append");
-    std::unique_lock lock(m.mu);
-    if (!m.failed.is_ok()) return m.failed;
-    const std::uint64_t used = m.end();
-    if (used > 0 && used + record > m.options.max_segment_bytes) {
+    Appender& w = m.writer;
+    std::unique_lock lock(w.mu);
+    if (!w.failed().is_ok()) return w.failed();
+    const std::uint64_t used = w.end();
+    // After a roll-over the buffer is empty: append_locked hands nothing off.
+    if (used > 0 && used + record > m.options.max_segment_bytes)
         HIODSFS_TRY(m.roll_over_locked(lock));
-    } else if (!m.buffer.empty() && m.buffer.size() + record > m.options.write_buffer_bytes) {
-        HIODSFS_TRY(m.hand_off_locked(lock));
-    }
-    const std::uint64_t at = m.end();
-    // insert, not resize + memcpy: no zero-filling of every appended byte.
-    m.buffer.insert(m.buffer.end(), hdr, hdr + kHeaderBytes);
-    const char* bytes = static_cast<const char*>(data);
-    if (len > 0) m.buffer.insert(m.buffer.end(), bytes, bytes + len);
-    *out = ChunkLocation{m.active, at + kHeaderBytes, len};
-    return Status::ok();
+    return w.append_locked(lock, hdr, data, len, out);
 }
 
 Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged) {
@@ -883,10 +712,11 @@ Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bo
 
     // Only the active segment has bytes in memory; the atomics are published
     // length-then-id, so a stale view can only send us to the locked path.
-    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
-        std::unique_lock lock(m.mu);
-        if (loc.segment == m.active && loc.offset + loc.length > m.written) {
-            const char* rec = m.in_memory_locked(header_off, total);
+    Appender& w = m.writer;
+    if (loc.segment == w.active_id() && loc.offset + loc.length > w.active_written()) {
+        std::unique_lock lock(w.mu);
+        if (loc.segment == w.active() && loc.offset + loc.length > w.written()) {
+            const char* rec = w.in_memory_locked(header_off, total);
             if (rec == nullptr) return Status::error(EIO, where() + ": location is past the end of the segment");
             char hdr[kHeaderBytes];
             std::memcpy(hdr, rec, kHeaderBytes);
@@ -945,7 +775,7 @@ Status SegmentStore::read_run(const ChunkLocation* locs, const ChunkId* chunks, 
     const std::uint64_t end = last.offset + last.length;
     if (end - begin > kMaxRunBytes) return Status::error(EINVAL, "run longer than kMaxRunBytes");
     // Bytes still in the write buffer are read() one record at a time.
-    if (first.segment == m.active_id.load() && end > m.active_written.load())
+    if (first.segment == m.writer.active_id() && end > m.writer.active_written())
         return Status::error(EAGAIN, "run reaches the write buffer");
     std::shared_ptr<File> file;
     HIODSFS_TRY(m.file_for_read(first.segment, &file));
@@ -984,7 +814,8 @@ Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
     if (loc.offset < kHeaderBytes) {
         return Status::error(EIO, where() + ": not a record location (offset before header)");
     }
-    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
+    if (loc.segment == m.writer.active_id() &&
+        loc.offset + loc.length > m.writer.active_written()) {
         // Bytes still in the write buffer: the full read checks them.
         std::vector<char> buf(loc.length);
         return read(loc, chunk, buf.data());
@@ -1009,64 +840,28 @@ Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
 
 Status SegmentStore::flush() {
     if (impl_->options.read_only) return impl_->read_only_error("flush");
-    std::unique_lock lock(impl_->mu);
-    if (!impl_->failed.is_ok()) return impl_->failed;
-    return impl_->flush_locked(lock);
+    Appender& w = impl_->writer;
+    std::unique_lock lock(w.mu);
+    if (!w.failed().is_ok()) return w.failed();
+    return w.flush_locked(lock);
 }
 
-Status SegmentStore::sync(SegmentPosition* synced) { return impl_->sync(nullptr, synced); }
+Status SegmentStore::sync(SegmentPosition* synced) { return impl_->writer.sync(nullptr, synced); }
 
 Status SegmentStore::failure() {
-    std::lock_guard lock(impl_->mu);
-    return impl_->failed;
+    std::lock_guard lock(impl_->writer.mu);
+    return impl_->writer.failed();
 }
 
-Status SegmentStore::sync_through(const SegmentPosition& upto) { return impl_->sync(&upto, nullptr); }
-
-Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* synced) {
-    Impl& m = *this;
-    std::lock_guard sync_lock(m.sync_mu);
-    SyncLedger::Pending pending;
-    SegmentPosition position;
-    {
-        std::unique_lock lock(m.mu);
-        if (!m.failed.is_ok()) return m.failed;
-        // A sync that ran while this caller waited for sync_mu may have
-        // covered it already.
-        if (upto != nullptr && m.ledger.covers(*upto)) return Status::ok();
-        HIODSFS_TRY(m.flush_locked(lock));
-        pending = m.ledger.pending();
-        position = SegmentPosition{m.active, m.written};
-    }
-    if (synced != nullptr) *synced = position;
-    if (pending.empty()) {
-        std::lock_guard lock(m.mu);
-        m.ledger.synced(pending, position);
-        return Status::ok();
-    }
-
-    // fdatasync without the writer lock, so appends go on meanwhile; the
-    // generations tell afterwards which files were not written again.
-    for (const auto& [id, d] : pending.files) {
-        Status st = d.file->sync();
-        if (!st) {
-            std::lock_guard lock(m.mu);
-            return m.stop_after_failed_sync_locked(st);
-        }
-    }
-    // A failed directory sync is not sticky: entries live in the journal,
-    // not in pages the kernel could drop, so retrying it is sound.
-    if (pending.need_dir) HIODSFS_TRY(m.env->sync_dir(m.dir));
-
-    std::lock_guard lock(m.mu);
-    m.ledger.synced(pending, position);
-    return Status::ok();
+Status SegmentStore::sync_through(const SegmentPosition& upto) {
+    return impl_->writer.sync(&upto, nullptr);
 }
 
 Status SegmentStore::list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
-    std::lock_guard lock(impl_->mu);
-    out->assign(impl_->sealed.begin(), impl_->sealed.end());
-    if (impl_->active != 0) out->emplace_back(impl_->active, impl_->end());
+    Appender& w = impl_->writer;
+    std::lock_guard lock(w.mu);
+    out->assign(w.sealed().begin(), w.sealed().end());
+    if (w.active() != 0) out->emplace_back(w.active(), w.end());
     return Status::ok();
 }
 
@@ -1077,14 +872,9 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
     std::uint64_t file_end = 0;
     std::vector<char> tail;
     {
-        std::lock_guard lock(m.mu);
-        if (segment == m.active) {
-            // A snapshot: what is in the file now, then a copy of the buffer.
-            file = m.active_file;
-            file_end = m.written;
-            tail = m.flushing;
-            tail.insert(tail.end(), m.buffer.begin(), m.buffer.end());
-        }
+        std::lock_guard lock(m.writer.mu);
+        // A snapshot: what is in the file now, then a copy of the buffer.
+        if (segment == m.writer.active()) m.writer.snapshot_locked(&file, &file_end, &tail);
     }
     if (!file) {
         HIODSFS_TRY(m.file_for_read(segment, &file));
@@ -1097,12 +887,13 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
 Status SegmentStore::remove(SegmentId segment) {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("remove");
+    Appender& w = m.writer;
     auto check = [&]() {
-        if (segment == m.active) {
+        if (segment == w.active()) {
             return Status::error(EBUSY, "segment store: " + m.path(segment) +
                                             " is the active segment and cannot be removed");
         }
-        if (m.sealed.count(segment) == 0) {
+        if (w.sealed().count(segment) == 0) {
             return Status::error(ENOENT, "segment store: no segment " + m.path(segment));
         }
         return Status::ok();
@@ -1111,21 +902,19 @@ Status SegmentStore::remove(SegmentId segment) {
         // Not under mu: the tier may take up to its timeout, and appends
         // must not wait for it.
         {
-            std::lock_guard lock(m.mu);
+            std::lock_guard lock(w.mu);
             HIODSFS_TRY(check());
         }
         HIODSFS_TRY(m.remove_from_tier(segment));
     }
-    std::lock_guard lock(m.mu);
+    std::lock_guard lock(w.mu);
     HIODSFS_TRY(check());
     Status unlinked = m.env->unlink(m.path(segment));
     // With a tier, an evicted segment has no file left to remove.
     if (!unlinked && !(m.options.tier != nullptr && unlinked.err() == ENOENT)) return unlinked;
-    auto it = m.sealed.find(segment);
-    if (unlinked) m.sealed_bytes -= it->second;
-    m.sealed.erase(it);
-    m.ledger.forget(segment);
-    m.ledger.entry_changed();  // the next sync() makes the removal durable
+    w.remove_sealed(segment, unlinked.is_ok());
+    w.ledger().forget(segment);
+    w.ledger().entry_changed();  // the next sync() makes the removal durable
     m.cache_drop(segment);
     if (m.options.tier != nullptr) {
         std::lock_guard files_lock(m.files_mu);
@@ -1137,17 +926,18 @@ Status SegmentStore::remove(SegmentId segment) {
 Status SegmentStore::seal() {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("seal");
-    std::unique_lock lock(m.mu);
-    if (!m.failed.is_ok()) return m.failed;
-    if (m.end() == 0) return Status::ok();
+    std::unique_lock lock(m.writer.mu);
+    if (!m.writer.failed().is_ok()) return m.writer.failed();
+    if (m.writer.end() == 0) return Status::ok();
     return m.roll_over_locked(lock);
 }
 
 std::uint64_t SegmentStore::disk_bytes() {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->options.tier == nullptr) return impl_->sealed_bytes + impl_->end();
+    Appender& w = impl_->writer;
+    std::lock_guard lock(w.mu);
+    if (impl_->options.tier == nullptr) return w.sealed_bytes() + w.end();
     std::lock_guard files_lock(impl_->files_mu);
-    return impl_->cache.bytes() + impl_->end();
+    return impl_->cache.bytes() + w.end();
 }
 
 Status SegmentStore::finish_uploads() {
@@ -1194,14 +984,15 @@ Status SegmentStore::push_to_tier(SegmentPosition upto) {
     };
     std::vector<Push> todo;
     {
-        std::lock_guard lock(m.mu);
+        std::lock_guard lock(m.writer.mu);
         std::lock_guard files_lock(m.files_mu);
+        const std::map<SegmentId, std::uint64_t>& sealed = m.writer.sealed();
         std::vector<std::pair<SegmentId, std::uint64_t>> candidates;
         for (SegmentId id : m.uploads) {
-            auto it = m.sealed.find(id);
-            if (it != m.sealed.end()) candidates.emplace_back(id, it->second);
+            auto it = sealed.find(id);
+            if (it != sealed.end()) candidates.emplace_back(id, it->second);
         }
-        if (m.sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
+        if (sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
         for (const auto& [id, size] : candidates) {
             if (id > upto.segment || m.remote.count(id) != 0) continue;
             const std::uint64_t to = id == upto.segment ? std::min(size, upto.offset) : size;
@@ -1222,8 +1013,9 @@ Status SegmentStore::push_to_tier(SegmentPosition upto) {
                 std::lock_guard files_lock(m.files_mu);
                 if (m.remote.count(p.id) != 0) continue;
             }
-            std::lock_guard lock(m.mu);
-            if (m.sealed.count(p.id) == 0 && p.id != m.active) continue;  // compaction removed it
+            std::lock_guard lock(m.writer.mu);
+            if (m.writer.sealed().count(p.id) == 0 && p.id != m.writer.active())
+                continue;  // compaction removed it
         }
         HIODSFS_TRY(opened);
         for (std::uint64_t at = p.from; at < p.to;) {
@@ -1249,7 +1041,7 @@ bool SegmentStore::in_directory(SegmentId segment) {
     Impl& m = *impl_;
     if (m.options.tier == nullptr) return true;
     std::lock_guard lock(m.files_mu);
-    return m.cache.contains(segment) || segment == m.active_id.load();
+    return m.cache.contains(segment) || segment == m.writer.active_id();
 }
 
 bool SegmentStore::tier_stats(SegmentTierStats* out) {
@@ -1275,10 +1067,10 @@ bool SegmentStore::tier_stats(SegmentTierStats* out) {
 }
 
 SegmentPosition SegmentStore::append_position() {
-    std::lock_guard lock(impl_->mu);
-    return SegmentPosition{impl_->active, impl_->end()};
+    std::lock_guard lock(impl_->writer.mu);
+    return SegmentPosition{impl_->writer.active(), impl_->writer.end()};
 }
 
-SegmentId SegmentStore::active_segment() { return impl_->active_id.load(); }
+SegmentId SegmentStore::active_segment() { return impl_->writer.active_id(); }
 
 }  // namespace hiodsfs
