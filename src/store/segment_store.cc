@@ -1,66 +1,39 @@
 // SegmentStore: append-only segment files of self-describing records.
 //
-// Writer state (the active segment, its write buffer, which files need a
-// sync) is guarded by mu_. Reads of bytes already in a file take no writer
-// lock: the active segment's id and written length are published through
-// atomics, and only a read that may reach into the write buffer locks.
+// The parts: Appender (appender.h) writes, with the writer lock, its
+// buffers and flusher and the sync bookkeeping; reads take no writer lock
+// for bytes already in a file (the active segment's id and written length
+// are published through atomics), and only a read that may reach into the
+// write buffer locks. Open files for reads are kept under files_mu, and
+// with a tier, TierCache (tier_cache.h) keeps the directory as a cache in
+// front of it under the same lock. Lock order: the writer's mu, then
+// files_mu.
 
 #include "hiodsfs/segment_store.h"
 
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <list>
 #include <map>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "chunk/fingerprint.h"
 #include "common/little_endian.h"
-#include "common/thread_name.h"
 #include "store/appender.h"
 #include "store/open_segments.h"
-#include "store/segment_cache.h"
 #include "store/segment_format.h"
 #include "store/segment_scan.h"
 #include "store/sync_ledger.h"
+#include "store/tier_cache.h"
 
 namespace hiodsfs {
 namespace {
 
 // Reads of records up to this size reuse a per-thread buffer.
 constexpr std::size_t kScratchLimit = 4u << 20;
-
-// A segment read whole from the tier, for a read-only store that leaves
-// its directory as it is (tier_reads_in_memory).
-class SegmentInMemory : public File {
-public:
-    explicit SegmentInMemory(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
-    Status pwrite(const void*, std::size_t, std::uint64_t) override { return refused(); }
-    Status pread(void* data, std::size_t len, std::uint64_t offset, std::size_t* got) override {
-        *got = offset < bytes_.size() ? static_cast<std::size_t>(std::min<std::uint64_t>(len, bytes_.size() - offset)) : 0;
-        if (*got > 0) std::memcpy(data, bytes_.data() + offset, *got);
-        return Status::ok();
-    }
-    Status sync() override { return Status::ok(); }
-    Status size(std::uint64_t* out) override {
-        *out = bytes_.size();
-        return Status::ok();
-    }
-    Status truncate(std::uint64_t) override { return refused(); }
-
-private:
-    static Status refused() { return Status::error(EROFS, "a segment read from the tier is not written"); }
-    std::vector<char> bytes_;
-};
 
 }  // namespace
 
@@ -71,7 +44,8 @@ struct SegmentStore::Impl {
           options(options_in),
           writer(env_in, dir_in, options_in.write_buffer_bytes),
           open_files(options_in.max_open_segments) {
-        cache.set_limit(options.cache_bytes);
+        if (options.tier != nullptr)
+            tier = std::make_unique<TierCache>(env, dir, options, writer, files_mu, open_files);
     }
 
     Env* const env;
@@ -86,30 +60,11 @@ struct SegmentStore::Impl {
     std::mutex files_mu;
     OpenSegments open_files;
 
-    // ---- the tier (options.tier), also guarded by files_mu
-    SegmentCache cache;                         // sealed segments in the directory
-    std::map<SegmentId, std::uint64_t> remote;  // what the tier holds, with sizes
-    std::deque<SegmentId> uploads;              // sealed, in the directory only, oldest first
-    // Segments not yet put whole whose first bytes push_to_tier wrote.
-    std::map<SegmentId, std::uint64_t> pushed;
-    SegmentId uploading = 0;                    // being put, without the lock
-    bool uploader_stopping = false;
-    Status upload_error;  // the last failure, until an upload works again
-    std::chrono::steady_clock::time_point retry_at{};
-    std::chrono::seconds backoff{1};
-    std::condition_variable tier_cv;  // work for the uploader; an upload ended
-    std::thread uploader;
-    std::uint64_t uploads_done = 0, upload_failures = 0, evictions = 0;
-    std::uint64_t hits = 0, misses = 0, fetched_bytes = 0;
-    // One fetch or tier removal at a time: a removal never races a fetch
-    // that would bring the segment back into the directory.
-    std::mutex fetch_mu;
-    // tier_reads_in_memory: the segment read last from the tier (fetch_mu).
-    SegmentId in_memory_id = 0;
-    std::shared_ptr<File> in_memory;
+    // With options.tier: the tier and the directory as a cache in front
+    // of it (its state guarded by files_mu too).
+    std::unique_ptr<TierCache> tier;
 
     std::string path(SegmentId id) const { return dir + "/" + segment_file_name(id); }
-    std::string fetch_path(SegmentId id) const { return dir + "/" + fetch_file_name(id); }
 
     Status read_only_error(const char* op) const {
         return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
@@ -130,13 +85,7 @@ struct SegmentStore::Impl {
     }
 
     Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
-        if (options.tier_reads_in_memory && options.read_only && options.tier != nullptr) {
-            std::unique_lock lock(files_mu);
-            if (!cache.contains(id) && remote.count(id) != 0) {
-                lock.unlock();
-                return read_into_memory(id, out);
-            }
-        }
+        if (tier != nullptr && tier->reads_into_memory(id)) return tier->read_into_memory(id, out);
         {
             std::lock_guard lock(files_mu);
             if (open_files.find(id, out)) {
@@ -150,7 +99,7 @@ struct SegmentStore::Impl {
         // Twice: eviction may take a fetched segment before it is opened
         // when another fetch made a newer one the most recently used.
         for (int attempt = 0; attempt < 2 && st.err() == ENOENT && options.tier != nullptr; ++attempt) {
-            HIODSFS_TRY(fetch(id));
+            HIODSFS_TRY(tier->fetch(id));
             fetched = true;
             st = env->open(path(id), OpenMode::kRead, &f);
         }
@@ -160,279 +109,13 @@ struct SegmentStore::Impl {
         if (!fetched) note_hit_locked(id);
         // An open handle keeps an evicted file's blocks: only segments the
         // directory still holds keep theirs.
-        if (options.tier == nullptr || cache.contains(id) || id == writer.active_id())
+        if (tier == nullptr || tier->cached_locked(id) || id == writer.active_id())
             cache_put_locked(id, *out);
         return Status::ok();
     }
 
     void note_hit_locked(SegmentId id) {
-        if (options.tier == nullptr) return;
-        ++hits;
-        cache.touch(id);
-    }
-
-    // ---- the tier
-
-    // Brings a segment the tier holds back into the directory, whole: to a
-    // temporary file, synced, then renamed, so a crash never leaves a
-    // partial copy under the segment's name. In pieces, so a fetch holds
-    // fetch_piece_bytes of memory, not the segment.
-    Status fetch(SegmentId id) {
-        const std::size_t piece_bytes = std::max<std::size_t>(options.fetch_piece_bytes, 1);
-        std::lock_guard serial(fetch_mu);
-        std::uint64_t size = 0;
-        {
-            std::lock_guard lock(files_mu);
-            if (cache.contains(id)) return Status::ok();  // fetched meanwhile
-            auto it = remote.find(id);
-            if (it == remote.end()) {
-                return Status::error(ENOENT, path(id) + " is not in the cache directory and " +
-                                                 options.tier->describe() + " does not hold it");
-            }
-            size = it->second;
-        }
-        const std::string tmp = fetch_path(id);
-        (void)env->unlink(tmp);  // a copy a failed fetch left
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(tmp, OpenMode::kCreateNew, &f));
-        struct RemoveUnlessKept {
-            Env* env;
-            const std::string& path;
-            bool kept = false;
-            ~RemoveUnlessKept() {
-                if (!kept) (void)env->unlink(path);
-            }
-        } cleanup{env, tmp};
-        std::vector<char> piece;
-        std::uint64_t at = 0;
-        for (;;) {
-            Status st = options.tier->get_range(id, at, piece_bytes, &piece);
-            if (!st) return Status::error(st.err(), "fetching segment " + std::to_string(id) + ": " + st.message());
-            if (piece.empty()) break;
-            st = f->pwrite(piece.data(), piece.size(), at);
-            if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
-            at += piece.size();
-            if (piece.size() < piece_bytes) break;
-        }
-        if (at != size) {
-            return Status::error(EIO, "segment " + std::to_string(id) + " in " + options.tier->describe() +
-                                          " has " + std::to_string(at) + " bytes, " + std::to_string(size) +
-                                          " expected");
-        }
-        Status st = f->sync();
-        f.reset();
-        if (st) st = env->rename(tmp, path(id));
-        if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
-        cleanup.kept = true;
-        {
-            std::lock_guard lock(files_mu);
-            cache.add(id, size, true, true);
-            ++misses;
-            fetched_bytes += size;
-        }
-        tier_cv.notify_all();  // the uploader evicts what no longer fits
-        return Status::ok();
-    }
-
-    // The segment whole from the tier into memory, replacing the one read
-    // before (readers that still hold that one keep it until they are done).
-    Status read_into_memory(SegmentId id, std::shared_ptr<File>* out) {
-        std::lock_guard serial(fetch_mu);
-        if (in_memory_id != id) {
-            in_memory.reset();  // before the next, so two never add up
-            std::vector<char> bytes;
-            Status st = options.tier->get(id, &bytes);
-            if (!st) return Status::error(st.err(), "reading segment " + std::to_string(id) + " from " +
-                                                        options.tier->describe() + ": " + st.message());
-            const std::size_t size = bytes.size();
-            in_memory = std::make_shared<SegmentInMemory>(std::move(bytes));
-            in_memory_id = id;
-            std::lock_guard lock(files_mu);
-            ++misses;
-            fetched_bytes += size;
-        }
-        *out = in_memory;
-        return Status::ok();
-    }
-
-    // Reads a sealed segment's file and puts it in the tier; *size is its
-    // length. Synced first, so the directory's copy is never shorter than
-    // the tier's after a crash. The bytes commits already pushed
-    // (push_to_tier) are not sent again: only the rest, at its offset. A
-    // segment of one piece goes whole; a larger one by range, piece after
-    // piece, so an upload holds upload_piece_bytes of memory. A crash
-    // half-way leaves an object shorter than the file, which open then
-    // takes as a partial upload: the file stays the segment and is sent
-    // again (reconcile_with_tier).
-    Status upload(SegmentId id, std::uint64_t* size) {
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
-        HIODSFS_TRY(f->size(size));
-        HIODSFS_TRY(f->sync());
-        std::uint64_t from = 0;
-        {
-            std::lock_guard lock(files_mu);
-            auto p = pushed.find(id);
-            if (p != pushed.end()) from = std::min(p->second, *size);
-        }
-        const std::uint64_t piece = std::max<std::size_t>(options.upload_piece_bytes, 1);
-        std::vector<char> bytes;
-        for (std::uint64_t at = from; at < *size;) {
-            bytes.resize(static_cast<std::size_t>(std::min(piece, *size - at)));
-            std::size_t got = 0;
-            HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), at, &got));
-            if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
-            if (at == 0 && bytes.size() == *size) return options.tier->put(id, bytes.data(), bytes.size());
-            HIODSFS_TRY(options.tier->put_range(id, at, bytes.data(), bytes.size()));
-            at += bytes.size();
-        }
-        return Status::ok();
-    }
-
-    // Records how an upload of `id` ended; files_mu held.
-    void upload_ended_locked(SegmentId id, const Status& st, std::uint64_t size) {
-        uploading = 0;
-        tier_cv.notify_all();  // remove() may wait for this one
-        if (st) {
-            auto q = std::find(uploads.begin(), uploads.end(), id);
-            if (q != uploads.end()) uploads.erase(q);
-            remote[id] = size;
-            pushed.erase(id);
-            cache.mark_uploaded(id);
-            ++uploads_done;
-            upload_error = Status::ok();
-            backoff = std::chrono::seconds(1);
-            return;
-        }
-        ++upload_failures;
-        if (upload_error.is_ok() && options.log) {
-            options.log("hiodsfs: uploading segment " + std::to_string(id) + " to " +
-                        options.tier->describe() + " failed (the local copy stays; retrying): " +
-                        st.message());
-        }
-        upload_error = st;
-        retry_at = std::chrono::steady_clock::now() + backoff;
-        backoff = std::min<std::chrono::seconds>(backoff * 2, std::chrono::seconds(30));
-    }
-
-    // Deletes uploaded segments from the directory, least recently used
-    // first, until it fits cache_bytes; files_mu held.
-    void evict_locked() {
-        for (SegmentId id : cache.victims(writer.active_written())) {
-            if (!env->unlink(path(id)).is_ok()) continue;  // stays; tried again later
-            cache.erase(id);
-            open_files.drop(id);  // readers holding it keep reading the unlinked file
-            ++evictions;
-        }
-    }
-
-    void uploader_loop() {
-        std::unique_lock lock(files_mu);
-        for (;;) {
-            evict_locked();
-            if (uploader_stopping) return;
-            if (uploads.empty()) {
-                tier_cv.wait(lock);
-                continue;
-            }
-            if (std::chrono::steady_clock::now() < retry_at) {
-                tier_cv.wait_until(lock, retry_at);
-                continue;
-            }
-            const SegmentId id = uploads.front();
-            uploading = id;
-            lock.unlock();
-            std::uint64_t size = 0;
-            const Status st = upload(id, &size);
-            lock.lock();
-            upload_ended_locked(id, st, size);
-        }
-    }
-
-    void stop_uploader() {
-        {
-            std::lock_guard lock(files_mu);
-            uploader_stopping = true;
-        }
-        tier_cv.notify_all();
-        if (uploader.joinable()) uploader.join();
-    }
-
-    // Takes a segment out of the tier before its local file goes: an
-    // upload of it in flight ends first, and a queued one is dropped.
-    Status remove_from_tier(SegmentId id) {
-        std::lock_guard serial(fetch_mu);
-        std::unique_lock lock(files_mu);
-        tier_cv.wait(lock, [&] { return uploading != id; });
-        auto q = std::find(uploads.begin(), uploads.end(), id);
-        if (q != uploads.end()) uploads.erase(q);
-        if (remote.count(id) == 0 && pushed.count(id) == 0) return Status::ok();
-        lock.unlock();
-        Status st = options.tier->remove(id);
-        if (!st && st.err() != ENOENT) return st;
-        lock.lock();
-        remote.erase(id);
-        pushed.erase(id);
-        return Status::ok();
-    }
-
-    // At open: what the tier holds, a fetch a crash cut short removed, and
-    // local copies shorter than the tier's dropped (the tier's is the
-    // segment once it has it whole). A local copy longer than the tier's
-    // is the segment: the object holds a prefix of it (the bytes commits
-    // pushed, or an upload cut short), which the next upload completes.
-    // ids keeps the rest.
-    Status reconcile_with_tier(const std::vector<std::string>& names, std::vector<SegmentId>* ids) {
-        std::vector<std::pair<SegmentId, std::uint64_t>> held;
-        HIODSFS_TRY(options.tier->list(&held));
-        remote.insert(held.begin(), held.end());
-        if (!options.read_only) {
-            for (const std::string& name : names)
-                if (name.size() == 14 && name.compare(8, 6, ".fetch") == 0) (void)env->unlink(dir + "/" + name);
-        }
-        if (ids->empty() && !remote.empty() && options.committed.segment == 0) {
-            return Status::error(EEXIST, options.tier->describe() + " already holds " +
-                                             std::to_string(remote.size()) +
-                                             " segments, but no metadata in " + dir +
-                                             "/.. refers to them (a store keeps its metadata in "
-                                             "its cache_dir: use the one it was made with)");
-        }
-        const SegmentId wins_from = options.tier_wins_from.segment;
-        std::vector<SegmentId> kept;
-        for (SegmentId id : *ids) {
-            auto it = remote.find(id);
-            if (it == remote.end()) {
-                if (options.has_live_chunks && !options.has_live_chunks(id)) {
-                    // Nothing committed refers to it: a crash's leftover, or
-                    // the active segment of a holder the store went on without.
-                    if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
-                    continue;
-                }
-                if (options.has_live_chunks && options.log && !options.read_only) {
-                    options.log("hiodsfs: segment " + std::to_string(id) +
-                                " holds bytes the metadata refers to, but " +
-                                options.tier->describe() +
-                                " has no object of it: uploading it again from " + dir);
-                }
-                kept.push_back(id);
-                continue;
-            }
-            std::uint64_t size = 0;
-            std::unique_ptr<File> f;
-            HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
-            HIODSFS_TRY(f->size(&size));
-            const bool tier_wins = wins_from != 0 && id >= wins_from;
-            if (size > it->second && !tier_wins) {
-                pushed[id] = it->second;
-                remote.erase(it);
-            } else if (size != it->second) {
-                if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
-                continue;
-            }
-            kept.push_back(id);
-        }
-        *ids = std::move(kept);
-        return Status::ok();
+        if (tier != nullptr) tier->note_hit_locked(id);
     }
 
     // Sealed segment files of the directory, at open, with their sizes.
@@ -459,16 +142,13 @@ struct SegmentStore::Impl {
     // A sealed segment in the directory, at open.
     void add_sealed_local(SegmentId id, std::uint64_t size) {
         writer.add_sealed(id, size, true);
-        if (options.tier == nullptr) return;
-        std::lock_guard lock(files_mu);
-        const bool uploaded = remote.count(id) != 0;
-        cache.add(id, size, uploaded);
-        if (!uploaded && !options.read_only) uploads.push_back(id);
+        if (tier != nullptr) tier->add_local(id, size);
     }
 
     // Segments only the tier holds are sealed segments too, at open.
     void add_sealed_remote() {
-        for (const auto& [id, size] : remote)
+        if (tier == nullptr) return;
+        for (const auto& [id, size] : tier->remote())
             if (writer.sealed().count(id) == 0 && id != writer.active())
                 writer.add_sealed(id, size, false);
     }
@@ -489,12 +169,10 @@ struct SegmentStore::Impl {
 
     void start_threads() {
         writer.start_flusher();
-        hits = 0;  // the opens at open() were no reads
-        if (options.tier != nullptr)
-            uploader = std::thread([this] {
-                name_this_thread("seg-uploader");
-                uploader_loop();
-            });
+        if (tier != nullptr) {
+            tier->reset_hits();
+            tier->start();
+        }
     }
 
     // Seals the active segment and starts the next; writer.mu held.
@@ -513,14 +191,7 @@ struct SegmentStore::Impl {
         const std::uint64_t written = writer.written();
         writer.add_sealed(active, written, true);
         writer.ledger().entry_changed();
-        if (options.tier != nullptr) {
-            {
-                std::lock_guard files_lock(files_mu);
-                cache.add(active, written, false);
-                uploads.push_back(active);
-            }
-            tier_cv.notify_all();
-        }
+        if (tier != nullptr) tier->add_sealed(active, written);
         set_active(next, std::shared_ptr<File>(std::move(f)), 0);
         return Status::ok();
     }
@@ -532,7 +203,7 @@ SegmentStore::~SegmentStore() {
     // Hand buffered appends to the OS like closing a file would; durability
     // was only ever promised by sync(), so an error here loses nothing promised.
     impl_->writer.stop();
-    impl_->stop_uploader();
+    if (impl_->tier != nullptr) impl_->tier->stop();
 }
 
 Status SegmentStore::create_empty(Env* env, const std::string& dir, SegmentId id) {
@@ -564,14 +235,16 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (parse_segment_name(name, &id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
-    if (options.tier != nullptr) HIODSFS_TRY(impl->reconcile_with_tier(names, &ids));
-    const std::map<SegmentId, std::uint64_t>& remote = impl->remote;
+    if (impl->tier != nullptr) HIODSFS_TRY(impl->tier->reconcile(names, &ids));
+    const std::map<SegmentId, std::uint64_t> no_tier;
+    const std::map<SegmentId, std::uint64_t>& remote =
+        impl->tier != nullptr ? impl->tier->remote() : no_tier;
 
     if (options.read_only) {
         // Every segment counts as sealed; there is no active one (id 0).
         HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
         impl->add_sealed_remote();
-        impl->hits = 0;  // the opens above were no reads
+        if (impl->tier != nullptr) impl->tier->reset_hits();  // the opens above were no reads
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
         return Status::ok();
     }
@@ -905,7 +578,7 @@ Status SegmentStore::remove(SegmentId segment) {
             std::lock_guard lock(w.mu);
             HIODSFS_TRY(check());
         }
-        HIODSFS_TRY(m.remove_from_tier(segment));
+        HIODSFS_TRY(m.tier->remove(segment));
     }
     std::lock_guard lock(w.mu);
     HIODSFS_TRY(check());
@@ -916,10 +589,7 @@ Status SegmentStore::remove(SegmentId segment) {
     w.ledger().forget(segment);
     w.ledger().entry_changed();  // the next sync() makes the removal durable
     m.cache_drop(segment);
-    if (m.options.tier != nullptr) {
-        std::lock_guard files_lock(m.files_mu);
-        m.cache.erase(segment);
-    }
+    if (m.tier != nullptr) m.tier->erase_cached(segment);
     return Status::ok();
 }
 
@@ -936,133 +606,27 @@ std::uint64_t SegmentStore::disk_bytes() {
     Appender& w = impl_->writer;
     std::lock_guard lock(w.mu);
     if (impl_->options.tier == nullptr) return w.sealed_bytes() + w.end();
-    std::lock_guard files_lock(impl_->files_mu);
-    return impl_->cache.bytes() + w.end();
+    return impl_->tier->cached_bytes() + w.end();
 }
 
 Status SegmentStore::finish_uploads() {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr || m.options.read_only) return Status::ok();
-    m.stop_uploader();
-    std::deque<SegmentId> left;
-    {
-        std::lock_guard lock(m.files_mu);
-        left = m.uploads;
-    }
-    Status first;
-    for (SegmentId id : left) {
-        {
-            std::lock_guard lock(m.files_mu);
-            if (std::find(m.uploads.begin(), m.uploads.end(), id) == m.uploads.end()) continue;
-            m.uploading = id;
-        }
-        std::uint64_t size = 0;
-        const Status st = m.upload(id, &size);
-        std::lock_guard lock(m.files_mu);
-        m.upload_ended_locked(id, st, size);
-        if (!st && first.is_ok()) first = st;
-    }
-    if (!first.is_ok()) {
-        std::lock_guard lock(m.files_mu);
-        return Status::error(first.err(), std::to_string(m.uploads.size()) +
-                                              " sealed segments stay in " + m.dir +
-                                              " only, to be uploaded at the next mount: " +
-                                              first.message());
-    }
-    return Status::ok();
+    if (impl_->tier == nullptr) return Status::ok();
+    return impl_->tier->finish_uploads();
 }
 
 Status SegmentStore::push_to_tier(SegmentPosition upto) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr || m.options.read_only || upto.segment == 0) return Status::ok();
-    // What is not in the tier whole: sealed segments waiting for their
-    // upload, and the active one. Segments after `upto` hold nothing the
-    // commit refers to.
-    struct Push {
-        SegmentId id;
-        std::uint64_t from, to;
-    };
-    std::vector<Push> todo;
-    {
-        std::lock_guard lock(m.writer.mu);
-        std::lock_guard files_lock(m.files_mu);
-        const std::map<SegmentId, std::uint64_t>& sealed = m.writer.sealed();
-        std::vector<std::pair<SegmentId, std::uint64_t>> candidates;
-        for (SegmentId id : m.uploads) {
-            auto it = sealed.find(id);
-            if (it != sealed.end()) candidates.emplace_back(id, it->second);
-        }
-        if (sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
-        for (const auto& [id, size] : candidates) {
-            if (id > upto.segment || m.remote.count(id) != 0) continue;
-            const std::uint64_t to = id == upto.segment ? std::min(size, upto.offset) : size;
-            auto p = m.pushed.find(id);
-            const std::uint64_t from = p == m.pushed.end() ? 0 : p->second;
-            if (to > from) todo.push_back(Push{id, from, to});
-        }
-    }
-    constexpr std::uint64_t kPiece = 8u << 20;  // bounds the memory of a long push
-    std::vector<char> bytes;
-    for (const Push& p : todo) {
-        std::unique_ptr<File> f;
-        Status opened = m.env->open(m.path(p.id), OpenMode::kRead, &f);
-        if (opened.err() == ENOENT) {
-            {
-                // Put whole by the uploader since the list was made, and
-                // evicted: nothing left to push.
-                std::lock_guard files_lock(m.files_mu);
-                if (m.remote.count(p.id) != 0) continue;
-            }
-            std::lock_guard lock(m.writer.mu);
-            if (m.writer.sealed().count(p.id) == 0 && p.id != m.writer.active())
-                continue;  // compaction removed it
-        }
-        HIODSFS_TRY(opened);
-        for (std::uint64_t at = p.from; at < p.to;) {
-            const std::size_t n = static_cast<std::size_t>(std::min(kPiece, p.to - at));
-            bytes.resize(n);
-            std::size_t got = 0;
-            HIODSFS_TRY(f->pread(bytes.data(), n, at, &got));
-            if (got != n) return Status::error(EIO, m.path(p.id) + " is shorter than its synced bytes");
-            Status st = m.options.tier->put_range(p.id, at, bytes.data(), n);
-            if (!st) {
-                return Status::error(EIO, "writing segment " + std::to_string(p.id) + "'s synced bytes to " +
-                                                   m.options.tier->describe() + ": " + st.message());
-            }
-            at += n;
-            std::lock_guard files_lock(m.files_mu);
-            if (m.remote.count(p.id) == 0) m.pushed[p.id] = std::max(m.pushed[p.id], at);
-        }
-    }
-    return Status::ok();
+    if (impl_->tier == nullptr) return Status::ok();
+    return impl_->tier->push(upto);
 }
 
 bool SegmentStore::in_directory(SegmentId segment) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr) return true;
-    std::lock_guard lock(m.files_mu);
-    return m.cache.contains(segment) || segment == m.writer.active_id();
+    if (impl_->tier == nullptr) return true;
+    return impl_->tier->in_directory(segment);
 }
 
 bool SegmentStore::tier_stats(SegmentTierStats* out) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr) return false;
-    std::lock_guard lock(m.files_mu);
-    *out = SegmentTierStats{};
-    out->where = m.options.tier->describe();
-    out->tier_segments = m.remote.size();
-    for (const auto& [id, size] : m.remote) out->tier_bytes += size;
-    out->cached_segments = m.cache.count();
-    out->cached_bytes = m.cache.bytes();
-    out->cache_limit = m.cache.limit();
-    out->pending_uploads = m.uploads.size();
-    out->uploads = m.uploads_done;
-    out->upload_failures = m.upload_failures;
-    out->evictions = m.evictions;
-    out->cache_hits = m.hits;
-    out->cache_misses = m.misses;
-    out->fetched_bytes = m.fetched_bytes;
-    out->upload_error = m.upload_error.is_ok() ? "" : m.upload_error.message();
+    if (impl_->tier == nullptr) return false;
+    impl_->tier->stats(out);
     return true;
 }
 
