@@ -1,41 +1,28 @@
 // SegmentStore: append-only segment files of self-describing records.
 //
-// The parts: Appender (appender.h) writes, with the writer lock, its
-// buffers and flusher and the sync bookkeeping; reads take no writer lock
-// for bytes already in a file (the active segment's id and written length
-// are published through atomics), and only a read that may reach into the
-// write buffer locks. Open files for reads are kept under files_mu, and
-// with a tier, TierCache (tier_cache.h) keeps the directory as a cache in
-// front of it under the same lock. Lock order: the writer's mu, then
-// files_mu.
+// The store opens the directory (the tail scan of the newest segment, the
+// committed frontier's checks), rolls over to new segments, and owns the
+// parts: Appender (appender.h) writes, under the writer lock;
+// SegmentReader (segment_reader.h) reads, keeping files open under
+// files_mu; with a tier, TierCache (tier_cache.h) keeps the directory as a
+// cache in front of it, under files_mu too. Lock order: the writer's mu,
+// then files_mu.
 
 #include "hiodsfs/segment_store.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <utility>
 
 #include "chunk/fingerprint.h"
-#include "common/little_endian.h"
 #include "store/appender.h"
-#include "store/open_segments.h"
 #include "store/segment_format.h"
+#include "store/segment_reader.h"
 #include "store/segment_scan.h"
 #include "store/sync_ledger.h"
 #include "store/tier_cache.h"
 
 namespace hiodsfs {
-namespace {
-
-// Reads of records up to this size reuse a per-thread buffer.
-constexpr std::size_t kScratchLimit = 4u << 20;
-
-}  // namespace
 
 struct SegmentStore::Impl {
     Impl(Env* env_in, const std::string& dir_in, const SegmentStoreOptions& options_in)
@@ -43,9 +30,12 @@ struct SegmentStore::Impl {
           dir(dir_in),
           options(options_in),
           writer(env_in, dir_in, options_in.write_buffer_bytes),
-          open_files(options_in.max_open_segments) {
-        if (options.tier != nullptr)
-            tier = std::make_unique<TierCache>(env, dir, options, writer, files_mu, open_files);
+          reader(env_in, dir_in, options_in.max_open_segments, writer) {
+        if (options.tier != nullptr) {
+            tier = std::make_unique<TierCache>(env, dir, options, writer, reader.files_mu(),
+                                               reader.open_files());
+            reader.set_tier(tier.get());
+        }
     }
 
     Env* const env;
@@ -56,66 +46,17 @@ struct SegmentStore::Impl {
     // segments, sync bookkeeping. Its mu is the writer lock.
     Appender writer;
 
-    // ---- open handles for reads, LRU, guarded by files_mu
-    std::mutex files_mu;
-    OpenSegments open_files;
+    // The reader: reads, and the files kept open for them (files_mu).
+    SegmentReader reader;
 
     // With options.tier: the tier and the directory as a cache in front
-    // of it (its state guarded by files_mu too).
+    // of it (its state guarded by the reader's files_mu too).
     std::unique_ptr<TierCache> tier;
 
     std::string path(SegmentId id) const { return dir + "/" + segment_file_name(id); }
 
     Status read_only_error(const char* op) const {
         return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
-    }
-
-    void cache_put(SegmentId id, std::shared_ptr<File> file) {
-        std::lock_guard lock(files_mu);
-        cache_put_locked(id, std::move(file));
-    }
-
-    void cache_put_locked(SegmentId id, std::shared_ptr<File> file) {
-        open_files.put(id, std::move(file));
-    }
-
-    void cache_drop(SegmentId id) {
-        std::lock_guard lock(files_mu);
-        open_files.drop(id);
-    }
-
-    Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
-        if (tier != nullptr && tier->reads_into_memory(id)) return tier->read_into_memory(id, out);
-        {
-            std::lock_guard lock(files_mu);
-            if (open_files.find(id, out)) {
-                note_hit_locked(id);
-                return Status::ok();
-            }
-        }
-        std::unique_ptr<File> f;
-        Status st = env->open(path(id), OpenMode::kRead, &f);
-        bool fetched = false;
-        // Twice: eviction may take a fetched segment before it is opened
-        // when another fetch made a newer one the most recently used.
-        for (int attempt = 0; attempt < 2 && st.err() == ENOENT && options.tier != nullptr; ++attempt) {
-            HIODSFS_TRY(tier->fetch(id));
-            fetched = true;
-            st = env->open(path(id), OpenMode::kRead, &f);
-        }
-        HIODSFS_TRY(st);
-        *out = std::shared_ptr<File>(std::move(f));
-        std::lock_guard lock(files_mu);
-        if (!fetched) note_hit_locked(id);
-        // An open handle keeps an evicted file's blocks: only segments the
-        // directory still holds keep theirs.
-        if (tier == nullptr || tier->cached_locked(id) || id == writer.active_id())
-            cache_put_locked(id, *out);
-        return Status::ok();
-    }
-
-    void note_hit_locked(SegmentId id) {
-        if (tier != nullptr) tier->note_hit_locked(id);
     }
 
     // Sealed segment files of the directory, at open, with their sizes.
@@ -130,7 +71,7 @@ struct SegmentStore::Impl {
                 HIODSFS_TRY(env->open(path(*id), OpenMode::kRead, &file));
                 f = std::move(file);
             } else {
-                HIODSFS_TRY(file_for_read(*id, &f));
+                HIODSFS_TRY(reader.file_for_read(*id, &f));
             }
             std::uint64_t size = 0;
             HIODSFS_TRY(f->size(&size));
@@ -155,7 +96,7 @@ struct SegmentStore::Impl {
 
     void set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_t size) {
         writer.set_active(id, file, size);
-        cache_put(id, std::move(file));
+        reader.cache_put(id, std::move(file));
     }
 
     // The id of a segment made after `newest`: with a tier, never one
@@ -365,150 +306,16 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, 
 }
 
 Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged) {
-    Impl& m = *impl_;
-    // Every failure below but an I/O error means the record's bytes are
-    // wrong or gone; the two I/O error paths say otherwise.
-    bool ignored = false;
-    bool& bad = damaged != nullptr ? *damaged : ignored;
-    bad = true;
-    auto io_error = [&](const Status& e) {
-        bad = false;
-        return Status::error(EIO, m.path(loc.segment) + " at offset " + std::to_string(loc.offset) +
-                                      ": " + e.message());
-    };
-    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
-    if (loc.offset < kHeaderBytes) {
-        return Status::error(EIO, where() + ": not a record location (offset before header)");
-    }
-    const std::uint64_t header_off = loc.offset - kHeaderBytes;
-    const std::size_t total = kHeaderBytes + std::size_t{loc.length};
-
-    // Only the active segment has bytes in memory; the atomics are published
-    // length-then-id, so a stale view can only send us to the locked path.
-    Appender& w = m.writer;
-    if (loc.segment == w.active_id() && loc.offset + loc.length > w.active_written()) {
-        std::unique_lock lock(w.mu);
-        if (loc.segment == w.active() && loc.offset + loc.length > w.written()) {
-            const char* rec = w.in_memory_locked(header_off, total);
-            if (rec == nullptr) return Status::error(EIO, where() + ": location is past the end of the segment");
-            char hdr[kHeaderBytes];
-            std::memcpy(hdr, rec, kHeaderBytes);
-            if (loc.length > 0) std::memcpy(out, rec + kHeaderBytes, loc.length);
-            lock.unlock();
-            return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
-        }
-    }
-
-    std::shared_ptr<File> file;
-    Status st = m.file_for_read(loc.segment, &file);
-    if (!st) {
-        bad = st.err() == ENOENT;  // the segment is gone; anything else may pass
-        return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
-    }
-    auto short_read = [&](std::size_t want, std::size_t got) {
-        return Status::error(EIO, where() + ": record of " + std::to_string(total) +
-                                      " bytes runs past the end of the file (read " +
-                                      std::to_string(got) + " of " + std::to_string(want) + ")");
-    };
-    std::size_t got = 0;
-    if (total <= kScratchLimit) {
-        // Header and payload in one pread, into a buffer each thread reuses.
-        thread_local std::vector<char> scratch;
-        scratch.resize(total);
-        st = file->pread(scratch.data(), total, header_off, &got);
-        if (!st) return io_error(st);
-        if (got != total) return short_read(total, got);
-        HIODSFS_TRY(check_record(scratch.data(), scratch.data() + kHeaderBytes, loc, chunk, where));
-        if (loc.length > 0) std::memcpy(out, scratch.data() + kHeaderBytes, loc.length);
-        return Status::ok();
-    }
-    // A large record: the payload goes straight into `out`, so a bogus
-    // length from damaged metadata never makes us allocate gigabytes.
-    char hdr[kHeaderBytes];
-    st = file->pread(hdr, kHeaderBytes, header_off, &got);
-    if (!st) return io_error(st);
-    if (got != kHeaderBytes) return short_read(kHeaderBytes, got);
-    st = file->pread(out, loc.length, loc.offset, &got);
-    if (!st) return io_error(st);
-    if (got != loc.length) return short_read(loc.length, got);
-    return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+    return impl_->reader.read(loc, chunk, out, damaged);
 }
 
 Status SegmentStore::read_run(const ChunkLocation* locs, const ChunkId* chunks, std::size_t n,
                               char* const* dests) {
-    if (n == 0) return Status::ok();
-    Impl& m = *impl_;
-    const ChunkLocation& first = locs[0];
-    const ChunkLocation& last = locs[n - 1];
-    if (first.offset < kHeaderBytes) return Status::error(EIO, "not a record location");
-    for (std::size_t i = 1; i < n; ++i) {
-        if (!adjacent(locs[i - 1], locs[i])) return Status::error(EINVAL, "records are not back to back");
-    }
-    const std::uint64_t begin = first.offset - kHeaderBytes;
-    const std::uint64_t end = last.offset + last.length;
-    if (end - begin > kMaxRunBytes) return Status::error(EINVAL, "run longer than kMaxRunBytes");
-    // Bytes still in the write buffer are read() one record at a time.
-    if (first.segment == m.writer.active_id() && end > m.writer.active_written())
-        return Status::error(EAGAIN, "run reaches the write buffer");
-    std::shared_ptr<File> file;
-    HIODSFS_TRY(m.file_for_read(first.segment, &file));
-    // Headers to one buffer, payloads where they belong: two iovecs a
-    // record, so a call takes at most IOV_MAX / 2 records.
-    constexpr std::size_t kRecordsPerCall = 512;
-    thread_local std::vector<char> headers;
-    thread_local std::vector<struct iovec> iov;
-    headers.resize(std::min(n, kRecordsPerCall) * kHeaderBytes);
-    auto where = [&] { return m.path(first.segment) + " (a run of records)"; };
-    for (std::size_t done = 0; done < n;) {
-        const std::size_t k = std::min(n - done, kRecordsPerCall);
-        iov.clear();
-        std::size_t want = 0;
-        for (std::size_t i = 0; i < k; ++i) {
-            iov.push_back({headers.data() + i * kHeaderBytes, kHeaderBytes});
-            iov.push_back({dests[done + i], locs[done + i].length});
-            want += kHeaderBytes + locs[done + i].length;
-        }
-        std::size_t got = 0;
-        HIODSFS_TRY(file->preadv(iov.data(), static_cast<int>(iov.size()),
-                                 locs[done].offset - kHeaderBytes, &got));
-        if (got != want) return Status::error(EIO, "short read of a run");
-        for (std::size_t i = 0; i < k; ++i) {
-            HIODSFS_TRY(check_record(headers.data() + i * kHeaderBytes, dests[done + i], locs[done + i],
-                                     chunks[done + i], where));
-        }
-        done += k;
-    }
-    return Status::ok();
+    return impl_->reader.read_run(locs, chunks, n, dests);
 }
 
 Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
-    Impl& m = *impl_;
-    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
-    if (loc.offset < kHeaderBytes) {
-        return Status::error(EIO, where() + ": not a record location (offset before header)");
-    }
-    if (loc.segment == m.writer.active_id() &&
-        loc.offset + loc.length > m.writer.active_written()) {
-        // Bytes still in the write buffer: the full read checks them.
-        std::vector<char> buf(loc.length);
-        return read(loc, chunk, buf.data());
-    }
-    std::shared_ptr<File> file;
-    Status st = m.file_for_read(loc.segment, &file);
-    if (!st) return Status::error(EIO, "chunk " + std::to_string(chunk) + ": " + st.message());
-    std::uint64_t size = 0;
-    HIODSFS_TRY(file->size(&size));
-    if (loc.offset + loc.length > size) {
-        return Status::error(EIO, where() + ": record of " + std::to_string(loc.length) +
-                                      " payload bytes runs past the end of the file (" +
-                                      std::to_string(size) + " bytes; truncated?)");
-    }
-    char hdr[kHeaderBytes];
-    std::size_t got = 0;
-    st = file->pread(hdr, kHeaderBytes, loc.offset - kHeaderBytes, &got);
-    if (!st) return Status::error(EIO, where() + ": " + st.message());
-    if (got != kHeaderBytes) return Status::error(EIO, where() + ": short header read");
-    return check_header_fields(hdr, loc, chunk, where);
+    return impl_->reader.check_header(loc, chunk);
 }
 
 Status SegmentStore::flush() {
@@ -550,7 +357,7 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
         if (segment == m.writer.active()) m.writer.snapshot_locked(&file, &file_end, &tail);
     }
     if (!file) {
-        HIODSFS_TRY(m.file_for_read(segment, &file));
+        HIODSFS_TRY(m.reader.file_for_read(segment, &file));
         HIODSFS_TRY(file->size(&file_end));
     }
     ScanReader r(file.get(), file_end, std::move(tail));
@@ -588,7 +395,7 @@ Status SegmentStore::remove(SegmentId segment) {
     w.remove_sealed(segment, unlinked.is_ok());
     w.ledger().forget(segment);
     w.ledger().entry_changed();  // the next sync() makes the removal durable
-    m.cache_drop(segment);
+    m.reader.cache_drop(segment);
     if (m.tier != nullptr) m.tier->erase_cached(segment);
     return Status::ok();
 }
