@@ -1,702 +1,62 @@
 // SegmentStore: append-only segment files of self-describing records.
 //
-// Writer state (the active segment, its write buffer, which files need a
-// sync) is guarded by mu_. Reads of bytes already in a file take no writer
-// lock: the active segment's id and written length are published through
-// atomics, and only a read that may reach into the write buffer locks.
+// The store opens the directory (the tail scan of the newest segment, the
+// committed frontier's checks), rolls over to new segments, and owns the
+// parts: Appender (appender.h) writes, under the writer lock;
+// SegmentReader (segment_reader.h) reads, keeping files open under
+// files_mu; with a tier, TierCache (tier_cache.h) keeps the directory as a
+// cache in front of it, under files_mu too. Lock order: the writer's mu,
+// then files_mu.
 
 #include "hiodsfs/segment_store.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cinttypes>
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstring>
-#include <deque>
-#include <list>
 #include <map>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "chunk/fingerprint.h"
-#include "common/little_endian.h"
-#include "common/thread_name.h"
-#include "store/segment_cache.h"
+#include "store/appender.h"
+#include "store/segment_format.h"
+#include "store/segment_reader.h"
+#include "store/segment_scan.h"
+#include "store/sync_ledger.h"
+#include "store/tier_cache.h"
 
 namespace hiodsfs {
-namespace {
-
-constexpr std::size_t kScanBlock = 1u << 20;
-// Reads of records up to this size reuse a per-thread buffer.
-constexpr std::size_t kScratchLimit = 4u << 20;
-
-struct Header {
-    std::uint32_t magic = 0;
-    std::uint32_t length = 0;
-    ChunkId chunk = 0;
-    std::uint32_t payload_crc = 0;
-    std::uint32_t header_crc = 0;
-
-    static Header decode(const char* p) {
-        return Header{get_le32(p), get_le32(p + 4), get_le64(p + 8), get_le32(p + 16), get_le32(p + 20)};
-    }
-    // The magic and the header's own checksum are right, so its fields can be trusted.
-    static bool intact(const char* p) {
-        return get_le32(p) == SegmentStore::kRecordMagic && get_le32(p + 20) == crc32c(p, 20);
-    }
-};
-
-void encode_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc) {
-    put_le32(p, SegmentStore::kRecordMagic);
-    put_le32(p + 4, len);
-    put_le64(p + 8, chunk);
-    put_le32(p + 16, payload_crc);
-    put_le32(p + 20, crc32c(p, 20));
-}
-
-std::string hex8(SegmentId id) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%08" PRIx32, id);
-    return name;
-}
-
-// "00000001.seg" -> 1; anything else is not a segment. Ids start at 1, so
-// 0 can mean "no active segment" (read-only stores).
-bool parse_segment_name(const std::string& name, SegmentId* id) {
-    if (name.size() != 12 || name.compare(8, 4, ".seg") != 0) return false;
-    SegmentId v = 0;
-    for (int i = 0; i < 8; ++i) {
-        const char c = name[i];
-        int d;
-        if (c >= '0' && c <= '9') {
-            d = c - '0';
-        } else if (c >= 'a' && c <= 'f') {
-            d = c - 'a' + 10;
-        } else {
-            return false;
-        }
-        v = (v << 4) | static_cast<SegmentId>(d);
-    }
-    *id = v;
-    return v != 0;
-}
-
-// Checks a record's header against what the caller expects: EIO with the
-// file, offset and the check that failed. `where` names the record for an
-// error message; it is only called on a failure, so the hot path builds no
-// strings.
-template <typename Where>
-Status check_header_fields(const char* hdr, const ChunkLocation& loc, ChunkId chunk,
-                           const Where& where) {
-    const Header h = Header::decode(hdr);
-    auto fail = [&](const std::string& what) { return Status::error(EIO, where() + ": " + what); };
-    if (h.magic != SegmentStore::kRecordMagic) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
-        return fail(buf);
-    }
-    if (h.header_crc != crc32c(hdr, 20)) return fail("record header checksum mismatch");
-    if (h.length != loc.length) {
-        return fail("record length is " + std::to_string(h.length) + ", location says " +
-                    std::to_string(loc.length));
-    }
-    if (h.chunk != chunk) {
-        return fail("record holds chunk " + std::to_string(h.chunk) + ", expected chunk " +
-                    std::to_string(chunk));
-    }
-    return Status::ok();
-}
-
-// Checks a record read back against what the caller expects. Never lets a
-// mismatch through: EIO with the file, offset and the check that failed.
-template <typename Where>
-Status check_record(const char* hdr, const char* payload, const ChunkLocation& loc, ChunkId chunk,
-                    const Where& where) {
-    HIODSFS_TRY(check_header_fields(hdr, loc, chunk, where));
-    if (Header::decode(hdr).payload_crc != crc32c(payload, loc.length)) {
-        return Status::error(EIO, where() + ": payload checksum mismatch (chunk " +
-                                      std::to_string(chunk) + ", " + std::to_string(loc.length) +
-                                      " bytes)");
-    }
-    return Status::ok();
-}
-
-// Sequential reads of one segment in large blocks: the bytes [0, file_end)
-// come from the file, and [file_end, file_end + tail.size()) from `tail`
-// (a copy of the write buffer, when scanning the active segment).
-class SegmentReader {
-public:
-    SegmentReader(File* file, std::uint64_t file_end, std::vector<char> tail = {})
-        : file_(file), file_end_(file_end), tail_(std::move(tail)) {}
-
-    std::uint64_t end() const { return file_end_ + tail_.size(); }
-
-    // Reads exactly n bytes at pos; the caller keeps pos + n <= end().
-    Status read(std::uint64_t pos, std::size_t n, char* dst) {
-        while (n > 0) {
-            if (pos >= file_end_) {
-                std::memcpy(dst, tail_.data() + (pos - file_end_), n);
-                return Status::ok();
-            }
-            const std::size_t part =
-                static_cast<std::size_t>(std::min<std::uint64_t>(n, file_end_ - pos));
-            if (pos < block_off_ || pos + part > block_off_ + block_.size()) {
-                if (part >= kScanBlock) {
-                    // Larger than a block: straight into the caller's memory.
-                    HIODSFS_TRY(pread_exact(dst, part, pos));
-                    pos += part;
-                    dst += part;
-                    n -= part;
-                    continue;
-                }
-                const std::size_t len =
-                    static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, file_end_ - pos));
-                block_.resize(len);
-                block_off_ = pos;
-                Status st = pread_exact(block_.data(), len, pos);
-                if (!st) {
-                    block_.clear();
-                    return st;
-                }
-            }
-            std::memcpy(dst, block_.data() + (pos - block_off_), part);
-            pos += part;
-            dst += part;
-            n -= part;
-        }
-        return Status::ok();
-    }
-
-private:
-    Status pread_exact(char* dst, std::size_t n, std::uint64_t pos) {
-        std::size_t got = 0;
-        HIODSFS_TRY(file_->pread(dst, n, pos, &got));
-        if (got != n) {
-            return Status::error(EIO, "segment shrank while being read: wanted " +
-                                          std::to_string(n) + " bytes at offset " +
-                                          std::to_string(pos) + ", got " + std::to_string(got));
-        }
-        return Status::ok();
-    }
-
-    File* file_;
-    std::uint64_t file_end_;
-    std::vector<char> tail_;
-    std::vector<char> block_;
-    std::uint64_t block_off_ = 0;
-};
-
-// Where a segment's valid data ends, found by walking its chain of records.
-struct TailScan {
-    std::uint64_t chain_end = 0;      // first byte not covered by an intact header chain
-    std::uint64_t last_good = 0;      // end of the last record whose payload checks too
-    bool intact_after_break = false;  // an intact header lies beyond chain_end
-};
-
-Status scan_tail(SegmentReader& r, TailScan* out) {
-    const std::uint64_t end = r.end();
-    std::uint64_t pos = 0;
-    char hdr[SegmentStore::kHeaderBytes];
-    std::vector<char> payload;
-    while (pos + SegmentStore::kHeaderBytes <= end) {
-        HIODSFS_TRY(r.read(pos, sizeof hdr, hdr));
-        if (!Header::intact(hdr)) break;
-        const Header h = Header::decode(hdr);
-        if (h.length > end - pos - SegmentStore::kHeaderBytes) break;  // torn record
-        payload.resize(h.length);
-        HIODSFS_TRY(r.read(pos + SegmentStore::kHeaderBytes, h.length, payload.data()));
-        pos += SegmentStore::kHeaderBytes + h.length;
-        if (crc32c(payload.data(), h.length) == h.payload_crc) out->last_good = pos;
-    }
-    out->chain_end = pos;
-
-    // A crash leaves garbage only at the end. An intact header after the
-    // break means damage in the middle, and the bytes after it must be kept.
-    constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
-    char magic[4];
-    put_le32(magic, SegmentStore::kRecordMagic);
-    std::vector<char> block;
-    for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
-        const std::size_t len =
-            static_cast<std::size_t>(std::min<std::uint64_t>(kScanBlock, end - start));
-        block.resize(len);
-        HIODSFS_TRY(r.read(start, len, block.data()));
-        const char* p = block.data();
-        const char* stop = block.data() + len;
-        while (stop - p >= static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) {
-            const void* hit = memmem(p, static_cast<std::size_t>(stop - p), magic, sizeof magic);
-            if (hit == nullptr) break;
-            p = static_cast<const char*>(hit);
-            if (stop - p < static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) break;
-            if (Header::intact(p)) {
-                out->intact_after_break = true;
-                return Status::ok();
-            }
-            ++p;
-        }
-        if (start + len >= end) break;
-        start += len - kOverlap;  // a header may straddle two blocks
-    }
-    return Status::ok();
-}
-
-// A segment read whole from the tier, for a read-only store that leaves
-// its directory as it is (tier_reads_in_memory).
-class SegmentInMemory : public File {
-public:
-    explicit SegmentInMemory(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
-    Status pwrite(const void*, std::size_t, std::uint64_t) override { return refused(); }
-    Status pread(void* data, std::size_t len, std::uint64_t offset, std::size_t* got) override {
-        *got = offset < bytes_.size() ? static_cast<std::size_t>(std::min<std::uint64_t>(len, bytes_.size() - offset)) : 0;
-        if (*got > 0) std::memcpy(data, bytes_.data() + offset, *got);
-        return Status::ok();
-    }
-    Status sync() override { return Status::ok(); }
-    Status size(std::uint64_t* out) override {
-        *out = bytes_.size();
-        return Status::ok();
-    }
-    Status truncate(std::uint64_t) override { return refused(); }
-
-private:
-    static Status refused() { return Status::error(EROFS, "a segment read from the tier is not written"); }
-    std::vector<char> bytes_;
-};
-
-}  // namespace
 
 struct SegmentStore::Impl {
-    Env* env = nullptr;
-    std::string dir;
-    SegmentStoreOptions options;
+    Impl(Env* env_in, const std::string& dir_in, const SegmentStoreOptions& options_in)
+        : env(env_in),
+          dir(dir_in),
+          options(options_in),
+          writer(env_in, dir_in, options_in.write_buffer_bytes),
+          reader(env_in, dir_in, options_in.max_open_segments, writer) {
+        if (options.tier != nullptr) {
+            tier = std::make_unique<TierCache>(env, dir, options, writer, reader.files_mu(),
+                                               reader.open_files());
+            reader.set_tier(tier.get());
+        }
+    }
 
-    // ---- writer state, guarded by mu
-    std::mutex mu;
-    SegmentId active = 0;
-    std::shared_ptr<File> active_file;
-    // The active segment: `written` bytes in its file, then `flushing` (the
-    // last full buffer, which the flusher thread is writing), then `buffer`.
-    std::uint64_t written = 0;
-    std::vector<char> flushing;
-    std::vector<char> buffer;
-    // The flusher writes `flushing` without mu, so appends (and the metadata
-    // operations that make them) never wait for a pwrite; they wait only
-    // when the buffer after it is full as well.
-    bool flush_busy = false;      // the flusher is writing `flushing` (no one changes it)
-    Status flush_error;           // its last failure; the next hand-off or flush retries
-    bool stopping = false;
-    std::condition_variable flush_cv;    // wakes the flusher
-    std::condition_variable flushed_cv;  // a write of `flushing` ended
-    std::thread flusher;
-    std::uint64_t end() const { return written + flushing.size() + buffer.size(); }
-    // Set by a failed fdatasync: after one, the kernel may have dropped the
-    // dirty pages, so a later "successful" sync would promise too much; or
-    // by a write the files refuse for good (write_failed_locked). EIO.
-    Status failed;
-    // Segments written since their last sync, with a write generation so a
-    // sync running without the lock knows whether a file was written again.
-    struct Dirty {
-        std::shared_ptr<File> file;
-        std::uint64_t gen = 0;
-    };
-    std::map<SegmentId, Dirty> dirty;
-    std::uint64_t write_gen = 0;
-    std::uint64_t dir_gen = 0;  // bumped when a segment is created or removed
-    std::uint64_t dir_synced_gen = 0;
-    std::map<SegmentId, std::uint64_t> sealed;  // sealed segment -> file size
-    std::uint64_t sealed_bytes = 0;
+    Env* const env;
+    const std::string dir;
+    const SegmentStoreOptions options;
 
-    // Published for the lock-free read path (see read()).
-    std::atomic<SegmentId> active_id{0};
-    std::atomic<std::uint64_t> active_written{0};
+    // The writer: the active segment, its buffers and flusher, the sealed
+    // segments, sync bookkeeping. Its mu is the writer lock.
+    Appender writer;
 
-    std::mutex sync_mu;  // one sync() at a time; taken before mu
-    SegmentPosition durable;  // under mu: everything before it is synced
+    // The reader: reads, and the files kept open for them (files_mu).
+    SegmentReader reader;
 
-    // sync() and sync_through(): the latter passes `upto`.
-    Status sync(const SegmentPosition* upto, SegmentPosition* synced);
+    // With options.tier: the tier and the directory as a cache in front
+    // of it (its state guarded by the reader's files_mu too).
+    std::unique_ptr<TierCache> tier;
 
-    // ---- open handles for reads, LRU, guarded by files_mu
-    std::mutex files_mu;
-    std::list<SegmentId> lru;  // most recent first
-    struct Cached {
-        std::shared_ptr<File> file;
-        std::list<SegmentId>::iterator pos;
-    };
-    std::unordered_map<SegmentId, Cached> files;
-
-    // ---- the tier (options.tier), also guarded by files_mu
-    SegmentCache cache;                         // sealed segments in the directory
-    std::map<SegmentId, std::uint64_t> remote;  // what the tier holds, with sizes
-    std::deque<SegmentId> uploads;              // sealed, in the directory only, oldest first
-    // Segments not yet put whole whose first bytes push_to_tier wrote.
-    std::map<SegmentId, std::uint64_t> pushed;
-    SegmentId uploading = 0;                    // being put, without the lock
-    bool uploader_stopping = false;
-    Status upload_error;  // the last failure, until an upload works again
-    std::chrono::steady_clock::time_point retry_at{};
-    std::chrono::seconds backoff{1};
-    std::condition_variable tier_cv;  // work for the uploader; an upload ended
-    std::thread uploader;
-    std::uint64_t uploads_done = 0, upload_failures = 0, evictions = 0;
-    std::uint64_t hits = 0, misses = 0, fetched_bytes = 0;
-    // One fetch or tier removal at a time: a removal never races a fetch
-    // that would bring the segment back into the directory.
-    std::mutex fetch_mu;
-    // tier_reads_in_memory: the segment read last from the tier (fetch_mu).
-    SegmentId in_memory_id = 0;
-    std::shared_ptr<File> in_memory;
-
-    std::string path(SegmentId id) const { return dir + "/" + hex8(id) + ".seg"; }
-    std::string fetch_path(SegmentId id) const { return dir + "/" + hex8(id) + ".fetch"; }
+    std::string path(SegmentId id) const { return dir + "/" + segment_file_name(id); }
 
     Status read_only_error(const char* op) const {
         return Status::error(EROFS, "segment store " + dir + " is open read-only: cannot " + op);
-    }
-
-    void cache_put(SegmentId id, std::shared_ptr<File> file) {
-        std::lock_guard lock(files_mu);
-        cache_put_locked(id, std::move(file));
-    }
-
-    void cache_put_locked(SegmentId id, std::shared_ptr<File> file) {
-        auto it = files.find(id);
-        if (it != files.end()) {
-            lru.erase(it->second.pos);
-            files.erase(it);
-        }
-        lru.push_front(id);
-        files.emplace(id, Cached{std::move(file), lru.begin()});
-        while (files.size() > std::max<std::size_t>(options.max_open_segments, 1)) {
-            files.erase(lru.back());
-            lru.pop_back();
-        }
-    }
-
-    void cache_drop(SegmentId id) {
-        std::lock_guard lock(files_mu);
-        auto it = files.find(id);
-        if (it == files.end()) return;
-        lru.erase(it->second.pos);
-        files.erase(it);
-    }
-
-    Status file_for_read(SegmentId id, std::shared_ptr<File>* out) {
-        if (options.tier_reads_in_memory && options.read_only && options.tier != nullptr) {
-            std::unique_lock lock(files_mu);
-            if (!cache.contains(id) && remote.count(id) != 0) {
-                lock.unlock();
-                return read_into_memory(id, out);
-            }
-        }
-        {
-            std::lock_guard lock(files_mu);
-            auto it = files.find(id);
-            if (it != files.end()) {
-                lru.splice(lru.begin(), lru, it->second.pos);
-                *out = it->second.file;
-                note_hit_locked(id);
-                return Status::ok();
-            }
-        }
-        std::unique_ptr<File> f;
-        Status st = env->open(path(id), OpenMode::kRead, &f);
-        bool fetched = false;
-        // Twice: eviction may take a fetched segment before it is opened
-        // when another fetch made a newer one the most recently used.
-        for (int attempt = 0; attempt < 2 && st.err() == ENOENT && options.tier != nullptr; ++attempt) {
-            HIODSFS_TRY(fetch(id));
-            fetched = true;
-            st = env->open(path(id), OpenMode::kRead, &f);
-        }
-        HIODSFS_TRY(st);
-        *out = std::shared_ptr<File>(std::move(f));
-        std::lock_guard lock(files_mu);
-        if (!fetched) note_hit_locked(id);
-        // An open handle keeps an evicted file's blocks: only segments the
-        // directory still holds keep theirs.
-        if (options.tier == nullptr || cache.contains(id) || id == active_id.load())
-            cache_put_locked(id, *out);
-        return Status::ok();
-    }
-
-    void note_hit_locked(SegmentId id) {
-        if (options.tier == nullptr) return;
-        ++hits;
-        cache.touch(id);
-    }
-
-    // ---- the tier
-
-    // Brings a segment the tier holds back into the directory, whole: to a
-    // temporary file, synced, then renamed, so a crash never leaves a
-    // partial copy under the segment's name. In pieces, so a fetch holds
-    // fetch_piece_bytes of memory, not the segment.
-    Status fetch(SegmentId id) {
-        const std::size_t piece_bytes = std::max<std::size_t>(options.fetch_piece_bytes, 1);
-        std::lock_guard serial(fetch_mu);
-        std::uint64_t size = 0;
-        {
-            std::lock_guard lock(files_mu);
-            if (cache.contains(id)) return Status::ok();  // fetched meanwhile
-            auto it = remote.find(id);
-            if (it == remote.end()) {
-                return Status::error(ENOENT, path(id) + " is not in the cache directory and " +
-                                                 options.tier->describe() + " does not hold it");
-            }
-            size = it->second;
-        }
-        const std::string tmp = fetch_path(id);
-        (void)env->unlink(tmp);  // a copy a failed fetch left
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(tmp, OpenMode::kCreateNew, &f));
-        struct RemoveUnlessKept {
-            Env* env;
-            const std::string& path;
-            bool kept = false;
-            ~RemoveUnlessKept() {
-                if (!kept) (void)env->unlink(path);
-            }
-        } cleanup{env, tmp};
-        std::vector<char> piece;
-        std::uint64_t at = 0;
-        for (;;) {
-            Status st = options.tier->get_range(id, at, piece_bytes, &piece);
-            if (!st) return Status::error(st.err(), "fetching segment " + std::to_string(id) + ": " + st.message());
-            if (piece.empty()) break;
-            st = f->pwrite(piece.data(), piece.size(), at);
-            if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
-            at += piece.size();
-            if (piece.size() < piece_bytes) break;
-        }
-        if (at != size) {
-            return Status::error(EIO, "segment " + std::to_string(id) + " in " + options.tier->describe() +
-                                          " has " + std::to_string(at) + " bytes, " + std::to_string(size) +
-                                          " expected");
-        }
-        Status st = f->sync();
-        f.reset();
-        if (st) st = env->rename(tmp, path(id));
-        if (!st) return Status::error(st.err(), "caching segment " + std::to_string(id) + ": " + st.message());
-        cleanup.kept = true;
-        {
-            std::lock_guard lock(files_mu);
-            cache.add(id, size, true, true);
-            ++misses;
-            fetched_bytes += size;
-        }
-        tier_cv.notify_all();  // the uploader evicts what no longer fits
-        return Status::ok();
-    }
-
-    // The segment whole from the tier into memory, replacing the one read
-    // before (readers that still hold that one keep it until they are done).
-    Status read_into_memory(SegmentId id, std::shared_ptr<File>* out) {
-        std::lock_guard serial(fetch_mu);
-        if (in_memory_id != id) {
-            in_memory.reset();  // before the next, so two never add up
-            std::vector<char> bytes;
-            Status st = options.tier->get(id, &bytes);
-            if (!st) return Status::error(st.err(), "reading segment " + std::to_string(id) + " from " +
-                                                        options.tier->describe() + ": " + st.message());
-            const std::size_t size = bytes.size();
-            in_memory = std::make_shared<SegmentInMemory>(std::move(bytes));
-            in_memory_id = id;
-            std::lock_guard lock(files_mu);
-            ++misses;
-            fetched_bytes += size;
-        }
-        *out = in_memory;
-        return Status::ok();
-    }
-
-    // Reads a sealed segment's file and puts it in the tier; *size is its
-    // length. Synced first, so the directory's copy is never shorter than
-    // the tier's after a crash. The bytes commits already pushed
-    // (push_to_tier) are not sent again: only the rest, at its offset. A
-    // segment of one piece goes whole; a larger one by range, piece after
-    // piece, so an upload holds upload_piece_bytes of memory. A crash
-    // half-way leaves an object shorter than the file, which open then
-    // takes as a partial upload: the file stays the segment and is sent
-    // again (reconcile_with_tier).
-    Status upload(SegmentId id, std::uint64_t* size) {
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
-        HIODSFS_TRY(f->size(size));
-        HIODSFS_TRY(f->sync());
-        std::uint64_t from = 0;
-        {
-            std::lock_guard lock(files_mu);
-            auto p = pushed.find(id);
-            if (p != pushed.end()) from = std::min(p->second, *size);
-        }
-        const std::uint64_t piece = std::max<std::size_t>(options.upload_piece_bytes, 1);
-        std::vector<char> bytes;
-        for (std::uint64_t at = from; at < *size;) {
-            bytes.resize(static_cast<std::size_t>(std::min(piece, *size - at)));
-            std::size_t got = 0;
-            HIODSFS_TRY(f->pread(bytes.data(), bytes.size(), at, &got));
-            if (got != bytes.size()) return Status::error(EIO, path(id) + " shrank while being uploaded");
-            if (at == 0 && bytes.size() == *size) return options.tier->put(id, bytes.data(), bytes.size());
-            HIODSFS_TRY(options.tier->put_range(id, at, bytes.data(), bytes.size()));
-            at += bytes.size();
-        }
-        return Status::ok();
-    }
-
-    // Records how an upload of `id` ended; files_mu held.
-    void upload_ended_locked(SegmentId id, const Status& st, std::uint64_t size) {
-        uploading = 0;
-        tier_cv.notify_all();  // remove() may wait for this one
-        if (st) {
-            auto q = std::find(uploads.begin(), uploads.end(), id);
-            if (q != uploads.end()) uploads.erase(q);
-            remote[id] = size;
-            pushed.erase(id);
-            cache.mark_uploaded(id);
-            ++uploads_done;
-            upload_error = Status::ok();
-            backoff = std::chrono::seconds(1);
-            return;
-        }
-        ++upload_failures;
-        if (upload_error.is_ok() && options.log) {
-            options.log("hiodsfs: uploading segment " + std::to_string(id) + " to " +
-                        options.tier->describe() + " failed (the local copy stays; retrying): " +
-                        st.message());
-        }
-        upload_error = st;
-        retry_at = std::chrono::steady_clock::now() + backoff;
-        backoff = std::min<std::chrono::seconds>(backoff * 2, std::chrono::seconds(30));
-    }
-
-    // Deletes uploaded segments from the directory, least recently used
-    // first, until it fits cache_bytes; files_mu held.
-    void evict_locked() {
-        for (SegmentId id : cache.victims(active_written.load())) {
-            if (!env->unlink(path(id)).is_ok()) continue;  // stays; tried again later
-            cache.erase(id);
-            auto it = files.find(id);
-            if (it != files.end()) {  // readers holding it keep reading the unlinked file
-                lru.erase(it->second.pos);
-                files.erase(it);
-            }
-            ++evictions;
-        }
-    }
-
-    void uploader_loop() {
-        std::unique_lock lock(files_mu);
-        for (;;) {
-            evict_locked();
-            if (uploader_stopping) return;
-            if (uploads.empty()) {
-                tier_cv.wait(lock);
-                continue;
-            }
-            if (std::chrono::steady_clock::now() < retry_at) {
-                tier_cv.wait_until(lock, retry_at);
-                continue;
-            }
-            const SegmentId id = uploads.front();
-            uploading = id;
-            lock.unlock();
-            std::uint64_t size = 0;
-            const Status st = upload(id, &size);
-            lock.lock();
-            upload_ended_locked(id, st, size);
-        }
-    }
-
-    void stop_uploader() {
-        {
-            std::lock_guard lock(files_mu);
-            uploader_stopping = true;
-        }
-        tier_cv.notify_all();
-        if (uploader.joinable()) uploader.join();
-    }
-
-    // Takes a segment out of the tier before its local file goes: an
-    // upload of it in flight ends first, and a queued one is dropped.
-    Status remove_from_tier(SegmentId id) {
-        std::lock_guard serial(fetch_mu);
-        std::unique_lock lock(files_mu);
-        tier_cv.wait(lock, [&] { return uploading != id; });
-        auto q = std::find(uploads.begin(), uploads.end(), id);
-        if (q != uploads.end()) uploads.erase(q);
-        if (remote.count(id) == 0 && pushed.count(id) == 0) return Status::ok();
-        lock.unlock();
-        Status st = options.tier->remove(id);
-        if (!st && st.err() != ENOENT) return st;
-        lock.lock();
-        remote.erase(id);
-        pushed.erase(id);
-        return Status::ok();
-    }
-
-    // At open: what the tier holds, a fetch a crash cut short removed, and
-    // local copies shorter than the tier's dropped (the tier's is the
-    // segment once it has it whole). A local copy longer than the tier's
-    // is the segment: the object holds a prefix of it (the bytes commits
-    // pushed, or an upload cut short), which the next upload completes.
-    // ids keeps the rest.
-    Status reconcile_with_tier(const std::vector<std::string>& names, std::vector<SegmentId>* ids) {
-        std::vector<std::pair<SegmentId, std::uint64_t>> held;
-        HIODSFS_TRY(options.tier->list(&held));
-        remote.insert(held.begin(), held.end());
-        if (!options.read_only) {
-            for (const std::string& name : names)
-                if (name.size() == 14 && name.compare(8, 6, ".fetch") == 0) (void)env->unlink(dir + "/" + name);
-        }
-        if (ids->empty() && !remote.empty() && options.committed.segment == 0) {
-            return Status::error(EEXIST, options.tier->describe() + " already holds " +
-                                             std::to_string(remote.size()) +
-                                             " segments, but no metadata in " + dir +
-                                             "/.. refers to them (a store keeps its metadata in "
-                                             "its cache_dir: use the one it was made with)");
-        }
-        const SegmentId wins_from = options.tier_wins_from.segment;
-        std::vector<SegmentId> kept;
-        for (SegmentId id : *ids) {
-            auto it = remote.find(id);
-            if (it == remote.end()) {
-                if (options.has_live_chunks && !options.has_live_chunks(id)) {
-                    // Nothing committed refers to it: a crash's leftover, or
-                    // the active segment of a holder the store went on without.
-                    if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
-                    continue;
-                }
-                if (options.has_live_chunks && options.log && !options.read_only) {
-                    options.log("hiodsfs: segment " + std::to_string(id) +
-                                " holds bytes the metadata refers to, but " +
-                                options.tier->describe() +
-                                " has no object of it: uploading it again from " + dir);
-                }
-                kept.push_back(id);
-                continue;
-            }
-            std::uint64_t size = 0;
-            std::unique_ptr<File> f;
-            HIODSFS_TRY(env->open(path(id), OpenMode::kRead, &f));
-            HIODSFS_TRY(f->size(&size));
-            const bool tier_wins = wins_from != 0 && id >= wins_from;
-            if (size > it->second && !tier_wins) {
-                pushed[id] = it->second;
-                remote.erase(it);
-            } else if (size != it->second) {
-                if (!options.read_only) HIODSFS_TRY(env->unlink(path(id)));
-                continue;
-            }
-            kept.push_back(id);
-        }
-        *ids = std::move(kept);
-        return Status::ok();
     }
 
     // Sealed segment files of the directory, at open, with their sizes.
@@ -711,7 +71,7 @@ struct SegmentStore::Impl {
                 HIODSFS_TRY(env->open(path(*id), OpenMode::kRead, &file));
                 f = std::move(file);
             } else {
-                HIODSFS_TRY(file_for_read(*id, &f));
+                HIODSFS_TRY(reader.file_for_read(*id, &f));
             }
             std::uint64_t size = 0;
             HIODSFS_TRY(f->size(&size));
@@ -722,29 +82,21 @@ struct SegmentStore::Impl {
 
     // A sealed segment in the directory, at open.
     void add_sealed_local(SegmentId id, std::uint64_t size) {
-        sealed[id] = size;
-        sealed_bytes += size;
-        if (options.tier == nullptr) return;
-        std::lock_guard lock(files_mu);
-        const bool uploaded = remote.count(id) != 0;
-        cache.add(id, size, uploaded);
-        if (!uploaded && !options.read_only) uploads.push_back(id);
+        writer.add_sealed(id, size, true);
+        if (tier != nullptr) tier->add_local(id, size);
     }
 
     // Segments only the tier holds are sealed segments too, at open.
     void add_sealed_remote() {
-        for (const auto& [id, size] : remote)
-            if (sealed.count(id) == 0 && id != active) sealed[id] = size;
+        if (tier == nullptr) return;
+        for (const auto& [id, size] : tier->remote())
+            if (writer.sealed().count(id) == 0 && id != writer.active())
+                writer.add_sealed(id, size, false);
     }
 
     void set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_t size) {
-        // written before id: a reader that sees the new id also sees its length.
-        active_written.store(size);
-        active_id.store(id);
-        active = id;
-        active_file = file;
-        written = size;
-        cache_put(id, std::move(file));
+        writer.set_active(id, file, size);
+        reader.cache_put(id, std::move(file));
     }
 
     // The id of a segment made after `newest`: with a tier, never one
@@ -757,162 +109,30 @@ struct SegmentStore::Impl {
     // ---- the following require mu
 
     void start_threads() {
-        flushing.reserve(options.write_buffer_bytes);
-        flusher = std::thread([this] {
-            name_this_thread("seg-flusher");
-            flusher_loop();
-        });
-        hits = 0;  // the opens at open() were no reads
-        if (options.tier != nullptr)
-            uploader = std::thread([this] {
-                name_this_thread("seg-uploader");
-                uploader_loop();
-            });
-    }
-
-    void wrote_locked(std::size_t n) {
-        dirty[active] = Dirty{active_file, ++write_gen};
-        written += n;
-        active_written.store(written);
-    }
-
-    // A write (or a new segment) that failed. For want of room (ENOSPC,
-    // EDQUOT), of memory or descriptors, or from the device (EIO, a short
-    // write) it may pass: the bytes stay in memory and are written again.
-    // Any other reason says the files refuse writes (EPERM of a segment made
-    // immutable, EROFS of a file system remounted read-only): the store
-    // stops, answering EIO with the reason, as after a failed fdatasync.
-    Status write_failed_locked(const Status& st) {
-        switch (st.err()) {
-            case ENOSPC:
-            case EDQUOT:
-            case ENOMEM:
-            case EMFILE:
-            case ENFILE:
-            case EIO:
-                return st;
-        }
-        if (failed.is_ok())
-            failed = Status::error(EIO, "segment store " + dir + " stopped after a failed write (" +
-                                            st.message() + ")");
-        return failed;
-    }
-
-    // Writes `flushing` here, under mu: the flusher is not writing it (it
-    // failed, or has not started on it).
-    Status write_flushing_locked() {
-        if (flushing.empty()) return Status::ok();
-        if (Status st = active_file->pwrite(flushing.data(), flushing.size(), written); !st)
-            return write_failed_locked(st);
-        wrote_locked(flushing.size());
-        flushing.clear();
-        flush_error = Status::ok();
-        flushed_cv.notify_all();  // a hand-off may wait for the slot
-        return Status::ok();
-    }
-
-    // Writes everything in memory to the file (after the flusher's write in
-    // progress). On failure the bytes are kept: their locations stay
-    // readable from memory and the next attempt rewrites the same offsets.
-    Status flush_locked(std::unique_lock<std::mutex>& lock) {
-        flushed_cv.wait(lock, [&] { return !flush_busy; });
-        HIODSFS_TRY(write_flushing_locked());
-        if (buffer.empty()) return Status::ok();
-        if (Status st = active_file->pwrite(buffer.data(), buffer.size(), written); !st)
-            return write_failed_locked(st);
-        wrote_locked(buffer.size());
-        buffer.clear();
-        return Status::ok();
-    }
-
-    // A full buffer goes to the flusher. Waits while the flusher still has
-    // the one before; if that one failed, writes it here and fails with it.
-    Status hand_off_locked(std::unique_lock<std::mutex>& lock) {
-        if (!flusher.joinable()) return flush_locked(lock);
-        flushed_cv.wait(lock, [&] { return flushing.empty() || (!flush_busy && !flush_error.is_ok()); });
-        HIODSFS_TRY(write_flushing_locked());
-        flushing.swap(buffer);  // the emptied vector keeps its capacity
-        flush_cv.notify_one();
-        return Status::ok();
-    }
-
-    void flusher_loop() {
-        std::unique_lock lock(mu);
-        for (;;) {
-            flush_cv.wait(lock, [&] {
-                return stopping || (!flushing.empty() && !flush_busy && flush_error.is_ok());
-            });
-            if (stopping) return;  // the destructor writes what is left
-            flush_busy = true;
-            const std::shared_ptr<File> file = active_file;  // no roll-over while busy
-            const std::uint64_t at = written;
-            lock.unlock();
-            Status st = file->pwrite(flushing.data(), flushing.size(), at);
-            lock.lock();
-            flush_busy = false;
-            if (st) {
-                wrote_locked(flushing.size());
-                flushing.clear();
-            } else {
-                flush_error = st;
-            }
-            flushed_cv.notify_all();
+        writer.start_flusher();
+        if (tier != nullptr) {
+            tier->reset_hits();
+            tier->start();
         }
     }
 
-    // The bytes of a record of the active segment still in memory, or null.
-    const char* in_memory_locked(std::uint64_t header_off, std::size_t total) const {
-        if (header_off >= written && header_off + total <= written + flushing.size())
-            return flushing.data() + (header_off - written);
-        const std::uint64_t base = written + flushing.size();
-        if (header_off >= base && header_off + total <= base + buffer.size())
-            return buffer.data() + (header_off - base);
-        return nullptr;
-    }
-
-    // The segment being sealed is made durable before its successor takes a
-    // byte: an fsync log record in the next segment may refer to chunks in
-    // this one's tail, and a power loss must never keep the record without
-    // them (files are written back independently). Under mu, once a
-    // segment: the writes since the last sync() are all there is to sync.
-    Status sync_sealing_locked() {
-        auto it = dirty.find(active);
-        if (it == dirty.end()) return Status::ok();
-        Status st = active_file->sync();
-        if (!st) return stop_after_failed_sync_locked(st);
-        dirty.erase(it);
-        return Status::ok();
-    }
-    // After a failed fdatasync the kernel may have dropped the pages: the
-    // store stops for good (see `failed`).
-    Status stop_after_failed_sync_locked(const Status& st) {
-        failed = Status::error(EIO, "segment store " + dir + " stopped after a failed sync (" +
-                                        st.message() + "); reopen it");
-        return failed;
-    }
-
+    // Seals the active segment and starts the next; writer.mu held.
     Status roll_over_locked(std::unique_lock<std::mutex>& lock) {
-        HIODSFS_TRY(flush_locked(lock));
+        HIODSFS_TRY(writer.flush_locked(lock));
+        const SegmentId active = writer.active();
         if (active == UINT32_MAX) {
             return Status::error(ENOSPC, "segment store " + dir + ": segment ids exhausted");
         }
-        HIODSFS_TRY(sync_sealing_locked());
+        HIODSFS_TRY(writer.sync_sealing_locked());
         const SegmentId next = new_segment_id(active);
         if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(next));
         std::unique_ptr<File> f;
         if (Status st = env->open(path(next), OpenMode::kCreateNew, &f); !st)
-            return write_failed_locked(st);
-        sealed[active] = written;
-        sealed_bytes += written;
-        ++dir_gen;
-        if (options.tier != nullptr) {
-            {
-                std::lock_guard files_lock(files_mu);
-                cache.add(active, written, false);
-                uploads.push_back(active);
-            }
-            tier_cv.notify_all();
-        }
+            return writer.write_failed_locked(st);
+        const std::uint64_t written = writer.written();
+        writer.add_sealed(active, written, true);
+        writer.ledger().entry_changed();
+        if (tier != nullptr) tier->add_sealed(active, written);
         set_active(next, std::shared_ptr<File>(std::move(f)), 0);
         return Status::ok();
     }
@@ -923,24 +143,15 @@ SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 SegmentStore::~SegmentStore() {
     // Hand buffered appends to the OS like closing a file would; durability
     // was only ever promised by sync(), so an error here loses nothing promised.
-    std::unique_lock lock(impl_->mu);
-    if (impl_->flusher.joinable()) {
-        impl_->stopping = true;
-        impl_->flush_cv.notify_all();
-        lock.unlock();
-        impl_->flusher.join();
-        lock.lock();
-    }
-    if (impl_->failed.is_ok()) (void)impl_->flush_locked(lock);
-    lock.unlock();
-    impl_->stop_uploader();
+    impl_->writer.stop();
+    if (impl_->tier != nullptr) impl_->tier->stop();
 }
 
 Status SegmentStore::create_empty(Env* env, const std::string& dir, SegmentId id) {
     if (id == 0)
         return Status::error(EINVAL, "segment store " + dir + ": segment id 0 is not valid");
     std::unique_ptr<File> f;
-    HIODSFS_TRY(env->open(dir + "/" + hex8(id) + ".seg", OpenMode::kCreateNew, &f));
+    HIODSFS_TRY(env->open(dir + "/" + segment_file_name(id), OpenMode::kCreateNew, &f));
     HIODSFS_TRY(f->sync());
     return env->sync_dir(dir);
 }
@@ -951,13 +162,9 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         return Status::error(EINVAL, "segment store " + dir +
                                          ": max_segment_bytes and write_buffer_bytes must be > 0");
     }
-    auto impl = std::make_unique<Impl>();
-    impl->env = env;
-    impl->dir = dir;
-    impl->options = options;
-    impl->cache.set_limit(options.cache_bytes);
+    auto impl = std::make_unique<Impl>(env, dir, options);
     if (!options.read_only) {
-        impl->buffer.reserve(options.write_buffer_bytes);
+        impl->writer.reserve_buffer();
         HIODSFS_TRY(env->mkdir(dir));
     }
 
@@ -969,14 +176,16 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (parse_segment_name(name, &id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
-    if (options.tier != nullptr) HIODSFS_TRY(impl->reconcile_with_tier(names, &ids));
-    const std::map<SegmentId, std::uint64_t>& remote = impl->remote;
+    if (impl->tier != nullptr) HIODSFS_TRY(impl->tier->reconcile(names, &ids));
+    const std::map<SegmentId, std::uint64_t> no_tier;
+    const std::map<SegmentId, std::uint64_t>& remote =
+        impl->tier != nullptr ? impl->tier->remote() : no_tier;
 
     if (options.read_only) {
         // Every segment counts as sealed; there is no active one (id 0).
         HIODSFS_TRY(impl->add_sealed_files(ids.data(), ids.data() + ids.size()));
         impl->add_sealed_remote();
-        impl->hits = 0;  // the opens above were no reads
+        if (impl->tier != nullptr) impl->tier->reset_hits();  // the opens above were no reads
         *out = std::unique_ptr<SegmentStore>(new SegmentStore(std::move(impl)));
         return Status::ok();
     }
@@ -1022,7 +231,8 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         if (options.tier != nullptr) HIODSFS_TRY(options.tier->reserve_segment(first));
         std::unique_ptr<File> f;
         HIODSFS_TRY(env->open(impl->path(first), OpenMode::kCreateNew, &f));
-        impl->dir_gen = 1;  // the first sync() makes the new file's entry durable
+        // The first sync() makes the new file's entry durable.
+        impl->writer.ledger().entry_changed();
         impl->set_active(first, std::shared_ptr<File>(std::move(f)), 0);
         impl->add_sealed_remote();
         impl->start_threads();
@@ -1039,7 +249,7 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
     std::shared_ptr<File> file(std::move(f));
     std::uint64_t size = 0;
     HIODSFS_TRY(file->size(&size));
-    SegmentReader reader(file.get(), size);
+    ScanReader reader(file.get(), size);
     TailScan tail;
     Status st = scan_tail(reader, &tail);
     if (!st) {
@@ -1052,17 +262,15 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
         // metadata refers to: keep every byte (records after the damage
         // still read back, and a damaged chunk stays where fsck can name
         // it) and append to a fresh segment.
-        impl->active = newest;
-        impl->active_file = file;
-        impl->written = size;
-        std::unique_lock lock(impl->mu);
+        impl->writer.set_active(newest, file, size);
+        std::unique_lock lock(impl->writer.mu);
         HIODSFS_TRY(impl->roll_over_locked(lock));
     } else {
         if (tail.last_good < size) {
             HIODSFS_TRY(file->truncate(tail.last_good));
             // The shorter length must be durable before anything is appended
             // after it counts as durable; the next sync() covers it.
-            impl->dirty[newest] = Impl::Dirty{file, ++impl->write_gen};
+            impl->writer.ledger().wrote(newest, file);
         }
         impl->set_active(newest, file, tail.last_good);
     }
@@ -1082,242 +290,58 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, 
     if (chunk == 0) return Status::error(EINVAL, "segment store: chunk id 0 is not valid");
     // The whole header depends only on the record, so it is built unlocked.
     char hdr[kHeaderBytes];
-    encode_header(hdr, chunk, len, payload_crc);
+    encode_record_header(hdr, chunk, len, payload_crc);
     const std::uint64_t record = kHeaderBytes + std::uint64_t{len};
 
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("append");
-    std::unique_lock lock(m.mu);
-    if (!m.failed.is_ok()) return m.failed;
-    const std::uint64_t used = m.end();
-    if (used > 0 && used + record > m.options.max_segment_bytes) {
+    Appender& w = m.writer;
+    std::unique_lock lock(w.mu);
+    if (!w.failed().is_ok()) return w.failed();
+    const std::uint64_t used = w.end();
+    // After a roll-over the buffer is empty: append_locked hands nothing off.
+    if (used > 0 && used + record > m.options.max_segment_bytes)
         HIODSFS_TRY(m.roll_over_locked(lock));
-    } else if (!m.buffer.empty() && m.buffer.size() + record > m.options.write_buffer_bytes) {
-        HIODSFS_TRY(m.hand_off_locked(lock));
-    }
-    const std::uint64_t at = m.end();
-    // insert, not resize + memcpy: no zero-filling of every appended byte.
-    m.buffer.insert(m.buffer.end(), hdr, hdr + kHeaderBytes);
-    const char* bytes = static_cast<const char*>(data);
-    if (len > 0) m.buffer.insert(m.buffer.end(), bytes, bytes + len);
-    *out = ChunkLocation{m.active, at + kHeaderBytes, len};
-    return Status::ok();
+    return w.append_locked(lock, hdr, data, len, out);
 }
 
 Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged) {
-    Impl& m = *impl_;
-    // Every failure below but an I/O error means the record's bytes are
-    // wrong or gone; the two I/O error paths say otherwise.
-    bool ignored = false;
-    bool& bad = damaged != nullptr ? *damaged : ignored;
-    bad = true;
-    auto io_error = [&](const Status& e) {
-        bad = false;
-        return Status::error(EIO, m.path(loc.segment) + " at offset " + std::to_string(loc.offset) +
-                                      ": " + e.message());
-    };
-    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
-    if (loc.offset < kHeaderBytes) {
-        return Status::error(EIO, where() + ": not a record location (offset before header)");
-    }
-    const std::uint64_t header_off = loc.offset - kHeaderBytes;
-    const std::size_t total = kHeaderBytes + std::size_t{loc.length};
-
-    // Only the active segment has bytes in memory; the atomics are published
-    // length-then-id, so a stale view can only send us to the locked path.
-    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
-        std::unique_lock lock(m.mu);
-        if (loc.segment == m.active && loc.offset + loc.length > m.written) {
-            const char* rec = m.in_memory_locked(header_off, total);
-            if (rec == nullptr) return Status::error(EIO, where() + ": location is past the end of the segment");
-            char hdr[kHeaderBytes];
-            std::memcpy(hdr, rec, kHeaderBytes);
-            if (loc.length > 0) std::memcpy(out, rec + kHeaderBytes, loc.length);
-            lock.unlock();
-            return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
-        }
-    }
-
-    std::shared_ptr<File> file;
-    Status st = m.file_for_read(loc.segment, &file);
-    if (!st) {
-        bad = st.err() == ENOENT;  // the segment is gone; anything else may pass
-        return Status::error(EIO, "reading chunk " + std::to_string(chunk) + ": " + st.message());
-    }
-    auto short_read = [&](std::size_t want, std::size_t got) {
-        return Status::error(EIO, where() + ": record of " + std::to_string(total) +
-                                      " bytes runs past the end of the file (read " +
-                                      std::to_string(got) + " of " + std::to_string(want) + ")");
-    };
-    std::size_t got = 0;
-    if (total <= kScratchLimit) {
-        // Header and payload in one pread, into a buffer each thread reuses.
-        thread_local std::vector<char> scratch;
-        scratch.resize(total);
-        st = file->pread(scratch.data(), total, header_off, &got);
-        if (!st) return io_error(st);
-        if (got != total) return short_read(total, got);
-        HIODSFS_TRY(check_record(scratch.data(), scratch.data() + kHeaderBytes, loc, chunk, where));
-        if (loc.length > 0) std::memcpy(out, scratch.data() + kHeaderBytes, loc.length);
-        return Status::ok();
-    }
-    // A large record: the payload goes straight into `out`, so a bogus
-    // length from damaged metadata never makes us allocate gigabytes.
-    char hdr[kHeaderBytes];
-    st = file->pread(hdr, kHeaderBytes, header_off, &got);
-    if (!st) return io_error(st);
-    if (got != kHeaderBytes) return short_read(kHeaderBytes, got);
-    st = file->pread(out, loc.length, loc.offset, &got);
-    if (!st) return io_error(st);
-    if (got != loc.length) return short_read(loc.length, got);
-    return check_record(hdr, static_cast<const char*>(out), loc, chunk, where);
+    return impl_->reader.read(loc, chunk, out, damaged);
 }
 
 Status SegmentStore::read_run(const ChunkLocation* locs, const ChunkId* chunks, std::size_t n,
                               char* const* dests) {
-    if (n == 0) return Status::ok();
-    Impl& m = *impl_;
-    const ChunkLocation& first = locs[0];
-    const ChunkLocation& last = locs[n - 1];
-    if (first.offset < kHeaderBytes) return Status::error(EIO, "not a record location");
-    for (std::size_t i = 1; i < n; ++i) {
-        if (!adjacent(locs[i - 1], locs[i])) return Status::error(EINVAL, "records are not back to back");
-    }
-    const std::uint64_t begin = first.offset - kHeaderBytes;
-    const std::uint64_t end = last.offset + last.length;
-    if (end - begin > kMaxRunBytes) return Status::error(EINVAL, "run longer than kMaxRunBytes");
-    // Bytes still in the write buffer are read() one record at a time.
-    if (first.segment == m.active_id.load() && end > m.active_written.load())
-        return Status::error(EAGAIN, "run reaches the write buffer");
-    std::shared_ptr<File> file;
-    HIODSFS_TRY(m.file_for_read(first.segment, &file));
-    // Headers to one buffer, payloads where they belong: two iovecs a
-    // record, so a call takes at most IOV_MAX / 2 records.
-    constexpr std::size_t kRecordsPerCall = 512;
-    thread_local std::vector<char> headers;
-    thread_local std::vector<struct iovec> iov;
-    headers.resize(std::min(n, kRecordsPerCall) * kHeaderBytes);
-    auto where = [&] { return m.path(first.segment) + " (a run of records)"; };
-    for (std::size_t done = 0; done < n;) {
-        const std::size_t k = std::min(n - done, kRecordsPerCall);
-        iov.clear();
-        std::size_t want = 0;
-        for (std::size_t i = 0; i < k; ++i) {
-            iov.push_back({headers.data() + i * kHeaderBytes, kHeaderBytes});
-            iov.push_back({dests[done + i], locs[done + i].length});
-            want += kHeaderBytes + locs[done + i].length;
-        }
-        std::size_t got = 0;
-        HIODSFS_TRY(file->preadv(iov.data(), static_cast<int>(iov.size()),
-                                 locs[done].offset - kHeaderBytes, &got));
-        if (got != want) return Status::error(EIO, "short read of a run");
-        for (std::size_t i = 0; i < k; ++i) {
-            HIODSFS_TRY(check_record(headers.data() + i * kHeaderBytes, dests[done + i], locs[done + i],
-                                     chunks[done + i], where));
-        }
-        done += k;
-    }
-    return Status::ok();
+    return impl_->reader.read_run(locs, chunks, n, dests);
 }
 
 Status SegmentStore::check_header(const ChunkLocation& loc, ChunkId chunk) {
-    Impl& m = *impl_;
-    auto where = [&] { return m.path(loc.segment) + " at offset " + std::to_string(loc.offset); };
-    if (loc.offset < kHeaderBytes) {
-        return Status::error(EIO, where() + ": not a record location (offset before header)");
-    }
-    if (loc.segment == m.active_id.load() && loc.offset + loc.length > m.active_written.load()) {
-        // Bytes still in the write buffer: the full read checks them.
-        std::vector<char> buf(loc.length);
-        return read(loc, chunk, buf.data());
-    }
-    std::shared_ptr<File> file;
-    Status st = m.file_for_read(loc.segment, &file);
-    if (!st) return Status::error(EIO, "chunk " + std::to_string(chunk) + ": " + st.message());
-    std::uint64_t size = 0;
-    HIODSFS_TRY(file->size(&size));
-    if (loc.offset + loc.length > size) {
-        return Status::error(EIO, where() + ": record of " + std::to_string(loc.length) +
-                                      " payload bytes runs past the end of the file (" +
-                                      std::to_string(size) + " bytes; truncated?)");
-    }
-    char hdr[kHeaderBytes];
-    std::size_t got = 0;
-    st = file->pread(hdr, kHeaderBytes, loc.offset - kHeaderBytes, &got);
-    if (!st) return Status::error(EIO, where() + ": " + st.message());
-    if (got != kHeaderBytes) return Status::error(EIO, where() + ": short header read");
-    return check_header_fields(hdr, loc, chunk, where);
+    return impl_->reader.check_header(loc, chunk);
 }
 
 Status SegmentStore::flush() {
     if (impl_->options.read_only) return impl_->read_only_error("flush");
-    std::unique_lock lock(impl_->mu);
-    if (!impl_->failed.is_ok()) return impl_->failed;
-    return impl_->flush_locked(lock);
+    Appender& w = impl_->writer;
+    std::unique_lock lock(w.mu);
+    if (!w.failed().is_ok()) return w.failed();
+    return w.flush_locked(lock);
 }
 
-Status SegmentStore::sync(SegmentPosition* synced) { return impl_->sync(nullptr, synced); }
+Status SegmentStore::sync(SegmentPosition* synced) { return impl_->writer.sync(nullptr, synced); }
 
 Status SegmentStore::failure() {
-    std::lock_guard lock(impl_->mu);
-    return impl_->failed;
+    std::lock_guard lock(impl_->writer.mu);
+    return impl_->writer.failed();
 }
 
-Status SegmentStore::sync_through(const SegmentPosition& upto) { return impl_->sync(&upto, nullptr); }
-
-Status SegmentStore::Impl::sync(const SegmentPosition* upto, SegmentPosition* synced) {
-    Impl& m = *this;
-    std::lock_guard sync_lock(m.sync_mu);
-    std::vector<std::pair<SegmentId, Impl::Dirty>> files;
-    std::uint64_t dir_gen = 0;
-    bool need_dir = false;
-    SegmentPosition position;
-    {
-        std::unique_lock lock(m.mu);
-        if (!m.failed.is_ok()) return m.failed;
-        // A sync that ran while this caller waited for sync_mu may have
-        // covered it already.
-        if (upto != nullptr && !(m.durable < *upto)) return Status::ok();
-        HIODSFS_TRY(m.flush_locked(lock));
-        files.assign(m.dirty.begin(), m.dirty.end());
-        dir_gen = m.dir_gen;
-        need_dir = m.dir_gen != m.dir_synced_gen;
-        position = SegmentPosition{m.active, m.written};
-    }
-    if (synced != nullptr) *synced = position;
-    if (files.empty() && !need_dir) {
-        std::lock_guard lock(m.mu);
-        m.durable = std::max(m.durable, position);
-        return Status::ok();
-    }
-
-    // fdatasync without the writer lock, so appends go on meanwhile; the
-    // generations tell afterwards which files were not written again.
-    for (const auto& [id, d] : files) {
-        Status st = d.file->sync();
-        if (!st) {
-            std::lock_guard lock(m.mu);
-            return m.stop_after_failed_sync_locked(st);
-        }
-    }
-    // A failed directory sync is not sticky: entries live in the journal,
-    // not in pages the kernel could drop, so retrying it is sound.
-    if (need_dir) HIODSFS_TRY(m.env->sync_dir(m.dir));
-
-    std::lock_guard lock(m.mu);
-    for (const auto& [id, d] : files) {
-        auto it = m.dirty.find(id);
-        if (it != m.dirty.end() && it->second.gen == d.gen) m.dirty.erase(it);
-    }
-    m.dir_synced_gen = std::max(m.dir_synced_gen, dir_gen);
-    m.durable = std::max(m.durable, position);
-    return Status::ok();
+Status SegmentStore::sync_through(const SegmentPosition& upto) {
+    return impl_->writer.sync(&upto, nullptr);
 }
 
 Status SegmentStore::list_segments(std::vector<std::pair<SegmentId, std::uint64_t>>* out) {
-    std::lock_guard lock(impl_->mu);
-    out->assign(impl_->sealed.begin(), impl_->sealed.end());
-    if (impl_->active != 0) out->emplace_back(impl_->active, impl_->end());
+    Appender& w = impl_->writer;
+    std::lock_guard lock(w.mu);
+    out->assign(w.sealed().begin(), w.sealed().end());
+    if (w.active() != 0) out->emplace_back(w.active(), w.end());
     return Status::ok();
 }
 
@@ -1328,54 +352,28 @@ Status SegmentStore::scan(SegmentId segment, bool verify_payload,
     std::uint64_t file_end = 0;
     std::vector<char> tail;
     {
-        std::lock_guard lock(m.mu);
-        if (segment == m.active) {
-            // A snapshot: what is in the file now, then a copy of the buffer.
-            file = m.active_file;
-            file_end = m.written;
-            tail = m.flushing;
-            tail.insert(tail.end(), m.buffer.begin(), m.buffer.end());
-        }
+        std::lock_guard lock(m.writer.mu);
+        // A snapshot: what is in the file now, then a copy of the buffer.
+        if (segment == m.writer.active()) m.writer.snapshot_locked(&file, &file_end, &tail);
     }
     if (!file) {
-        HIODSFS_TRY(m.file_for_read(segment, &file));
+        HIODSFS_TRY(m.reader.file_for_read(segment, &file));
         HIODSFS_TRY(file->size(&file_end));
     }
-    SegmentReader r(file.get(), file_end, std::move(tail));
-    const std::uint64_t end = r.end();
-    std::uint64_t pos = 0;
-    char hdr[kHeaderBytes];
-    std::vector<char> payload;
-    while (pos + kHeaderBytes <= end) {
-        HIODSFS_TRY(r.read(pos, kHeaderBytes, hdr));
-        if (!Header::intact(hdr)) break;
-        const Header h = Header::decode(hdr);
-        if (h.length > end - pos - kHeaderBytes) break;
-        SegmentRecord rec;
-        rec.segment = segment;
-        rec.header_offset = pos;
-        rec.location = ChunkLocation{segment, pos + kHeaderBytes, h.length};
-        rec.chunk = h.chunk;
-        if (verify_payload) {
-            payload.resize(h.length);
-            HIODSFS_TRY(r.read(pos + kHeaderBytes, h.length, payload.data()));
-            rec.payload_ok = crc32c(payload.data(), h.length) == h.payload_crc;
-        }
-        if (!fn(rec)) break;
-        pos += kHeaderBytes + h.length;
-    }
-    return Status::ok();
+    ScanReader r(file.get(), file_end, std::move(tail));
+    return walk_records(r, segment, verify_payload, fn);
 }
 
 Status SegmentStore::remove(SegmentId segment) {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("remove");
+    Appender& w = m.writer;
     auto check = [&]() {
-        if (segment == m.active) {
+        if (segment == w.active()) {
             return Status::error(EBUSY, "segment store: " + m.path(segment) +
                                             " is the active segment and cannot be removed");
         }
-        if (m.sealed.count(segment) == 0) {
+        if (w.sealed().count(segment) == 0) {
             return Status::error(ENOENT, "segment store: no segment " + m.path(segment));
         }
         return Status::ok();
@@ -1384,174 +382,66 @@ Status SegmentStore::remove(SegmentId segment) {
         // Not under mu: the tier may take up to its timeout, and appends
         // must not wait for it.
         {
-            std::lock_guard lock(m.mu);
+            std::lock_guard lock(w.mu);
             HIODSFS_TRY(check());
         }
-        HIODSFS_TRY(m.remove_from_tier(segment));
+        HIODSFS_TRY(m.tier->remove(segment));
     }
-    std::lock_guard lock(m.mu);
+    std::lock_guard lock(w.mu);
     HIODSFS_TRY(check());
     Status unlinked = m.env->unlink(m.path(segment));
     // With a tier, an evicted segment has no file left to remove.
     if (!unlinked && !(m.options.tier != nullptr && unlinked.err() == ENOENT)) return unlinked;
-    auto it = m.sealed.find(segment);
-    if (unlinked) m.sealed_bytes -= it->second;
-    m.sealed.erase(it);
-    m.dirty.erase(segment);
-    ++m.dir_gen;  // the next sync() makes the removal durable
-    m.cache_drop(segment);
-    if (m.options.tier != nullptr) {
-        std::lock_guard files_lock(m.files_mu);
-        m.cache.erase(segment);
-    }
+    w.remove_sealed(segment, unlinked.is_ok());
+    w.ledger().forget(segment);
+    w.ledger().entry_changed();  // the next sync() makes the removal durable
+    m.reader.cache_drop(segment);
+    if (m.tier != nullptr) m.tier->erase_cached(segment);
     return Status::ok();
 }
 
 Status SegmentStore::seal() {
     Impl& m = *impl_;
     if (m.options.read_only) return m.read_only_error("seal");
-    std::unique_lock lock(m.mu);
-    if (!m.failed.is_ok()) return m.failed;
-    if (m.end() == 0) return Status::ok();
+    std::unique_lock lock(m.writer.mu);
+    if (!m.writer.failed().is_ok()) return m.writer.failed();
+    if (m.writer.end() == 0) return Status::ok();
     return m.roll_over_locked(lock);
 }
 
 std::uint64_t SegmentStore::disk_bytes() {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->options.tier == nullptr) return impl_->sealed_bytes + impl_->end();
-    std::lock_guard files_lock(impl_->files_mu);
-    return impl_->cache.bytes() + impl_->end();
+    Appender& w = impl_->writer;
+    std::lock_guard lock(w.mu);
+    if (impl_->options.tier == nullptr) return w.sealed_bytes() + w.end();
+    return impl_->tier->cached_bytes() + w.end();
 }
 
 Status SegmentStore::finish_uploads() {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr || m.options.read_only) return Status::ok();
-    m.stop_uploader();
-    std::deque<SegmentId> left;
-    {
-        std::lock_guard lock(m.files_mu);
-        left = m.uploads;
-    }
-    Status first;
-    for (SegmentId id : left) {
-        {
-            std::lock_guard lock(m.files_mu);
-            if (std::find(m.uploads.begin(), m.uploads.end(), id) == m.uploads.end()) continue;
-            m.uploading = id;
-        }
-        std::uint64_t size = 0;
-        const Status st = m.upload(id, &size);
-        std::lock_guard lock(m.files_mu);
-        m.upload_ended_locked(id, st, size);
-        if (!st && first.is_ok()) first = st;
-    }
-    if (!first.is_ok()) {
-        std::lock_guard lock(m.files_mu);
-        return Status::error(first.err(), std::to_string(m.uploads.size()) +
-                                              " sealed segments stay in " + m.dir +
-                                              " only, to be uploaded at the next mount: " +
-                                              first.message());
-    }
-    return Status::ok();
+    if (impl_->tier == nullptr) return Status::ok();
+    return impl_->tier->finish_uploads();
 }
 
 Status SegmentStore::push_to_tier(SegmentPosition upto) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr || m.options.read_only || upto.segment == 0) return Status::ok();
-    // What is not in the tier whole: sealed segments waiting for their
-    // upload, and the active one. Segments after `upto` hold nothing the
-    // commit refers to.
-    struct Push {
-        SegmentId id;
-        std::uint64_t from, to;
-    };
-    std::vector<Push> todo;
-    {
-        std::lock_guard lock(m.mu);
-        std::lock_guard files_lock(m.files_mu);
-        std::vector<std::pair<SegmentId, std::uint64_t>> candidates;
-        for (SegmentId id : m.uploads) {
-            auto it = m.sealed.find(id);
-            if (it != m.sealed.end()) candidates.emplace_back(id, it->second);
-        }
-        if (m.sealed.count(upto.segment) == 0) candidates.emplace_back(upto.segment, upto.offset);
-        for (const auto& [id, size] : candidates) {
-            if (id > upto.segment || m.remote.count(id) != 0) continue;
-            const std::uint64_t to = id == upto.segment ? std::min(size, upto.offset) : size;
-            auto p = m.pushed.find(id);
-            const std::uint64_t from = p == m.pushed.end() ? 0 : p->second;
-            if (to > from) todo.push_back(Push{id, from, to});
-        }
-    }
-    constexpr std::uint64_t kPiece = 8u << 20;  // bounds the memory of a long push
-    std::vector<char> bytes;
-    for (const Push& p : todo) {
-        std::unique_ptr<File> f;
-        Status opened = m.env->open(m.path(p.id), OpenMode::kRead, &f);
-        if (opened.err() == ENOENT) {
-            {
-                // Put whole by the uploader since the list was made, and
-                // evicted: nothing left to push.
-                std::lock_guard files_lock(m.files_mu);
-                if (m.remote.count(p.id) != 0) continue;
-            }
-            std::lock_guard lock(m.mu);
-            if (m.sealed.count(p.id) == 0 && p.id != m.active) continue;  // compaction removed it
-        }
-        HIODSFS_TRY(opened);
-        for (std::uint64_t at = p.from; at < p.to;) {
-            const std::size_t n = static_cast<std::size_t>(std::min(kPiece, p.to - at));
-            bytes.resize(n);
-            std::size_t got = 0;
-            HIODSFS_TRY(f->pread(bytes.data(), n, at, &got));
-            if (got != n) return Status::error(EIO, m.path(p.id) + " is shorter than its synced bytes");
-            Status st = m.options.tier->put_range(p.id, at, bytes.data(), n);
-            if (!st) {
-                return Status::error(EIO, "writing segment " + std::to_string(p.id) + "'s synced bytes to " +
-                                                   m.options.tier->describe() + ": " + st.message());
-            }
-            at += n;
-            std::lock_guard files_lock(m.files_mu);
-            if (m.remote.count(p.id) == 0) m.pushed[p.id] = std::max(m.pushed[p.id], at);
-        }
-    }
-    return Status::ok();
+    if (impl_->tier == nullptr) return Status::ok();
+    return impl_->tier->push(upto);
 }
 
 bool SegmentStore::in_directory(SegmentId segment) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr) return true;
-    std::lock_guard lock(m.files_mu);
-    return m.cache.contains(segment) || segment == m.active_id.load();
+    if (impl_->tier == nullptr) return true;
+    return impl_->tier->in_directory(segment);
 }
 
 bool SegmentStore::tier_stats(SegmentTierStats* out) {
-    Impl& m = *impl_;
-    if (m.options.tier == nullptr) return false;
-    std::lock_guard lock(m.files_mu);
-    *out = SegmentTierStats{};
-    out->where = m.options.tier->describe();
-    out->tier_segments = m.remote.size();
-    for (const auto& [id, size] : m.remote) out->tier_bytes += size;
-    out->cached_segments = m.cache.count();
-    out->cached_bytes = m.cache.bytes();
-    out->cache_limit = m.cache.limit();
-    out->pending_uploads = m.uploads.size();
-    out->uploads = m.uploads_done;
-    out->upload_failures = m.upload_failures;
-    out->evictions = m.evictions;
-    out->cache_hits = m.hits;
-    out->cache_misses = m.misses;
-    out->fetched_bytes = m.fetched_bytes;
-    out->upload_error = m.upload_error.is_ok() ? "" : m.upload_error.message();
+    if (impl_->tier == nullptr) return false;
+    impl_->tier->stats(out);
     return true;
 }
 
 SegmentPosition SegmentStore::append_position() {
-    std::lock_guard lock(impl_->mu);
-    return SegmentPosition{impl_->active, impl_->end()};
+    std::lock_guard lock(impl_->writer.mu);
+    return SegmentPosition{impl_->writer.active(), impl_->writer.end()};
 }
 
-SegmentId SegmentStore::active_segment() { return impl_->active_id.load(); }
+SegmentId SegmentStore::active_segment() { return impl_->writer.active_id(); }
 
 }  // namespace hiodsfs
