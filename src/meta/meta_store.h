@@ -46,6 +46,7 @@
 #include "hiodsfs/status.h"
 #include "meta/keys.h"
 #include "meta/lmdb_guard.h"
+#include "meta/super_record.h"
 
 namespace hiodsfs {
 
@@ -64,39 +65,6 @@ enum class Db : int {
     kSegments,      // segment id -> live payload bytes (8 bytes, big-endian)
     kHistory,       // time (8 bytes, big-endian) -> sample (for hiodsfs-stat)
     kCount
-};
-
-// Persistent global state, kept in memory while the store is open and
-// written to kSuper with every group commit.
-struct SuperState {
-    SpaceCounters counters;
-    std::uint64_t next_ino = 2;  // 1 is the root
-    std::uint64_t next_chunk = 1;
-    std::uint64_t next_dirty = 1;
-    // How far the segments were durable when this state was committed:
-    // every chunk the committed metadata refers to lies in a segment below
-    // frontier_segment, or in it below frontier_offset. 0: not known (a
-    // store made before it was recorded, until its next commit).
-    std::uint64_t frontier_segment = 0;
-    std::uint64_t frontier_offset = 0;
-    // The last metadata journal record this state includes (meta/journal.h);
-    // 0 for a store without a journal (a local one), whose super record
-    // then keeps the layout it had before.
-    std::uint64_t journal_seq = 0;
-
-    // Whether segment `seg` holds only bytes written after this state was
-    // committed (a crash's leftovers if nothing since refers to them). The
-    // frontier's own segment does when the commit found it empty.
-    bool written_after(std::uint64_t seg) const {
-        return frontier_segment != 0 &&
-               (seg > frontier_segment || (seg == frontier_segment && frontier_offset == 0));
-    }
-    // Whether a record at `offset` of segment `seg` lies past the frontier
-    // (false when it is not known).
-    bool after_frontier(std::uint64_t seg, std::uint64_t offset) const {
-        return frontier_segment != 0 &&
-               (seg > frontier_segment || (seg == frontier_segment && offset >= frontier_offset));
-    }
 };
 
 struct JournalRecord;

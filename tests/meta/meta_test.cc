@@ -5,8 +5,6 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <lmdb.h>
-
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -308,106 +306,6 @@ TEST_CASE("a read-only operation sees the open group, or the committed state, an
     REQUIRE(t->get(Db::kChunks, key_u64(2), &v, &found).is_ok());
     CHECK((found && v == "new"));
     t.reset();
-}
-
-namespace {
-
-// The super record's bytes, read or replaced with LMDB itself (the store closed).
-std::string super_record(const std::string& dir, const std::string* replace = nullptr) {
-    MDB_env* env = nullptr;
-    REQUIRE(mdb_env_create(&env) == 0);
-    mdb_env_set_maxdbs(env, 16);
-    REQUIRE(mdb_env_open(env, dir.c_str(), MDB_NOLOCK, 0600) == 0);
-    MDB_txn* txn = nullptr;
-    REQUIRE(mdb_txn_begin(env, nullptr, 0, &txn) == 0);
-    MDB_dbi dbi = 0;
-    REQUIRE(mdb_dbi_open(txn, "super", 0, &dbi) == 0);
-    MDB_val k{5, const_cast<char*>("state")}, v{};
-    if (replace != nullptr) {
-        v = MDB_val{replace->size(), const_cast<char*>(replace->data())};
-        REQUIRE(mdb_put(txn, dbi, &k, &v, 0) == 0);
-    }
-    REQUIRE(mdb_get(txn, dbi, &k, &v) == 0);
-    std::string out(static_cast<const char*>(v.mv_data), v.mv_size);
-    REQUIRE(mdb_txn_commit(txn) == 0);
-    mdb_env_close(env);
-    return out;
-}
-
-std::string le64s(const std::vector<std::uint64_t>& fields) {
-    std::string out;
-    for (std::uint64_t f : fields)
-        for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(f >> (8 * i)));
-    return out;
-}
-
-}  // namespace
-
-TEST_CASE("the super record is little-endian fields in a fixed order, and older layouts still open", "[meta]") {
-    TempDir dir;
-    {
-        auto m = open_meta(dir.meta());
-        std::unique_ptr<Txn> t;
-        REQUIRE(m->begin(&t).is_ok());
-        InodeRecord file;
-        file.mode = S_IFREG | 0644;
-        REQUIRE(t->put(Db::kInodes, key_u64(7), encode(file)).is_ok());
-        SpaceCounters& c = t->super().counters;
-        c.logical_bytes = 1;
-        c.stored_bytes = 2;
-        c.chunk_count = 3;
-        c.dead_bytes = 4;
-        c.inode_count = 5;
-        c.dedup_hits = 6;
-        c.cloned_bytes = 7;
-        c.backlog_records = 8;
-        c.backlog_bytes = 9;
-        c.raw_bytes = 10;
-        c.disk_bytes = 11;
-        c.file_count = 12;
-        t->super().next_ino = 13;
-        t->super().next_chunk = 14;
-        t->super().next_dirty = 15;
-        REQUIRE(t->commit().is_ok());
-        t.reset();
-        REQUIRE(m->commit_group([](SuperState* s) {
-                     s->frontier_segment = 16;
-                     s->frontier_offset = 1ull << 40;
-                     return Status::ok();
-                 }).is_ok());
-    }
-    // What the store holds does not depend on the struct's layout.
-    CHECK(super_record(dir.meta()) ==
-          le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1ull << 40}));
-
-    SECTION("before the frontier was recorded") {
-        const std::string old = le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
-        super_record(dir.meta(), &old);
-        auto m = open_meta(dir.meta());
-        const SuperState s = m->super_snapshot();
-        CHECK(s.counters.file_count == 12);
-        CHECK(s.next_dirty == 15);
-        CHECK(s.frontier_segment == 0);  // unknown
-    }
-    SECTION("before file_count: the files are counted") {
-        const std::string old = le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15});
-        super_record(dir.meta(), &old);
-        auto m = open_meta(dir.meta());
-        const SuperState s = m->super_snapshot();
-        CHECK(s.counters.raw_bytes == 10);
-        CHECK(s.counters.disk_bytes == 11);
-        CHECK(s.counters.file_count == 1);  // inode 7
-        CHECK(s.next_ino == 13);
-        CHECK(s.next_chunk == 14);
-        CHECK(s.next_dirty == 15);
-    }
-    SECTION("a size no layout has is refused") {
-        const std::string bad = le64s({1, 2, 3}) + "x";
-        super_record(dir.meta(), &bad);
-        std::unique_ptr<MetaStore> m;
-        Status st = MetaStore::open(dir.meta(), 1ull << 30, false, &m);
-        CHECK(st.err() == EUCLEAN);
-    }
 }
 
 TEST_CASE("commit_group runs the data sync first and keeps the group if it fails", "[meta]") {
