@@ -6,6 +6,7 @@
 #include "meta/journal.h"
 #include "meta/lmdb_file_check.h"
 #include "meta/lmdb_guard.h"
+#include "meta/lmdb_support.h"
 #include "meta/records.h"
 
 #include <fcntl.h>
@@ -26,34 +27,11 @@
 namespace hiodsfs {
 namespace {
 
-const char* const kDbNames[] = {"super",  "inodes", "dirents",  "extents", "chunks", "fingerprints",
-                                "dirty",  "xattrs", "orphans",  "segments", "history"};
-static_assert(sizeof(kDbNames) / sizeof(kDbNames[0]) == static_cast<int>(Db::kCount));
-
 __extension__ using Wide = unsigned __int128;  // for 64x64-bit scaling
 
 // How often (in metadata writes) the open group checks the mapped pages:
 // 8192 let random lookups map 150 MiB past meta_resident between checks.
 constexpr std::uint64_t kTrimEveryWrites = 1024;
-
-Status lmdb_error(int rc, const std::string& what) {
-    if (rc == MDB_MAP_FULL) return Status::error(ENOSPC, what + ": metadata map is full");
-    if (rc > 0) return Status::from_errno(rc, what);  // LMDB passes errno values through
-    // Pages that do not parse: damage, not a failing device.
-    if (lmdb_damage(rc)) return Status::error(EUCLEAN, what + ": " + lmdb_damage_text(rc));
-    return Status::error(EIO, what + ": " + mdb_strerror(rc));
-}
-
-MDB_val to_val(std::string_view s) {
-    MDB_val v;
-    v.mv_size = s.size();
-    v.mv_data = const_cast<char*>(s.data());
-    return v;
-}
-
-std::string_view from_val(const MDB_val& v) {
-    return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
-}
 
 // A journaled group whose captured changes reach this size asks to be
 // committed early (on_group_full), so its record stays far below what one
@@ -281,7 +259,7 @@ Status Txn::save_undo(Db db, MDB_val* key, bool* added, Undo** entry) {
     const int rc = guarded_get(txn_, store_->dbi_[static_cast<int>(db)], key, &old, store_->map_, !in_group_);
     if (rc != 0 && rc != MDB_NOTFOUND) {
         undo_keys_.erase(at);
-        return change_failed(rc, std::string("metadata read (") + kDbNames[int(db)] + ")");
+        return change_failed(rc, std::string("metadata read (") + db_name(db) + ")");
     }
     undo_.push_back(Undo{db, rc == 0, std::string(from_val(*key)), rc == 0 ? std::string(from_val(old)) : std::string(), {}});
     *added = true;
@@ -300,7 +278,7 @@ Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* foun
     if (txn_ == nullptr) return store_->failed_.is_ok() ? Status::error(EINVAL, "metadata operation ended") : store_->failed_;
     if (snapshot_) {
         if (!overlay_kept(db))
-            return Status::error(EINVAL, std::string("metadata ") + kDbNames[int(db)] + " is read in operations only");
+            return Status::error(EINVAL, std::string("metadata ") + db_name(db) + " is read in operations only");
         const std::optional<std::string>* over = store_->overlay_find(db, key);
         if (over != nullptr) {
             *found = over->has_value();
@@ -315,7 +293,7 @@ Status Txn::get(Db db, std::string_view key, std::string_view* value, bool* foun
         return Status::ok();
     }
     if (rc != 0) {
-        const std::string what = std::string("metadata read (") + kDbNames[int(db)] + ")";
+        const std::string what = std::string("metadata read (") + db_name(db) + ")";
         if (damage(rc)) return damaged(rc, what);
         return direct_ ? change_failed(rc, what) : lmdb_error(rc, what);
     }
@@ -335,7 +313,7 @@ Status Txn::put(Db db, std::string_view key, std::string_view value) {
     int rc = guarded_put(txn_, store_->dbi_[static_cast<int>(db)], &k, &v, 0);
     if (rc != 0) {
         if (added) drop_last_undo();  // nothing changed
-        return change_failed(rc, std::string("metadata write (") + kDbNames[int(db)] + ")");
+        return change_failed(rc, std::string("metadata write (") + db_name(db) + ")");
     }
     if (overlay_kept(db)) {
         if (!undo->now) undo->now.emplace();
@@ -361,7 +339,7 @@ Status Txn::del(Db db, std::string_view key, bool* existed) {
     if (rc != 0) {
         if (added) drop_last_undo();  // nothing changed
         if (rc == MDB_NOTFOUND) return Status::ok();
-        return change_failed(rc, std::string("metadata delete (") + kDbNames[int(db)] + ")");
+        return change_failed(rc, std::string("metadata delete (") + db_name(db) + ")");
     }
     undo->now.reset();
     ++writes_;
@@ -377,7 +355,7 @@ Cursor Txn::cursor(Db db) {
     if (snapshot_ && !overlay_kept(db)) {
         if (c != nullptr) mdb_cursor_close(c);
         Cursor refused(nullptr);
-        refused.st_ = Status::error(EINVAL, std::string("metadata ") + kDbNames[int(db)] + " is read in operations only");
+        refused.st_ = Status::error(EINVAL, std::string("metadata ") + db_name(db) + " is read in operations only");
         return refused;
     }
     Cursor cur(rc == 0 ? c : nullptr);
@@ -555,8 +533,8 @@ Status MetaStore::open(const std::string& dir, const MetaStoreOptions& options,
         return lmdb_error(code, what);
     };
     for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
-        rc = guarded_dbi_open(txn, kDbNames[i], read_only ? 0u : MDB_CREATE, &m->dbi_[i]);
-        if (rc != 0) return fail(rc, std::string("metadata database ") + kDbNames[i]);
+        rc = guarded_dbi_open(txn, db_name(static_cast<Db>(i)), read_only ? 0u : MDB_CREATE, &m->dbi_[i]);
+        if (rc != 0) return fail(rc, std::string("metadata database ") + db_name(static_cast<Db>(i)));
     }
     MDB_val k = to_val(kSuperKey), v{};
     rc = guarded_get(txn, m->dbi_[0], &k, &v, m->map_, read_only);
@@ -629,7 +607,7 @@ Status copy_packed(MDB_env* env, const MDB_dbi* dbi, const LmdbMap& map, std::ui
     std::uint64_t in_batch = 0;
     for (int i = 0; rc == 0 && i < static_cast<int>(Db::kCount); ++i) {
         MDB_dbi to = 0;
-        rc = mdb_dbi_open(wr, kDbNames[i], MDB_CREATE, &to);
+        rc = mdb_dbi_open(wr, db_name(static_cast<Db>(i)), MDB_CREATE, &to);
         MDB_cursor* c = nullptr;
         if (rc == 0) rc = guarded_cursor_open(rd, dbi[i], &c);
         if (lmdb_damage(rc)) *damage = rc;
