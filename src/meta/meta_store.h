@@ -46,6 +46,7 @@
 #include "hiodsfs/status.h"
 #include "meta/keys.h"
 #include "meta/lmdb_guard.h"
+#include "meta/overlay_cursor.h"
 #include "meta/super_record.h"
 
 namespace hiodsfs {
@@ -148,17 +149,6 @@ public:
     virtual void apply(MetaStore& store, bool for_commit) = 0;
 };
 
-// The open group's committed operations over one database, as reads see
-// them: key -> value, or nullopt for a key they deleted. Ordered for the
-// databases reads walk with cursors; hashed for the others (chunk records
-// and inodes: most of a group's keys, random ones, which reads only look
-// up), whose cursors (at open, fsck) walk a sorted copy.
-using Overlay = std::map<std::string, std::optional<std::string>, std::less<>>;
-struct OverlayHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using HashedOverlay = std::unordered_map<std::string, std::optional<std::string>, OverlayHash, std::equal_to<>>;
 // The fingerprint index is read by operations only (a write's lookup of a
 // duplicate, fsck): it has no overlay, and begin_read() refuses it. It is
 // about a third of what a write changes, in the largest records.
@@ -167,52 +157,6 @@ constexpr bool overlay_ordered(Db db) {
     return db == Db::kDirents || db == Db::kExtents || db == Db::kDirty || db == Db::kXattrs ||
            db == Db::kHistory;
 }
-
-// A read/write cursor over one database of a Txn; destroy it before the Txn
-// ends (LMDB closes a write transaction's cursors when it commits). A read
-// of begin_read() with an overlay for its database walks both together.
-class Cursor {
-public:
-    Cursor(Cursor&& other) noexcept
-        : c_(other.c_), owner_(other.owner_), k_(other.k_), v_(other.v_), st_(std::move(other.st_)),
-          over_(other.over_), owned_(std::move(other.owned_)), at_(std::move(other.at_)) {
-        other.c_ = nullptr;
-    }
-    Cursor(const Cursor&) = delete;
-    Cursor& operator=(const Cursor&) = delete;
-    ~Cursor();
-
-    // Positions at the first key >= key. False if there is none.
-    bool seek(std::string_view key);
-    bool first();
-    bool last();
-    bool next();
-    bool prev();
-    std::string_view key() const;
-    std::string_view value() const;
-    const Status& status() const { return st_; }
-
-private:
-    friend class Txn;
-    explicit Cursor(MDB_cursor* c, const Overlay* over = nullptr) : c_(c), over_(over) {}
-    bool move(MDB_cursor_op op, std::string_view* key = nullptr);
-    int get(MDB_val* key, MDB_val* value, MDB_cursor_op op);  // guarded (meta/lmdb_guard.h)
-    void failed(int rc);  // sets st_; a damaged page stops the store
-    // With an overlay: the first entry at or after `key` (after it if
-    // strict; from the start with no key), or the last at or before it
-    // (from the end with no key), skipping the keys the overlay deleted.
-    bool merged_forward(std::optional<std::string> key, bool strict);
-    bool merged_backward(std::optional<std::string> key, bool strict);
-    enum class Pick { kNone, kFound, kDeleted };
-    Pick pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o, bool forward);
-    MDB_cursor* c_;
-    Txn* owner_ = nullptr;  // the Txn it reads (c_ is null without one)
-    MDB_val k_{}, v_{};
-    Status st_;
-    const Overlay* over_ = nullptr;  // null: LMDB alone
-    std::unique_ptr<Overlay> owned_;  // a hashed overlay's sorted copy (over_)
-    std::string at_;  // the merged position's key
-};
 
 class Txn {
 public:

@@ -327,25 +327,6 @@ TEST_CASE("commit_group runs the data sync first and keeps the group if it fails
     CHECK(ran);
 }
 
-TEST_CASE("cursors walk a key range in order", "[meta]") {
-    TempDir dir;
-    auto m = open_meta(dir.meta());
-    std::unique_ptr<Txn> t;
-    REQUIRE(m->begin(&t).is_ok());
-    for (std::uint64_t off : {4096u, 0u, 8192u}) REQUIRE(t->put(Db::kExtents, key_u64_u64(3, off), "x").is_ok());
-    REQUIRE(t->put(Db::kExtents, key_u64_u64(4, 0), "y").is_ok());
-    Cursor c = t->cursor(Db::kExtents);
-    std::vector<std::uint64_t> offs;
-    std::uint64_t ino = 0, off = 0;
-    for (bool ok = c.seek(key_u64_u64(3, 1)); ok && parse_key_u64_u64(c.key(), &ino, &off) && ino == 3;
-         ok = c.next())
-        offs.push_back(off);
-    CHECK(offs == std::vector<std::uint64_t>{4096, 8192});
-    REQUIRE(c.last());
-    REQUIRE(parse_key_u64_u64(c.key(), &ino, &off));
-    CHECK(ino == 4);
-}
-
 TEST_CASE("a read-only store refuses writes", "[meta]") {
     TempDir dir;
     { auto m = open_meta(dir.meta()); }
