@@ -47,6 +47,7 @@
 #include "meta/keys.h"
 #include "meta/lmdb_guard.h"
 #include "meta/overlay_cursor.h"
+#include "meta/random_pages.h"
 #include "meta/super_record.h"
 
 namespace hiodsfs {
@@ -109,7 +110,7 @@ struct MetaStoreOptions {
     // databases written at random places: fingerprints (hash keys) and
     // chunk records (a duplicate updates an old chunk's count); 0: no
     // limit. A page count LMDB does not tell, so it is estimated (see
-    // RandomPages in meta_store.cc). Bounds the group's memory when the
+    // meta/random_pages.h). Bounds the group's memory when the
     // index is large, where a bound on writes alone lets it grow with it.
     std::uint64_t group_dirty_bytes = 0;
     std::function<void()> on_group_full;
@@ -314,20 +315,6 @@ private:
     void note_write(Db db, std::string_view key);  // caller holds mu_
     std::uint64_t dirty_pages_locked() const;
     void maybe_group_full();  // caller holds mu_
-
-    // Distinct leaf pages touched in one database whose keys spread
-    // uniformly over [0, 2^64) (by their first 8 bytes, or scaled).
-    struct RandomPages {
-        std::vector<std::uint64_t> seen;  // a bit per leaf page at the group's start
-        std::uint64_t leaves = 0, branches = 0, per_leaf = 1, distinct = 0, writes = 0;
-        // typical_entry_bytes: what one write adds; entries_per_record: how
-        // many such writes one LMDB record holds (a bucket of the index).
-        void reset(const MDB_stat& st, std::uint64_t typical_entry_bytes, std::uint64_t entries_per_record = 1);
-        void note(std::uint64_t position);
-        // Leaves touched, the pages their splits added, and the branch
-        // pages above them.
-        std::uint64_t pages() const { return distinct + writes / per_leaf + std::min(distinct, branches); }
-    };
 
     // Reads through the overlay (begin_read on a writable store).
     // Called under mu_ once a write transaction has committed: every read
