@@ -46,6 +46,9 @@
 #include "hiodsfs/status.h"
 #include "meta/keys.h"
 #include "meta/lmdb_guard.h"
+#include "meta/overlay_cursor.h"
+#include "meta/random_pages.h"
+#include "meta/super_record.h"
 
 namespace hiodsfs {
 
@@ -64,39 +67,6 @@ enum class Db : int {
     kSegments,      // segment id -> live payload bytes (8 bytes, big-endian)
     kHistory,       // time (8 bytes, big-endian) -> sample (for hiodsfs-stat)
     kCount
-};
-
-// Persistent global state, kept in memory while the store is open and
-// written to kSuper with every group commit.
-struct SuperState {
-    SpaceCounters counters;
-    std::uint64_t next_ino = 2;  // 1 is the root
-    std::uint64_t next_chunk = 1;
-    std::uint64_t next_dirty = 1;
-    // How far the segments were durable when this state was committed:
-    // every chunk the committed metadata refers to lies in a segment below
-    // frontier_segment, or in it below frontier_offset. 0: not known (a
-    // store made before it was recorded, until its next commit).
-    std::uint64_t frontier_segment = 0;
-    std::uint64_t frontier_offset = 0;
-    // The last metadata journal record this state includes (meta/journal.h);
-    // 0 for a store without a journal (a local one), whose super record
-    // then keeps the layout it had before.
-    std::uint64_t journal_seq = 0;
-
-    // Whether segment `seg` holds only bytes written after this state was
-    // committed (a crash's leftovers if nothing since refers to them). The
-    // frontier's own segment does when the commit found it empty.
-    bool written_after(std::uint64_t seg) const {
-        return frontier_segment != 0 &&
-               (seg > frontier_segment || (seg == frontier_segment && frontier_offset == 0));
-    }
-    // Whether a record at `offset` of segment `seg` lies past the frontier
-    // (false when it is not known).
-    bool after_frontier(std::uint64_t seg, std::uint64_t offset) const {
-        return frontier_segment != 0 &&
-               (seg > frontier_segment || (seg == frontier_segment && offset >= frontier_offset));
-    }
 };
 
 struct JournalRecord;
@@ -140,7 +110,7 @@ struct MetaStoreOptions {
     // databases written at random places: fingerprints (hash keys) and
     // chunk records (a duplicate updates an old chunk's count); 0: no
     // limit. A page count LMDB does not tell, so it is estimated (see
-    // RandomPages in meta_store.cc). Bounds the group's memory when the
+    // meta/random_pages.h). Bounds the group's memory when the
     // index is large, where a bound on writes alone lets it grow with it.
     std::uint64_t group_dirty_bytes = 0;
     std::function<void()> on_group_full;
@@ -180,17 +150,6 @@ public:
     virtual void apply(MetaStore& store, bool for_commit) = 0;
 };
 
-// The open group's committed operations over one database, as reads see
-// them: key -> value, or nullopt for a key they deleted. Ordered for the
-// databases reads walk with cursors; hashed for the others (chunk records
-// and inodes: most of a group's keys, random ones, which reads only look
-// up), whose cursors (at open, fsck) walk a sorted copy.
-using Overlay = std::map<std::string, std::optional<std::string>, std::less<>>;
-struct OverlayHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using HashedOverlay = std::unordered_map<std::string, std::optional<std::string>, OverlayHash, std::equal_to<>>;
 // The fingerprint index is read by operations only (a write's lookup of a
 // duplicate, fsck): it has no overlay, and begin_read() refuses it. It is
 // about a third of what a write changes, in the largest records.
@@ -199,130 +158,6 @@ constexpr bool overlay_ordered(Db db) {
     return db == Db::kDirents || db == Db::kExtents || db == Db::kDirty || db == Db::kXattrs ||
            db == Db::kHistory;
 }
-
-// A read/write cursor over one database of a Txn; destroy it before the Txn
-// ends (LMDB closes a write transaction's cursors when it commits). A read
-// of begin_read() with an overlay for its database walks both together.
-class Cursor {
-public:
-    Cursor(Cursor&& other) noexcept
-        : c_(other.c_), owner_(other.owner_), k_(other.k_), v_(other.v_), st_(std::move(other.st_)),
-          over_(other.over_), owned_(std::move(other.owned_)), at_(std::move(other.at_)) {
-        other.c_ = nullptr;
-    }
-    Cursor(const Cursor&) = delete;
-    Cursor& operator=(const Cursor&) = delete;
-    ~Cursor();
-
-    // Positions at the first key >= key. False if there is none.
-    bool seek(std::string_view key);
-    bool first();
-    bool last();
-    bool next();
-    bool prev();
-    std::string_view key() const;
-    std::string_view value() const;
-    const Status& status() const { return st_; }
-
-private:
-    friend class Txn;
-    explicit Cursor(MDB_cursor* c, const Overlay* over = nullptr) : c_(c), over_(over) {}
-    bool move(MDB_cursor_op op, std::string_view* key = nullptr);
-    int get(MDB_val* key, MDB_val* value, MDB_cursor_op op);  // guarded (meta/lmdb_guard.h)
-    void failed(int rc);  // sets st_; a damaged page stops the store
-    // With an overlay: the first entry at or after `key` (after it if
-    // strict; from the start with no key), or the last at or before it
-    // (from the end with no key), skipping the keys the overlay deleted.
-    bool merged_forward(std::optional<std::string> key, bool strict);
-    bool merged_backward(std::optional<std::string> key, bool strict);
-    enum class Pick { kNone, kFound, kDeleted };
-    Pick pick(int rc, const MDB_val& lk, const MDB_val& lv, const Overlay::value_type* o, bool forward);
-    MDB_cursor* c_;
-    Txn* owner_ = nullptr;  // the Txn it reads (c_ is null without one)
-    MDB_val k_{}, v_{};
-    Status st_;
-    const Overlay* over_ = nullptr;  // null: LMDB alone
-    std::unique_ptr<Overlay> owned_;  // a hashed overlay's sorted copy (over_)
-    std::string at_;  // the merged position's key
-};
-
-class Txn {
-public:
-    Txn(Txn&&) = delete;
-    Txn(const Txn&) = delete;
-    ~Txn();  // aborts unless commit() was called
-
-    // found=false and ok when the key is absent. The view is valid until the
-    // next change in this Txn.
-    Status get(Db db, std::string_view key, std::string_view* value, bool* found);
-    Status put(Db db, std::string_view key, std::string_view value);
-    // Ok whether or not the key existed; *existed tells which if given.
-    Status del(Db db, std::string_view key, bool* existed = nullptr);
-    Cursor cursor(Db db);
-    // How many puts and deletes this operation has made in db so far.
-    std::uint64_t changes(Db db) const { return changes_[static_cast<int>(db)]; }
-
-    SuperState& super();
-    // Segment payload this operation appended for chunks it would create:
-    // if it aborts, nothing will ever refer to those bytes, and they are
-    // added to the dead-bytes counter of the group instead.
-    void dead_if_aborted(std::uint64_t bytes) { dead_if_aborted_ += bytes; }
-    // Folds this operation into the open group; it becomes durable with the
-    // next commit_group().
-    Status commit();
-
-private:
-    friend class MetaStore;
-    friend class Cursor;
-    Txn(MetaStore* store, std::unique_lock<std::mutex> lock);
-    // A read of the committed state and the overlay: holds the store's
-    // snapshot lock shared and `txn`, a read transaction of the pool.
-    Txn(MetaStore* store, MDB_txn* txn);
-    // Moves what this operation changed, as the group now holds it, into
-    // the overlay; in commit(), under the store's mutex.
-    void publish();
-    // What a change overwrote, to put back if the operation aborts, and
-    // (for the overlay_kept() databases) what the key holds now.
-    struct Undo {
-        Db db;
-        bool existed;
-        std::string key, old;
-        std::optional<std::string> now;  // none: deleted
-    };
-    // Saves what key holds unless this operation changed it already;
-    // *added says whether it did now. *entry is the key's entry.
-    Status save_undo(Db db, MDB_val* key, bool* added, Undo** entry);
-    void drop_last_undo();  // the entry save_undo just added: its change failed
-    // An LMDB error of a change: the group may be unusable now (see rollback()).
-    Status change_failed(int rc, const std::string& what);
-    // Whether rc says a page is damaged: lmdb_damage(rc), or a read
-    // transaction in error (LMDB marks one so when a page it read for a
-    // cursor's set-up did not parse, and says so only at the next call).
-    bool damage(int rc) const { return lmdb_damage(rc) || (rc == MDB_BAD_TXN && !in_group_); }
-    // A damaged page met: the store stops (MetaStore::damaged).
-    Status damaged(int rc, const std::string& what);
-    // Puts back what the operation changed, newest first. If LMDB cannot
-    // (the group is in error), the group is lost and the store stops.
-    void rollback();
-    MetaStore* store_;
-    std::unique_lock<std::mutex> lock_;
-    MDB_txn* txn_ = nullptr;
-    bool reading_ = false;  // begun by begin_read(): txn_ is the group's, or its own read-only one
-    bool snapshot_ = false;  // reading_ through the overlay: txn_ is of the store's pool
-    bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
-    bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
-    bool in_group_ = false;  // txn_ is the group's write transaction
-    bool faulted_ = false;  // a read transaction that met damage: not used again
-    std::vector<Undo> undo_;
-    std::unordered_map<std::string, std::size_t> undo_keys_;  // db byte + key -> its entry in undo_
-    std::uint64_t writes_ = 0;  // puts and deletes, added to the group's at commit
-    std::uint64_t changes_[static_cast<int>(Db::kCount)] = {};  // the same, per database
-    std::string journal_;  // this operation's changes, with a journal (meta/journal.h)
-    SuperState saved_;  // restored if the operation aborts
-    std::uint64_t dead_if_aborted_ = 0;
-    void restore_saved();  // saved_, plus dead_if_aborted_
-    bool done_ = false;
-};
 
 class MetaStore {
 public:
@@ -481,20 +316,6 @@ private:
     std::uint64_t dirty_pages_locked() const;
     void maybe_group_full();  // caller holds mu_
 
-    // Distinct leaf pages touched in one database whose keys spread
-    // uniformly over [0, 2^64) (by their first 8 bytes, or scaled).
-    struct RandomPages {
-        std::vector<std::uint64_t> seen;  // a bit per leaf page at the group's start
-        std::uint64_t leaves = 0, branches = 0, per_leaf = 1, distinct = 0, writes = 0;
-        // typical_entry_bytes: what one write adds; entries_per_record: how
-        // many such writes one LMDB record holds (a bucket of the index).
-        void reset(const MDB_stat& st, std::uint64_t typical_entry_bytes, std::uint64_t entries_per_record = 1);
-        void note(std::uint64_t position);
-        // Leaves touched, the pages their splits added, and the branch
-        // pages above them.
-        std::uint64_t pages() const { return distinct + writes / per_leaf + std::min(distinct, branches); }
-    };
-
     // Reads through the overlay (begin_read on a writable store).
     // Called under mu_ once a write transaction has committed: every read
     // transaction of the pool moves to the new state and the overlay
@@ -583,6 +404,8 @@ private:
     std::uint64_t committed_seq_ = 0;  // journal_seq of the committed state
 };
 
-inline SuperState& Txn::super() { return store_->super_; }
-
 }  // namespace hiodsfs
+
+// Every user of the store needs the operation it begins (Txn), which in
+// turn needs the store.
+#include "meta/txn.h"

@@ -1,5 +1,6 @@
 // A fresh directory for a test's metadata environment (meta()), removed
-// with everything in it when the test ends, and a MetaStore opened there.
+// with everything in it when the test ends, a MetaStore opened there, and
+// a look at one key.
 #pragma once
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "meta/meta_store.h"
 
@@ -39,6 +41,17 @@ inline std::unique_ptr<MetaStore> open_meta(const std::string& dir, bool read_on
     INFO(st.to_string());
     REQUIRE(st.is_ok());
     return m;
+}
+
+// Whether db holds key, as an operation sees it; its value in *value.
+inline bool has(MetaStore& m, Db db, const std::string& key, std::string* value = nullptr) {
+    std::unique_ptr<Txn> t;
+    REQUIRE(m.begin(&t).is_ok());
+    std::string_view v;
+    bool found = false;
+    REQUIRE(t->get(db, key, &v, &found).is_ok());
+    if (found && value != nullptr) value->assign(v);
+    return found;
 }
 
 }  // namespace hiodsfs::test

@@ -2,19 +2,13 @@
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <malloc.h>
 #include <unistd.h>
 
-#include <lmdb.h>
-
 #include <filesystem>
-#include <functional>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "meta/fingerprint_index.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 #include "meta_temp_dir.h"
@@ -24,17 +18,8 @@ using namespace hiodsfs;
 namespace {
 
 using TempDir = test::MetaTempDir;
+using test::has;
 using test::open_meta;
-
-bool has(MetaStore& m, Db db, const std::string& key, std::string* value = nullptr) {
-    std::unique_ptr<Txn> t;
-    REQUIRE(m.begin(&t).is_ok());
-    std::string_view v;
-    bool found = false;
-    REQUIRE(t->get(db, key, &v, &found).is_ok());
-    if (found && value != nullptr) value->assign(v);
-    return found;
-}
 
 }  // namespace
 
@@ -76,143 +61,6 @@ TEST_CASE("operations are visible at once and durable after commit_group", "[met
     REQUIRE(m->begin(&t).is_ok());
     CHECK(t->super().next_ino == 77);
     t.reset();
-}
-
-TEST_CASE("an operation that is not committed rolls back alone", "[meta]") {
-    TempDir dir;
-    auto m = open_meta(dir.meta());
-    std::unique_ptr<Txn> t;
-    REQUIRE(m->begin(&t).is_ok());
-    REQUIRE(t->put(Db::kChunks, key_u64(1), "kept").is_ok());
-    REQUIRE(t->commit().is_ok());
-    t.reset();  // a Txn holds the store's lock until it is destroyed
-    REQUIRE(m->begin(&t).is_ok());
-    REQUIRE(t->put(Db::kChunks, key_u64(2), "dropped").is_ok());
-    REQUIRE(t->del(Db::kChunks, key_u64(1)).is_ok());
-    t->super().counters.stored_bytes = 12345;
-    t.reset();  // aborted
-    CHECK(has(*m, Db::kChunks, key_u64(1)));
-    CHECK_FALSE(has(*m, Db::kChunks, key_u64(2)));
-    REQUIRE(m->begin(&t).is_ok());
-    CHECK(t->super().counters.stored_bytes == 0);
-    t.reset();
-}
-
-// An operation changes the open group directly and keeps what each change
-// overwrote: aborting puts it all back, newest first, whatever the mix of
-// puts, overwrites and deletes of the same keys, beside operations of the
-// same group that committed. Checked against a model, across group commits
-// and a reopen.
-TEST_CASE("operations aborted at random among committed ones leave exactly the committed changes", "[meta]") {
-    TempDir dir;
-    std::map<std::string, std::string> model;  // what the store must hold
-    std::mt19937_64 rng(77);
-    auto key = [&] { return key_u64(rng() % 40); };
-    auto check_model = [&](MetaStore& m) {
-        std::unique_ptr<Txn> t;
-        REQUIRE(m.begin_read(&t).is_ok());
-        std::map<std::string, std::string> seen;
-        Cursor c = t->cursor(Db::kInodes);
-        for (bool ok = c.first(); ok; ok = c.next()) seen.emplace(std::string(c.key()), std::string(c.value()));
-        REQUIRE(c.status().is_ok());
-        CHECK(seen == model);
-    };
-    {
-        auto m = open_meta(dir.meta());
-        for (int op = 0; op < 2000; ++op) {
-            std::map<std::string, std::string> mine = model;
-            std::unique_ptr<Txn> t;
-            REQUIRE(m->begin(&t).is_ok());
-            const int changes = 1 + static_cast<int>(rng() % 8);
-            for (int i = 0; i < changes; ++i) {
-                const std::string k = key();
-                if (rng() % 3 == 0) {
-                    bool existed = true;
-                    REQUIRE(t->del(Db::kInodes, k, &existed).is_ok());
-                    CHECK(existed == (mine.erase(k) == 1));
-                } else {
-                    const std::string v(1 + rng() % 300, static_cast<char>('a' + rng() % 26));
-                    REQUIRE(t->put(Db::kInodes, k, v).is_ok());
-                    mine[k] = v;
-                }
-                // The operation reads its own changes.
-                std::string_view got;
-                bool found = false;
-                REQUIRE(t->get(Db::kInodes, k, &got, &found).is_ok());
-                CHECK(found == (mine.count(k) == 1));
-                if (found) CHECK(std::string(got) == mine[k]);
-            }
-            if (rng() % 2 == 0) {
-                REQUIRE(t->commit().is_ok());
-                model = std::move(mine);
-            }
-            t.reset();
-            if (rng() % 100 == 0) REQUIRE(m->commit_group(nullptr).is_ok());
-            if (op % 250 == 0) check_model(*m);
-        }
-        check_model(*m);
-        REQUIRE(m->commit_group(nullptr).is_ok());
-    }
-    auto m = open_meta(dir.meta());
-    check_model(*m);
-}
-
-// LMDB refuses some changes before touching anything (a key longer than it
-// allows): the operation goes on, and commits the rest.
-TEST_CASE("a change LMDB refuses without harm leaves the operation and the group usable", "[meta]") {
-    TempDir dir;
-    auto m = open_meta(dir.meta());
-    std::unique_ptr<Txn> t;
-    REQUIRE(m->begin(&t).is_ok());
-    REQUIRE(t->put(Db::kInodes, key_u64(1), "one").is_ok());
-    CHECK_FALSE(t->put(Db::kInodes, std::string(600, 'k'), "too long a key").is_ok());
-    REQUIRE(t->put(Db::kInodes, key_u64(2), "two").is_ok());
-    REQUIRE(t->commit().is_ok());
-    t.reset();
-    REQUIRE(m->commit_group(nullptr).is_ok());
-    CHECK(has(*m, Db::kInodes, key_u64(1)));
-    CHECK(has(*m, Db::kInodes, key_u64(2)));
-}
-
-// A full map (or a damaged page, or no memory) leaves LMDB's transaction
-// unusable: the group cannot be committed nor the operation undone, so the
-// group is lost and the store stops, as after a failed commit; what was
-// committed before is intact.
-TEST_CASE("a change that leaves the group unusable (the map full) stops the store; committed data is intact",
-          "[meta]") {
-    TempDir dir;
-    {
-        std::unique_ptr<MetaStore> m;
-        REQUIRE(MetaStore::open(dir.meta(), 1ull << 20, false, &m).is_ok());
-        std::unique_ptr<Txn> t;
-        REQUIRE(m->begin(&t).is_ok());
-        REQUIRE(t->put(Db::kInodes, key_u64(1), "committed").is_ok());
-        REQUIRE(t->commit().is_ok());
-        t.reset();
-        REQUIRE(m->commit_group(nullptr).is_ok());
-        REQUIRE(m->begin(&t).is_ok());
-        REQUIRE(t->put(Db::kInodes, key_u64(2), "acknowledged, not committed").is_ok());
-        REQUIRE(t->commit().is_ok());
-        t.reset();
-        REQUIRE(m->begin(&t).is_ok());
-        Status st;
-        for (std::uint64_t k = 100; st.is_ok() && k < 10000; ++k) st = t->put(Db::kInodes, key_u64(k), std::string(1000, 'x'));
-        INFO(st.to_string());
-        CHECK(st.err() == ENOSPC);
-        CHECK_FALSE(t->commit().is_ok());
-        t.reset();
-        Status after = m->begin(&t);
-        INFO(after.to_string());
-        CHECK(after.err() == EIO);
-        CHECK(after.message().find("operations of the last interval are lost") != std::string::npos);
-        CHECK(m->commit_group(nullptr).err() == EIO);
-    }
-    std::unique_ptr<MetaStore> m;
-    REQUIRE(MetaStore::open(dir.meta(), 1ull << 20, false, &m).is_ok());
-    std::string v;
-    CHECK(has(*m, Db::kInodes, key_u64(1), &v));
-    CHECK(v == "committed");
-    CHECK_FALSE(has(*m, Db::kInodes, key_u64(2)));
 }
 
 // The super record is the last thing a group commit puts into the group:
@@ -310,106 +158,6 @@ TEST_CASE("a read-only operation sees the open group, or the committed state, an
     t.reset();
 }
 
-namespace {
-
-// The super record's bytes, read or replaced with LMDB itself (the store closed).
-std::string super_record(const std::string& dir, const std::string* replace = nullptr) {
-    MDB_env* env = nullptr;
-    REQUIRE(mdb_env_create(&env) == 0);
-    mdb_env_set_maxdbs(env, 16);
-    REQUIRE(mdb_env_open(env, dir.c_str(), MDB_NOLOCK, 0600) == 0);
-    MDB_txn* txn = nullptr;
-    REQUIRE(mdb_txn_begin(env, nullptr, 0, &txn) == 0);
-    MDB_dbi dbi = 0;
-    REQUIRE(mdb_dbi_open(txn, "super", 0, &dbi) == 0);
-    MDB_val k{5, const_cast<char*>("state")}, v{};
-    if (replace != nullptr) {
-        v = MDB_val{replace->size(), const_cast<char*>(replace->data())};
-        REQUIRE(mdb_put(txn, dbi, &k, &v, 0) == 0);
-    }
-    REQUIRE(mdb_get(txn, dbi, &k, &v) == 0);
-    std::string out(static_cast<const char*>(v.mv_data), v.mv_size);
-    REQUIRE(mdb_txn_commit(txn) == 0);
-    mdb_env_close(env);
-    return out;
-}
-
-std::string le64s(const std::vector<std::uint64_t>& fields) {
-    std::string out;
-    for (std::uint64_t f : fields)
-        for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(f >> (8 * i)));
-    return out;
-}
-
-}  // namespace
-
-TEST_CASE("the super record is little-endian fields in a fixed order, and older layouts still open", "[meta]") {
-    TempDir dir;
-    {
-        auto m = open_meta(dir.meta());
-        std::unique_ptr<Txn> t;
-        REQUIRE(m->begin(&t).is_ok());
-        InodeRecord file;
-        file.mode = S_IFREG | 0644;
-        REQUIRE(t->put(Db::kInodes, key_u64(7), encode(file)).is_ok());
-        SpaceCounters& c = t->super().counters;
-        c.logical_bytes = 1;
-        c.stored_bytes = 2;
-        c.chunk_count = 3;
-        c.dead_bytes = 4;
-        c.inode_count = 5;
-        c.dedup_hits = 6;
-        c.cloned_bytes = 7;
-        c.backlog_records = 8;
-        c.backlog_bytes = 9;
-        c.raw_bytes = 10;
-        c.disk_bytes = 11;
-        c.file_count = 12;
-        t->super().next_ino = 13;
-        t->super().next_chunk = 14;
-        t->super().next_dirty = 15;
-        REQUIRE(t->commit().is_ok());
-        t.reset();
-        REQUIRE(m->commit_group([](SuperState* s) {
-                     s->frontier_segment = 16;
-                     s->frontier_offset = 1ull << 40;
-                     return Status::ok();
-                 }).is_ok());
-    }
-    // What the store holds does not depend on the struct's layout.
-    CHECK(super_record(dir.meta()) ==
-          le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1ull << 40}));
-
-    SECTION("before the frontier was recorded") {
-        const std::string old = le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
-        super_record(dir.meta(), &old);
-        auto m = open_meta(dir.meta());
-        const SuperState s = m->super_snapshot();
-        CHECK(s.counters.file_count == 12);
-        CHECK(s.next_dirty == 15);
-        CHECK(s.frontier_segment == 0);  // unknown
-    }
-    SECTION("before file_count: the files are counted") {
-        const std::string old = le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15});
-        super_record(dir.meta(), &old);
-        auto m = open_meta(dir.meta());
-        const SuperState s = m->super_snapshot();
-        CHECK(s.counters.raw_bytes == 10);
-        CHECK(s.counters.disk_bytes == 11);
-        CHECK(s.counters.file_count == 1);  // inode 7
-        CHECK(s.next_ino == 13);
-        CHECK(s.next_chunk == 14);
-        CHECK(s.next_dirty == 15);
-    }
-    SECTION("a size no layout has is refused") {
-        const std::string bad = le64s({1, 2, 3}) + "x";
-        super_record(dir.meta(), &bad);
-        std::unique_ptr<MetaStore> m;
-        Status st = MetaStore::open(dir.meta(), 1ull << 30, false, &m);
-        CHECK(st.err() == EUCLEAN);
-    }
-}
-
 TEST_CASE("commit_group runs the data sync first and keeps the group if it fails", "[meta]") {
     TempDir dir;
     auto m = open_meta(dir.meta());
@@ -427,25 +175,6 @@ TEST_CASE("commit_group runs the data sync first and keeps the group if it fails
                  return Status::ok();
              }).is_ok());
     CHECK(ran);
-}
-
-TEST_CASE("cursors walk a key range in order", "[meta]") {
-    TempDir dir;
-    auto m = open_meta(dir.meta());
-    std::unique_ptr<Txn> t;
-    REQUIRE(m->begin(&t).is_ok());
-    for (std::uint64_t off : {4096u, 0u, 8192u}) REQUIRE(t->put(Db::kExtents, key_u64_u64(3, off), "x").is_ok());
-    REQUIRE(t->put(Db::kExtents, key_u64_u64(4, 0), "y").is_ok());
-    Cursor c = t->cursor(Db::kExtents);
-    std::vector<std::uint64_t> offs;
-    std::uint64_t ino = 0, off = 0;
-    for (bool ok = c.seek(key_u64_u64(3, 1)); ok && parse_key_u64_u64(c.key(), &ino, &off) && ino == 3;
-         ok = c.next())
-        offs.push_back(off);
-    CHECK(offs == std::vector<std::uint64_t>{4096, 8192});
-    REQUIRE(c.last());
-    REQUIRE(parse_key_u64_u64(c.key(), &ino, &off));
-    CHECK(ino == 4);
 }
 
 TEST_CASE("a read-only store refuses writes", "[meta]") {
@@ -501,140 +230,4 @@ TEST_CASE("an open refuses a damaged page of a tree it reads whole, and opens an
     CHECK(full.err() == EUCLEAN);
     CHECK(full.message().find("(chunks)") != std::string::npos);
     CHECK(open_with(0).is_ok());  // the ends of the tree are intact
-}
-
-namespace {
-
-// n entries of random prefixes added to the fingerprint index, as the
-// engine adds them, in one operation (ids unique within the process).
-void add_fingerprints(MetaStore& m, int n, std::mt19937_64* rng) {
-    static ChunkId next_id = 1;
-    std::unique_ptr<Txn> t;
-    REQUIRE(m.begin(&t).is_ok());
-    for (int i = 0; i < n; ++i) REQUIRE(add_fingerprint(*t, (*rng)(), next_id++).is_ok());
-    REQUIRE(t->commit().is_ok());
-}
-
-void put_keys(MetaStore& m, Db db, int n, const std::function<std::string()>& key) {
-    std::unique_ptr<Txn> t;
-    REQUIRE(m.begin(&t).is_ok());
-    for (int i = 0; i < n; ++i) REQUIRE(t->put(db, key(), "").is_ok());
-    REQUIRE(t->commit().is_ok());
-}
-
-// A store whose fingerprint index holds `keys` random entries, committed and
-// opened anew with `o` (a fresh environment: no dirty pages to reuse).
-std::unique_ptr<MetaStore> fingerprint_index(const std::string& dir, int keys, std::mt19937_64* rng,
-                                             MetaStoreOptions o) {
-    {
-        auto m = open_meta(dir);
-        for (int done = 0; done < keys; done += 10000)
-            add_fingerprints(*m, 10000, rng);
-        REQUIRE(m->commit_group(nullptr).is_ok());
-    }
-    o.map_bytes = 1ull << 30;
-    std::unique_ptr<MetaStore> m;
-    REQUIRE(MetaStore::open(dir, o, &m).is_ok());
-    return m;
-}
-
-// Bytes the process has allocated (glibc), where the sanitizers' allocators
-// do not replace it; -1 where they do.
-long long allocated_bytes() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    return -1;
-#else
-    const struct mallinfo2 mi = ::mallinfo2();
-    return static_cast<long long>(mi.uordblks + mi.hblkhd);
-#endif
-}
-
-}  // namespace
-
-// LMDB copies every page a group changes into memory it allocates (and keeps
-// for reuse), and does not say how many: the estimate must follow the real
-// count, or meta_dirty bounds nothing. A fresh environment has no pages to
-// reuse, so what it allocates during a group is that group's dirty pages.
-TEST_CASE("a group's dirty pages of the fingerprint index are estimated from where its keys fall", "[meta]") {
-    TempDir dir;
-    std::mt19937_64 rng(5);
-    MetaStoreOptions o;
-    o.group_dirty_bytes = 1ull << 40;  // estimated, never reached
-    auto m = fingerprint_index(dir.meta(), 100000, &rng, o);
-    CHECK(m->dirty_pages_estimate() == 0);  // no group open
-
-    const long long before = allocated_bytes();
-    add_fingerprints(*m, 300, &rng);
-    const std::uint64_t few = m->dirty_pages_estimate();
-    // 100 000 keys fill some 500-900 leaves: 300 random keys land in 200-300 of them.
-    CHECK(few >= 150);
-    CHECK(few <= 320);
-    // The overlay reads see (meta_store.h) is a heap of its own.
-    const long long after_few = allocated_bytes() - static_cast<long long>(m->overlay_bytes());
-    // Sequential keys elsewhere (inodes) are not what it counts.
-    std::uint64_t ino = 1000;
-    put_keys(*m, Db::kInodes, 2000, [&] { return key_u64(ino++); });
-    CHECK(m->dirty_pages_estimate() == few);
-    // Many more writes than leaves: every leaf is dirty, once, and the new
-    // ones their splits made.
-    add_fingerprints(*m, 20000, &rng);
-    const std::uint64_t all = m->dirty_pages_estimate();
-    CHECK(all > 2 * few);
-    CHECK(all < 1500);
-    add_fingerprints(*m, 20000, &rng);
-    const long long after_all = allocated_bytes() - static_cast<long long>(m->overlay_bytes());
-    const std::uint64_t saturated = m->dirty_pages_estimate();
-    CHECK(saturated >= all);
-    CHECK(static_cast<double>(saturated) <= 1.3 * static_cast<double>(all));
-    if (before >= 0) {
-        const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-        const double real_few = static_cast<double>(after_few - before) / page;
-        const double real_all = static_cast<double>(after_all - before) / page;
-        INFO("estimated " << few << " and " << saturated << " pages; LMDB allocated " << real_few << " and " << real_all);
-        CHECK(static_cast<double>(few) == Approx(real_few).epsilon(0.2));
-        CHECK(static_cast<double>(saturated) == Approx(real_all).epsilon(0.2));
-    }
-    REQUIRE(m->commit_group(nullptr).is_ok());
-    CHECK(m->dirty_pages_estimate() == 0);
-}
-
-TEST_CASE("a group that dirties group_dirty_bytes of index pages asks to be committed, once", "[meta]") {
-    TempDir dir;
-    std::mt19937_64 rng(9);
-    int told = 0;
-    MetaStoreOptions o;
-    o.group_dirty_bytes = 64 * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    o.on_group_full = [&] { ++told; };
-    auto m = fingerprint_index(dir.meta(), 50000, &rng, o);
-    // Writes of sequential keys: few pages, no early commit (their copies
-    // in the overlay take less than the bound).
-    std::uint64_t ino = 1;
-    for (int i = 0; i < 10; ++i) put_keys(*m, Db::kInodes, 100, [&] { return key_u64(ino++); });
-    CHECK(told == 0);
-    CHECK(m->overlay_bytes() < o.group_dirty_bytes);
-    int writes = 0;
-    while (told == 0 && writes < 1000) {
-        add_fingerprints(*m, 1, &rng);
-        ++writes;
-    }
-    CHECK(told == 1);
-    CHECK(m->dirty_pages_estimate() >= 64);
-    CHECK(writes >= 40);   // a leaf each at most, and the branch pages above
-    CHECK(writes <= 100);  // some 400 leaves: few writes share one
-    for (int i = 0; i < 100; ++i) add_fingerprints(*m, 1, &rng);
-    CHECK(told == 1);
-    REQUIRE(m->commit_group(nullptr).is_ok());
-    for (int i = 0; i < 100; ++i) add_fingerprints(*m, 1, &rng);
-    CHECK(told == 2);
-    // The overlay that reads see counts too: many small records of few
-    // pages fill the bound by their copies there.
-    REQUIRE(m->commit_group(nullptr).is_ok());
-    int puts = 0;
-    while (told == 2 && puts < 20000) {
-        put_keys(*m, Db::kInodes, 100, [&] { return key_u64(ino++); });
-        puts += 100;
-    }
-    CHECK(told == 3);
-    CHECK(m->overlay_bytes() >= o.group_dirty_bytes);
-    CHECK(m->dirty_pages_estimate() < 64);
 }
