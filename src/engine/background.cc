@@ -225,14 +225,6 @@ Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
     return t->commit();
 }
 
-Status EngineImpl::queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
-    auto& sup = t.super();
-    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), encode_dirty({ino, off, len})));
-    sup.counters.backlog_records += 1;
-    sup.counters.backlog_bytes += len;
-    return Status::ok();
-}
-
 Status EngineImpl::run_background() {
     return BackgroundPass::run_until_idle(this, std::max(1u, opts_.background_threads));
 }

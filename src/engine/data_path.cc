@@ -34,12 +34,6 @@ Status EngineImpl::regular_file(InodeId ino, Inode* out) {
     return check_regular(*out);
 }
 
-Status EngineImpl::check_regular(const Inode& in) {
-    if (is_dir(in.r.mode)) return Status::error(EISDIR, "is a directory");
-    if (!S_ISREG(in.r.mode)) return Status::error(EINVAL, "not a regular file");
-    return Status::ok();
-}
-
 // Chunks of file ino: fingerprinted outside the lock, then stored or shared
 // and mapped in ONE metadata operation (a request's chunks commit together).
 void EngineImpl::apply_update(Inode& in, WriteUpdate* u) {

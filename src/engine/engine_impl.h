@@ -42,6 +42,7 @@
 #include "dedup/reclaimer.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
+#include "engine/inode_ops.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
 #include "engine/space_budget.h"
@@ -58,11 +59,6 @@
 
 namespace hiodsfs {
 
-inline constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
-inline constexpr std::size_t kMaxName = 255;
-inline constexpr std::size_t kMaxXattrName = 255;
-inline constexpr std::size_t kMaxXattrValue = 65536;
-inline constexpr std::size_t kMaxSymlink = 4095;
 // A write this far ahead of its file's stream, while the file is being
 // written sequentially, waits for the requests before it (wait_for_gap),
 // at most kReorderWait.
@@ -90,31 +86,6 @@ inline constexpr std::uint64_t kRechunkPiece = 256 * 1024;
 // much (a read request is at most 1 MiB).
 inline constexpr std::uint64_t kReadRunBytes = 1u << 20;
 
-inline struct timespec now_ts() {
-    struct timespec ts {};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ts;
-}
-
-inline void set_time(std::int64_t* s, std::uint32_t* ns, const struct timespec& ts) {
-    *s = ts.tv_sec;
-    *ns = static_cast<std::uint32_t>(ts.tv_nsec);
-}
-
-inline std::uint64_t wall_ns() {
-    auto ts = now_ts();
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-inline struct timespec get_time(std::int64_t s, std::uint32_t ns) {
-    struct timespec ts {};
-    ts.tv_sec = s;
-    ts.tv_nsec = ns;
-    return ts;
-}
-
-inline bool is_dir(std::uint32_t mode) { return S_ISDIR(mode); }
-
 inline bool all_zero(const std::uint8_t* p, std::size_t n) {
     // Compare 8 bytes at a time; chunks are large, and most are not zero.
     std::size_t i = 0;
@@ -127,24 +98,6 @@ inline bool all_zero(const std::uint8_t* p, std::size_t n) {
         if (p[i] != 0) return false;
     return true;
 }
-
-inline Status check_name(std::string_view name) {
-    if (name.empty() || name == "." || name == "..")
-        return Status::error(EINVAL, "invalid name");
-    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
-    if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
-        return Status::error(EINVAL, "name contains '/' or NUL");
-    return Status::ok();
-}
-
-// An inode as stored: the fixed record plus a symlink target, or a regular
-// file's first extent block (held from load_inode to store_inode, so an
-// operation reads and writes the record once: meta/extent_map.h).
-struct Inode {
-    InodeRecord r;
-    std::string target;
-    std::string held_extents;
-};
 
 // The open write stream of one file (see the comment at the top).
 struct Stream {
@@ -334,8 +287,6 @@ private:
     // A sweep stopped for the throttle: the stream's bytes (all still mapped)
     // are dropped and [s.off, end) is queued again, to be swept from that cut.
     Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
-    // Queues [off, off + len) of ino for the background pass.
-    Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
 
     // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
     // Held, or taken by an apply that has not finished: a read that does
@@ -384,41 +335,12 @@ private:
     // fingerprint index: never shared again.
     void mark_damaged(ChunkId id);
 
-    // ---- metadata helpers (caller holds a Txn) ----
-    Status load_inode(Txn& t, InodeId ino, Inode* out);
-    Status store_inode(Txn& t, InodeId ino, const Inode& in);
-    Status lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
-                        bool* found);
-    Status load_dir(Txn& t, InodeId ino, Inode* out);
-    // The entry `name` of directory `parent` and its inode (ENOENT if absent).
-    Status resolve_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* entry,
-                         Inode* child);
-    Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
-    Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
-    // Collects the extents of ino overlapping [off, end); given the inode
-    // the caller loaded in t, without reading its record again.
-    Status extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
-                      std::vector<MappedExtent>* out);
-    Status extents_in(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t end,
-                      std::vector<MappedExtent>* out);
-    // Unmaps [off, off+len) of ino and, if add is given, maps it to add (whose
-    // chunk reference the caller has already taken). Updates mapped bytes.
-    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
-                         const ExtentRecord* add);
-    // The same with adds mapped back to back from off (a run of chunks).
-    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
-                         std::span<const ExtentRecord> adds);
-    // Maps [off, off + e.length), which must be unmapped (a hole).
-    Status map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, const ExtentRecord& e);
-    Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);
+    // ---- chunks and an inode's lifetime (namespace_ops.cc) ----
     // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
-    // New chunks' live bytes per segment, added once per request (most of a
-    // request's chunks land in one segment).
-    using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;
+    // gains (if given): the new chunk's live bytes go there, not to its segment.
     // crc (if given) is crc32c(data, len), computed ahead.
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
                        ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr);
-    Status purge_inode(Txn& t, InodeId ino);
     bool pinned(InodeId ino);
     // Forgets ino's stream once nothing holds or pins it. A stream is never
     // replaced while in use: the pass re-chunking a file and a write after
@@ -428,7 +350,6 @@ private:
     Status release_inode(Txn& t, InodeId ino, bool* freed);
     // Commits t, then drops the stream of ino if release_inode freed it.
     Status commit_release(Txn& t, InodeId ino, bool freed);
-    Attr to_attr(InodeId ino, const Inode& in) const;
 
     // ---- data path (caller holds the Stream lock) ----
     // write() but for what a failure stops.
@@ -557,7 +478,6 @@ private:
                        MetaStore::ReadFrom from = MetaStore::ReadFrom::kSnapshot);
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
     Status regular_file(InodeId ino, Inode* out);
-    static Status check_regular(const Inode& in);
 
     // *reached_limit: see MetaStore::commit_group.
     Status commit_now(bool* reached_limit = nullptr);
