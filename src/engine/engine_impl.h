@@ -4,8 +4,9 @@
 //                     loop, status for hiodsfs-stat, space (statfs)
 //   namespace_ops.cc  metadata helpers, namespace operations, extended
 //                     attributes
-//   data_path.cc      streams, the inline and deferred write paths, reads,
-//                     truncate, fsync, clone and seek
+//   write_path.cc     streams, the inline and deferred write paths
+//   read_path.cc      reads
+//   file_ops.cc       truncate, flush, fsync, fallocate, clone and seek
 //   background.cc     the background pass's target (dirty queue,
 //                     re-chunking) and space reclaim (purge, compaction)
 //   write_behind.cc   deferred writes' metadata held in memory and applied
@@ -126,7 +127,7 @@ struct Stream {
     // a held-back write needs no metadata lookup of its own.
     bool regular = false;
     // Overwrites inside the file that run without mu, each in a window
-    // [first, second) holding every byte it reads or remaps (data_path.cc,
+    // [first, second) holding every byte it reads or remaps (write_path.cc,
     // "Overwrites in windows"); guarded by mu. Everyone else who changes
     // the file's bytes, size or stream waits for them under mu (whole()).
     std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;

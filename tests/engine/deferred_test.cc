@@ -636,7 +636,7 @@ TEST_CASE("a sweep the throttle pauses stops early and leaves the canonical cuts
     }
 }
 
-// An overwrite inside a file runs in a window of its own (data_path.cc,
+// An overwrite inside a file runs in a window of its own (write_path.cc,
 // "Overwrites in windows"), which bounds how far its realignment may read.
 // Raw bytes after it (written deferred, not yet swept) hold no chunk
 // boundary to stop at: the realignment runs on past the window, and the
