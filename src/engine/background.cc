@@ -197,7 +197,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         // disk the sweep stops here (the record stays queued, the raw bytes
         // readable) instead of taking the room compaction and commits need.
         std::optional<Admission> admission;
-        result = admit(n, &admission, true);
+        result = space_.admit(n, &admission, true);
         if (!result) break;
         buf.resize(n);
         std::size_t got = 0;

@@ -18,66 +18,6 @@ namespace hiodsfs {
 // ---------------------------------------------------------------------------
 // Opening and closing
 
-Status EngineImpl::check_space(std::uint64_t len, std::uint64_t keep, bool admitted) {
-    if (space_reserve_ == 0) return Status::ok();
-    // Far from the reserve, the last statvfs less what was asked for since
-    // answers without a system call per write request; it is refreshed at
-    // least every second, and on every request once within kSpaceSlack.
-    constexpr std::uint64_t kSpaceSlack = 64ull << 20;
-    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    const std::uint64_t known = known_avail_.load(std::memory_order_relaxed);
-    const std::uint64_t since = asked_since_.fetch_add(len, std::memory_order_relaxed) + len;
-    if (now - known_at_.load(std::memory_order_relaxed) < std::int64_t{1'000'000'000} &&
-        known > since && known - since > keep && known - since - keep >= kSpaceSlack)
-        return Status::ok();
-    struct statvfs v {};
-    if (!store_->statvfs(&v)) return Status::ok();  // let the write say
-    std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
-    known_avail_.store(avail, std::memory_order_relaxed);
-    std::uint64_t pending = admitted_.load(std::memory_order_relaxed);
-    if (admitted) pending -= std::min(pending, len);
-    avail -= std::min(avail, pending);
-    asked_since_.store(0, std::memory_order_relaxed);
-    known_at_.store(now, std::memory_order_relaxed);
-    if (avail < keep || avail - keep < len)
-        return Status::error(ENOSPC, "the store's file system is full (" +
-                                         std::to_string(space_reserve_ >> 20) +
-                                         " MiB kept for metadata and reclaim)");
-    return Status::ok();
-}
-
-Status EngineImpl::admit_write(std::uint64_t len, std::optional<Admission>* out) {
-    Status st = admit(len, out);
-    if (st || st.err() != ENOSPC || !reclaimer_) return st;
-    // Waits while reclaim makes progress (segment bytes on disk shrink, or a
-    // deleted file is purged), at most kGiveUp without any and kMaxWait in all.
-    constexpr auto kPoll = std::chrono::milliseconds(50);
-    constexpr auto kGiveUp = std::chrono::milliseconds(2500);  // the reclaimer polls every second
-    constexpr auto kMaxWait = std::chrono::seconds(20);
-    room_waiters_.fetch_add(1);
-    struct Leave {
-        std::atomic<int>& n;
-        ~Leave() { n.fetch_sub(1); }
-    } leave{room_waiters_};
-    const auto start = std::chrono::steady_clock::now();
-    auto last_progress = start;
-    std::uint64_t disk = segs_->disk_bytes();
-    std::uint64_t purged = deletes_done_.load();
-    while (!st && st.err() == ENOSPC) {
-        reclaimer_->wake();
-        std::this_thread::sleep_for(kPoll);
-        const auto now = std::chrono::steady_clock::now();
-        const std::uint64_t d = segs_->disk_bytes(), p = deletes_done_.load();
-        if (d < disk || p > purged) last_progress = now;
-        disk = std::min(disk, d);
-        purged = std::max(purged, p);
-        known_at_.store(0, std::memory_order_relaxed);  // a fresh statvfs
-        st = check_space(len, space_reserve_, true);
-        if (now - last_progress > kGiveUp || now - start > kMaxWait) break;
-    }
-    return st;
-}
-
 Status EngineImpl::init(const EngineOptions& options) {
     opts_ = options;
     uid_ = ::getuid();
@@ -103,7 +43,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         store_->statvfs(&fsv) ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
     const SpaceBudget budget =
         plan_space(fs_bytes, options.segments.max_segment_bytes, options.space_reserve);
-    space_reserve_ = budget.reserve;
+    space_.start(budget.reserve, [this](struct statvfs* v) { return store_->statvfs(v); });
     compaction_floor_ = budget.metadata_floor;
 
     StoreFormat format;
@@ -319,7 +259,7 @@ Status EngineImpl::init(const EngineOptions& options) {
                                                  options.compact_threshold);
     if (compactor_)
         compactor_->set_room_for(
-            [this](std::uint64_t bytes) { return check_space(bytes, compaction_floor_).is_ok(); });
+            [this](std::uint64_t bytes) { return space_.check(bytes, compaction_floor_).is_ok(); });
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
         // crashed, and large deletes still queued: freed now, except that
@@ -387,6 +327,11 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (reclaim_mode_ == ReclaimMode::kBackground) {
         reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
                                                  [this] { return background_speed(); });
+        SpaceAdmission::Reclaim reclaim;
+        reclaim.wake = [this] { reclaimer_->wake(); };
+        reclaim.disk_bytes = [this] { return segs_->disk_bytes(); };
+        reclaim.files_freed = [this] { return deletes_done_.load(); };
+        space_.set_reclaim(std::move(reclaim));
         reclaimer_->start();
     }
     return Status::ok();
@@ -1196,7 +1141,7 @@ Status EngineImpl::statfs(FsStats* out) {
     out->block_size = v.f_frsize;
     out->blocks = v.f_blocks;
     // What file data can still take: the reserve is kept back from it.
-    const std::uint64_t reserve_blocks = v.f_frsize ? space_reserve_ / v.f_frsize : 0;
+    const std::uint64_t reserve_blocks = v.f_frsize ? space_.reserve() / v.f_frsize : 0;
     out->blocks_free = v.f_bfree > reserve_blocks ? v.f_bfree - reserve_blocks : 0;
     out->blocks_avail = v.f_bavail > reserve_blocks ? v.f_bavail - reserve_blocks : 0;
     SpaceCounters c;
@@ -1211,7 +1156,7 @@ std::uint64_t EngineImpl::data_room() {
     struct statvfs v {};
     if (!store_->statvfs(&v)) return UINT64_MAX;
     const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
-    return avail > space_reserve_ ? avail - space_reserve_ : 0;
+    return avail > space_.reserve() ? avail - space_.reserve() : 0;
 }
 
 Status EngineImpl::counters(SpaceCounters* out) {

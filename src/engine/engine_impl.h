@@ -46,6 +46,7 @@
 #include "engine/inode_ops.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
+#include "engine/space_admission.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "engine/write_errors.h"
@@ -557,45 +558,8 @@ private:
     std::thread committer_;
     std::thread control_;
     bool closed_ = false;
-    std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    SpaceAdmission space_;  // the ENOSPC admission of requests and sweeps
     std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)
-    // check_space's view: free bytes at the last statvfs (steady-clock
-    // time), and bytes asked for since.
-    std::atomic<std::uint64_t> known_avail_{0}, asked_since_{0};
-    std::atomic<std::int64_t> known_at_{0};
-    // ENOSPC when the store's file system cannot take len on top of `keep`
-    // free bytes (file data and the pass keep the reserve) and of what
-    // admitted requests are still writing.
-    Status check_space(std::uint64_t len) { return check_space(len, space_reserve_); }
-    Status check_space(std::uint64_t len, std::uint64_t keep, bool admitted = false);
-    // Bytes of write requests and pass sweeps that passed check_space and
-    // are not yet written: requests queued on one stream are all checked
-    // before the first of them writes, and must not pass the reserve together.
-    std::atomic<std::uint64_t> admitted_{0};
-    struct Admission {
-        std::atomic<std::uint64_t>& bytes;
-        std::uint64_t len;
-        Admission(std::atomic<std::uint64_t>& b, std::uint64_t n) : bytes(b), len(n) {}
-        Admission(const Admission&) = delete;
-        Admission& operator=(const Admission&) = delete;
-        ~Admission() { bytes.fetch_sub(len, std::memory_order_relaxed); }
-    };
-    // check_space for a request of len bytes that counts as being written
-    // until *out goes.
-    // The pass's sweeps (background) yield to a write waiting for room.
-    Status admit(std::uint64_t len, std::optional<Admission>* out, bool background = false) {
-        admitted_.fetch_add(len, std::memory_order_relaxed);
-        out->emplace(admitted_, len);
-        if (background && room_waiters_.load(std::memory_order_relaxed) > 0)
-            return Status::error(ENOSPC, "a write is waiting for room");
-        return check_space(len, space_reserve_, true);
-    }
-    // admit for a foreground write: on a full disk it first waits, a bounded
-    // time, while reclaim gives space back (deletes being purged, segments
-    // the pass or a delete left dead), the way a file system flushes its
-    // pending frees before it answers ENOSPC. Meanwhile the pass yields.
-    Status admit_write(std::uint64_t len, std::optional<Admission>* out);
-    std::atomic<int> room_waiters_{0};
     std::unique_ptr<ModeController> controller_;
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's

@@ -538,7 +538,7 @@ Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* 
     // Every write request is measured for the mode controller.
     const MeasuredRequest measured(controller_->monitor(), std::uint64_t{len});
     std::optional<Admission> admission;
-    HIODSFS_TRY(admit_write(len, &admission));
+    HIODSFS_TRY(space_.admit_write(len, &admission));
     auto s = stream(ino);
     s->writers.fetch_add(1);
     std::unique_lock<std::mutex> l(s->mu);
