@@ -1,7 +1,11 @@
 // EngineImpl, the engine behind include/hiodsfs/engine.h, internal to
 // libhiodsfs. Its definitions are split by job:
-//   engine.cc         opening and closing, the group commit, the control
-//                     loop, status for hiodsfs-stat, space (statfs)
+//   engine.cc         opening and closing, the control loop
+//   recovery.cc       what an open finds and puts right: a lost FORMAT,
+//                     the fsync log's records, segment files, crash leftovers
+//   commit.cc         the group commit and its frontier, fsync's log
+//                     records, the committer thread, tier snapshots
+//   status.cc         status for hiodsfs-stat, space figures (statfs)
 //   namespace_ops.cc  metadata helpers, namespace operations, extended
 //                     attributes
 //   write_path.cc     streams, the inline and deferred write paths
