@@ -10,8 +10,9 @@ namespace hiodsfs {
 // ---------------------------------------------------------------------------
 // Opening and closing
 
-Status EngineImpl::init(const EngineOptions& options) {
+Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) {
     opts_ = options;
+    hooks_ = hooks;
     uid_ = ::getuid();
     gid_ = ::getgid();
     const std::string& dir = options.store_dir;
@@ -88,8 +89,8 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_options.map_bytes = options.lmdb_map_bytes;
     meta_options.read_only = options.read_only;
     meta_options.create = fresh;
-    meta_options.commit_fault = options.commit_fault;
-    meta_options.on_publish = options.on_publish;
+    meta_options.commit_fault = hooks.commit_fault;
+    meta_options.on_publish = hooks.on_publish;
     meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
     meta_options.group_dirty_bytes = options.background_commit ? options.meta_dirty_bytes : 0;
     meta_options.resident_bytes = options.meta_resident_bytes;
@@ -509,8 +510,13 @@ Status EngineImpl::record_history(const IntervalSample& s, const SpaceCounters& 
 // Opening
 
 Status Engine::open(const EngineOptions& options, std::unique_ptr<Engine>* out) {
+    return open_engine_with_hooks(options, EngineHooks{}, out);
+}
+
+Status open_engine_with_hooks(const EngineOptions& options, const EngineHooks& hooks,
+                              std::unique_ptr<Engine>* out) {
     auto e = std::make_unique<EngineImpl>();
-    Status st = e->init(options);
+    Status st = e->init(options, hooks);
     if (!st) {
         e->abandon();
         return st;

@@ -47,6 +47,7 @@
 #include "dedup/reclaimer.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
+#include "engine/engine_test_hooks.h"
 #include "engine/inode_ops.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
@@ -198,7 +199,7 @@ public:
         if (!closed_) (void)close();
     }
 
-    Status init(const EngineOptions& options);
+    Status init(const EngineOptions& options, const EngineHooks& hooks);
 
     Status close() override;
     void abandon() override;
@@ -288,7 +289,7 @@ private:
                           bool* gone);
     // The speed the pass and the reclaimer go by (the throttle's).
     double background_speed() const {
-        return opts_.background_speed ? opts_.background_speed() : controller_->background_speed();
+        return hooks_.background_speed ? hooks_.background_speed() : controller_->background_speed();
     }
     // A sweep stopped for the throttle: the stream's bytes (all still mapped)
     // are dropped and [s.off, end) is queued again, to be swept from that cut.
@@ -530,6 +531,7 @@ private:
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
 
     EngineOptions opts_;
+    EngineHooks hooks_;  // what tests inject (engine_test_hooks.h)
     // The store directory, opened once; the last of the store's handles to go.
     std::unique_ptr<StoreDir> store_;
     Env* env_ = nullptr;
