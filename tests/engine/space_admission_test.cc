@@ -32,6 +32,16 @@ struct FakeFs {
     }
 };
 
+// Admission with a reserve of 64 MiB over a FakeFs with `avail` bytes free.
+struct Admitting {
+    FakeFs fs;
+    SpaceAdmission space;
+    explicit Admitting(std::uint64_t avail) {
+        fs.avail = avail;
+        space.start(64 * kMiB, fs.statvfs());
+    }
+};
+
 }  // namespace
 
 TEST_CASE("space admission: without a reserve everything is admitted, statvfs never asked",
@@ -48,10 +58,8 @@ TEST_CASE("space admission: without a reserve everything is admitted, statvfs ne
 
 TEST_CASE("space admission: a request that would reach into the reserve gets ENOSPC",
           "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 100 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(100 * kMiB);
+    SpaceAdmission& space = t.space;
     CHECK(space.reserve() == 64 * kMiB);
     std::optional<Admission> fits;
     CHECK(space.admit(30 * kMiB, &fits).is_ok());
@@ -67,10 +75,8 @@ TEST_CASE("space admission: a request that would reach into the reserve gets ENO
 
 TEST_CASE("space admission: requests admitted and not yet written count against the room",
           "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 100 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(100 * kMiB);
+    SpaceAdmission& space = t.space;
     std::optional<Admission> first, second;
     REQUIRE(space.admit(20 * kMiB, &first).is_ok());
     // Together they would pass the reserve: the second is refused while
@@ -84,10 +90,9 @@ TEST_CASE("space admission: requests admitted and not yet written count against 
 
 TEST_CASE("space admission: far from the reserve, requests are answered without a statvfs each",
           "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 10'000 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(10'000 * kMiB);
+    FakeFs& fs = t.fs;
+    SpaceAdmission& space = t.space;
     constexpr int kRequests = 100;
     for (int i = 0; i < kRequests; ++i) {
         std::optional<Admission> a;
@@ -108,10 +113,8 @@ TEST_CASE("space admission: a failing statvfs lets the write itself say", "[spac
 
 TEST_CASE("space admission: without reclaim a full disk answers ENOSPC at once",
           "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 65 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(65 * kMiB);
+    SpaceAdmission& space = t.space;
     std::optional<Admission> a;
     CHECK(space.admit_write(10 * kMiB, &a).err() == ENOSPC);
 }
@@ -119,10 +122,9 @@ TEST_CASE("space admission: without reclaim a full disk answers ENOSPC at once",
 TEST_CASE(
     "space admission: a write on a full disk waits while reclaim frees, and the pass yields to it",
     "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 65 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(65 * kMiB);
+    FakeFs& fs = t.fs;
+    SpaceAdmission& space = t.space;
     std::atomic<std::uint64_t> disk{500 * kMiB};
     std::atomic<int> wakes{0};
     Status background;
@@ -153,10 +155,8 @@ TEST_CASE(
 }
 
 TEST_CASE("space admission: a write gives up when reclaim frees nothing", "[space-admission]") {
-    FakeFs fs;
-    fs.avail = 65 * kMiB;
-    SpaceAdmission space;
-    space.start(64 * kMiB, fs.statvfs());
+    Admitting t(65 * kMiB);
+    SpaceAdmission& space = t.space;
     std::atomic<int> wakes{0};
     SpaceAdmission::Reclaim reclaim;
     reclaim.wake = [&] { wakes.fetch_add(1); };
