@@ -139,15 +139,6 @@ struct EngineOptions {
     // Requests the layer above has received, by kind (the FUSE daemon's
     // count by opcode), published in status.json as "requests"; may be empty.
     std::function<std::vector<std::pair<std::string, std::uint64_t>>()> request_counts;
-    // Tests: see MetaStoreOptions::commit_fault and on_publish.
-    std::function<int()> commit_fault;
-    std::function<void()> on_publish;
-    // Tests: called as held-back writes of an inode are applied; a non-zero
-    // errno fails them as a failed metadata write would.
-    std::function<int(InodeId)> held_write_fault;
-    // Tests: the background speed the pass and the reclaimer go by, in
-    // place of the controller's.
-    std::function<double()> background_speed;
 };
 
 struct Attr {

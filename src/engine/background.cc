@@ -197,7 +197,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         // disk the sweep stops here (the record stays queued, the raw bytes
         // readable) instead of taking the room compaction and commits need.
         std::optional<Admission> admission;
-        result = admit(n, &admission, true);
+        result = space_.admit(n, &admission, true);
         if (!result) break;
         buf.resize(n);
         std::size_t got = 0;
@@ -223,14 +223,6 @@ Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
     HIODSFS_TRY(meta_->begin(&t));
     HIODSFS_TRY(queue_dirty(*t, ino, from, end - from));
     return t->commit();
-}
-
-Status EngineImpl::queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
-    auto& sup = t.super();
-    HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), encode_dirty({ino, off, len})));
-    sup.counters.backlog_records += 1;
-    sup.counters.backlog_bytes += len;
-    return Status::ok();
 }
 
 Status EngineImpl::run_background() {

@@ -1,85 +1,18 @@
-// The engine's life: opening a store and closing it, the group commit and
-// the control loop, status for hiodsfs-stat, and space. The rest of
-// EngineImpl is in the files engine_impl.h lists.
+// The engine's life: opening a store and closing it, and the control loop.
+// The rest of EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
-#include "engine/fsync_log.h"
-
-#include <filesystem>
 
 #include "common/thread_name.h"
 #include "common/units.h"
-
-#include <malloc.h>
-
-#include <nlohmann/json.hpp>
 
 namespace hiodsfs {
 
 // ---------------------------------------------------------------------------
 // Opening and closing
 
-Status EngineImpl::check_space(std::uint64_t len, std::uint64_t keep, bool admitted) {
-    if (space_reserve_ == 0) return Status::ok();
-    // Far from the reserve, the last statvfs less what was asked for since
-    // answers without a system call per write request; it is refreshed at
-    // least every second, and on every request once within kSpaceSlack.
-    constexpr std::uint64_t kSpaceSlack = 64ull << 20;
-    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    const std::uint64_t known = known_avail_.load(std::memory_order_relaxed);
-    const std::uint64_t since = asked_since_.fetch_add(len, std::memory_order_relaxed) + len;
-    if (now - known_at_.load(std::memory_order_relaxed) < std::int64_t{1'000'000'000} &&
-        known > since && known - since > keep && known - since - keep >= kSpaceSlack)
-        return Status::ok();
-    struct statvfs v {};
-    if (!store_->statvfs(&v)) return Status::ok();  // let the write say
-    std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
-    known_avail_.store(avail, std::memory_order_relaxed);
-    std::uint64_t pending = admitted_.load(std::memory_order_relaxed);
-    if (admitted) pending -= std::min(pending, len);
-    avail -= std::min(avail, pending);
-    asked_since_.store(0, std::memory_order_relaxed);
-    known_at_.store(now, std::memory_order_relaxed);
-    if (avail < keep || avail - keep < len)
-        return Status::error(ENOSPC, "the store's file system is full (" +
-                                         std::to_string(space_reserve_ >> 20) +
-                                         " MiB kept for metadata and reclaim)");
-    return Status::ok();
-}
-
-Status EngineImpl::admit_write(std::uint64_t len, std::optional<Admission>* out) {
-    Status st = admit(len, out);
-    if (st || st.err() != ENOSPC || !reclaimer_) return st;
-    // Waits while reclaim makes progress (segment bytes on disk shrink, or a
-    // deleted file is purged), at most kGiveUp without any and kMaxWait in all.
-    constexpr auto kPoll = std::chrono::milliseconds(50);
-    constexpr auto kGiveUp = std::chrono::milliseconds(2500);  // the reclaimer polls every second
-    constexpr auto kMaxWait = std::chrono::seconds(20);
-    room_waiters_.fetch_add(1);
-    struct Leave {
-        std::atomic<int>& n;
-        ~Leave() { n.fetch_sub(1); }
-    } leave{room_waiters_};
-    const auto start = std::chrono::steady_clock::now();
-    auto last_progress = start;
-    std::uint64_t disk = segs_->disk_bytes();
-    std::uint64_t purged = deletes_done_.load();
-    while (!st && st.err() == ENOSPC) {
-        reclaimer_->wake();
-        std::this_thread::sleep_for(kPoll);
-        const auto now = std::chrono::steady_clock::now();
-        const std::uint64_t d = segs_->disk_bytes(), p = deletes_done_.load();
-        if (d < disk || p > purged) last_progress = now;
-        disk = std::min(disk, d);
-        purged = std::max(purged, p);
-        known_at_.store(0, std::memory_order_relaxed);  // a fresh statvfs
-        st = check_space(len, space_reserve_, true);
-        if (now - last_progress > kGiveUp || now - start > kMaxWait) break;
-    }
-    return st;
-}
-
-Status EngineImpl::init(const EngineOptions& options) {
+Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) {
     opts_ = options;
+    hooks_ = hooks;
     uid_ = ::getuid();
     gid_ = ::getgid();
     const std::string& dir = options.store_dir;
@@ -103,7 +36,7 @@ Status EngineImpl::init(const EngineOptions& options) {
         store_->statvfs(&fsv) ? std::uint64_t{fsv.f_blocks} * fsv.f_frsize : 0;
     const SpaceBudget budget =
         plan_space(fs_bytes, options.segments.max_segment_bytes, options.space_reserve);
-    space_reserve_ = budget.reserve;
+    space_.start(budget.reserve, [this](struct statvfs* v) { return store_->statvfs(v); });
     compaction_floor_ = budget.metadata_floor;
 
     StoreFormat format;
@@ -156,8 +89,8 @@ Status EngineImpl::init(const EngineOptions& options) {
     meta_options.map_bytes = options.lmdb_map_bytes;
     meta_options.read_only = options.read_only;
     meta_options.create = fresh;
-    meta_options.commit_fault = options.commit_fault;
-    meta_options.on_publish = options.on_publish;
+    meta_options.commit_fault = hooks.commit_fault;
+    meta_options.on_publish = hooks.on_publish;
     meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
     meta_options.group_dirty_bytes = options.background_commit ? options.meta_dirty_bytes : 0;
     meta_options.resident_bytes = options.meta_resident_bytes;
@@ -319,7 +252,7 @@ Status EngineImpl::init(const EngineOptions& options) {
                                                  options.compact_threshold);
     if (compactor_)
         compactor_->set_room_for(
-            [this](std::uint64_t bytes) { return check_space(bytes, compaction_floor_).is_ok(); });
+            [this](std::uint64_t bytes) { return space_.check(bytes, compaction_floor_).is_ok(); });
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
         // crashed, and large deletes still queued: freed now, except that
@@ -387,6 +320,11 @@ Status EngineImpl::init(const EngineOptions& options) {
     if (reclaim_mode_ == ReclaimMode::kBackground) {
         reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
                                                  [this] { return background_speed(); });
+        SpaceAdmission::Reclaim reclaim;
+        reclaim.wake = [this] { reclaimer_->wake(); };
+        reclaim.disk_bytes = [this] { return segs_->disk_bytes(); };
+        reclaim.files_freed = [this] { return deletes_done_.load(); };
+        space_.set_reclaim(std::move(reclaim));
         reclaimer_->start();
     }
     return Status::ok();
@@ -514,168 +452,6 @@ void EngineImpl::compact_metadata() {
                   human_bytes(static_cast<double>(after)));
 }
 
-// STORE/FORMAT is missing. An empty directory is a new store. One with
-// committed metadata is opened with the metadata's copy of the record (and
-// FORMAT written again from it, unless read-only). A first open that
-// crashed before it wrote FORMAT committed nothing and wrote no segment
-// byte: it is cleared and made again. Anything else is refused, untouched.
-Status EngineImpl::find_lost_format(const std::string& dir, StoreFormat* format, bool* exists) {
-    const bool read_only = opts_.read_only;
-    std::vector<std::string> names;
-    HIODSFS_TRY(env_->list_dir(dir, &names));
-    bool empty = true, has_meta = false, foreign = false;
-    for (const auto& n : names) {
-        if (n == "." || n == ".." || n == "lock") continue;
-        empty = false;
-        if (n == "meta") has_meta = true;
-        else if (n != "segments" && n != "status.json" && n != "FORMAT.tmp" && n != "snapshot.tmp") foreign = true;
-    }
-    if (foreign) return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
-    // No metadata here: a new store, or one its tier holds (the caller's).
-    if (empty || !has_meta) return Status::ok();
-    const std::string untouched = "; nothing was changed; ";
-
-    std::unique_ptr<MetaStore> probe;
-    MetaStoreOptions mo;
-    mo.map_bytes = opts_.lmdb_map_bytes;
-    mo.read_only = true;
-    mo.create = false;
-    std::string probe_dir;
-    Status opened = store_->library_dir("meta", false, &probe_dir);
-    if (opened) opened = store_->named(MetaStore::open(probe_dir, mo, &probe));
-    if (opened && probe->had_super()) {
-        StoreFormat copy;
-        bool found = false;
-        {
-            std::unique_ptr<Txn> t;
-            HIODSFS_TRY(probe->begin_read(&t));
-            HIODSFS_TRY(read_format_copy(*t, &copy, &found));
-        }
-        probe.reset();
-        if (!found)
-            return Status::error(EUCLEAN, "store " + dir + " has metadata but no FORMAT record, and its metadata (from an "
-                                          "older hiodsfs) holds no copy of it" + untouched + "`hiodsfs-fsck --repair "
-                                          "--chunking SPEC " + dir + "` writes it again with the chunking it was made with");
-        HIODSFS_TRY(check_format_version(dir, copy));
-        *format = copy;
-        *exists = true;
-        if (read_only) return Status::ok();
-        HIODSFS_TRY(write_store_format(env_, dir, copy));
-        if (opts_.log)
-            opts_.log("hiodsfs: " + dir + "/FORMAT was missing; written again from the metadata's copy (format " +
-                      std::to_string(copy.version) + ", chunking " + copy.chunking.describe() + ")");
-        return Status::ok();
-    }
-    probe.reset();
-    // Nothing committed. An environment that does not open is damaged,
-    // unless it is the few pages (or none) LMDB writes when it makes one.
-    struct stat data {};
-    const bool small_env =
-        ::fstatat(store_->fd(), "meta/data.mdb", &data, AT_SYMLINK_NOFOLLOW) != 0 ||
-        data.st_size <= 16384;
-    if (!opened && !small_env)
-        return Status::error(EUCLEAN, "store " + dir + " has no FORMAT record and its metadata is unreadable (" +
-                                          opened.message() + ")" + untouched + "hiodsfs-fsck " + dir + " tells more");
-    std::vector<std::string> segments;
-    if (env_->list_dir(dir + "/segments", &segments)) {
-        for (const std::string& n : segments) {
-            std::unique_ptr<File> f;
-            std::uint64_t size = 0;
-            if (env_->open(dir + "/segments/" + n, OpenMode::kRead, &f) && f->size(&size) &&
-                size > 0)
-                return Status::error(EUCLEAN,
-                                     "store " + dir +
-                                         " has segment data but neither a FORMAT record nor "
-                                         "committed metadata" +
-                                         untouched + "hiodsfs-fsck " + dir + " tells more");
-        }
-    }
-    if (read_only)
-        return Status::error(ENOENT, "store " + dir + " was left unfinished by an interrupted first mount; "
-                                     "mount it read-write to make it");
-    for (const char* n : {"meta", "segments", "status.json", "FORMAT.tmp", "snapshot.tmp"}) {
-        // Through the descriptor; remove_all removes a link, never what it points to.
-        std::error_code ec;
-        std::filesystem::remove_all(lib_dir_ + "/" + n, ec);
-        if (ec) return Status::error(ec.value(), "removing " + dir + "/" + n + ": " + ec.message());
-    }
-    if (opts_.log)
-        opts_.log("hiodsfs: " + dir + " was left unfinished by an interrupted first mount (nothing committed); "
-                  "starting it again");
-    return Status::ok();
-}
-
-// The metadata's copy of FORMAT, where it has one, must say what FORMAT
-// says: a FORMAT edited or restored from elsewhere is not trusted over it.
-Status EngineImpl::check_format_copy(const std::string& dir, const StoreFormat& format) {
-    StoreFormat copy;
-    bool found = false;
-    {
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t));
-        HIODSFS_TRY(read_format_copy(*t, &copy, &found));
-    }
-    if (!found || same_format(copy, format)) return Status::ok();
-    return Status::error(EUCLEAN, "store " + dir + ": FORMAT says format " + std::to_string(format.version) +
-                                      ", chunking " + format.chunking.describe() + ", but the metadata's copy says format " +
-                                      std::to_string(copy.version) + ", chunking " + copy.chunking.describe() +
-                                      "; nothing was changed; `hiodsfs-fsck --repair " + dir +
-                                      "` writes FORMAT again from the metadata");
-}
-
-// Records this open's FORMAT in the metadata, durably, if it is not there.
-Status EngineImpl::keep_format_copy() {
-    const StoreFormat want{kFormatVersion, chunking_, tier_name()};
-    StoreFormat copy;
-    bool found = false;
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    HIODSFS_TRY(read_format_copy(*t, &copy, &found));
-    if (found && store_format_text(copy) == store_format_text(want)) return Status::ok();
-    HIODSFS_TRY(write_format_copy(*t, want));
-    HIODSFS_TRY(t->commit());
-    t.reset();
-    return commit_now();
-}
-
-Status EngineImpl::mark_log_open(bool open) {
-    if (format_log_open_ == open) return Status::ok();
-    StoreFormat format{kFormatVersion, chunking_, tier_name()};
-    format.log_open = open;
-    HIODSFS_TRY(write_store_format(env_, opts_.store_dir, format));
-    format_log_open_ = open;
-    return Status::ok();
-}
-
-Status EngineImpl::recover_from_tier(const std::string& dir) {
-    std::string summary;
-    HIODSFS_TRY(store_->named(
-        recover_store_dir(env_, opts_.segments.tier, lib_dir_, opts_.lmdb_map_bytes, &summary)));
-    if (opts_.log) opts_.log("hiodsfs: recovered the metadata of " + tier_name() + " into " + dir + ": " + summary);
-    return Status::ok();
-}
-
-Status EngineImpl::snapshot_to_tier(bool closing) {
-    std::uint64_t seq = 0;
-    Status st = put_snapshot(env_, opts_.segments.tier, *meta_, journal_.get(),
-                             lib_dir_ + "/snapshot.tmp", closing, &seq);
-    last_snapshot_ = std::chrono::steady_clock::now();
-    return store_->named(st);
-}
-
-// After a background commit: a snapshot once the journal has grown by
-// kSnapshotJournalBytes, or every 10 minutes while it grows at all, so
-// that a recovery replays little and the journal objects can go.
-void EngineImpl::maybe_snapshot() {
-    if (!journal_) return;
-    const std::uint64_t grown = journal_->bytes_since_snapshot();
-    const bool due = grown >= kSnapshotJournalBytes ||
-                     (grown > 0 && std::chrono::steady_clock::now() - last_snapshot_ > std::chrono::minutes(10));
-    if (!due) return;
-    Status st = snapshot_to_tier(false);
-    if (!st && opts_.log) opts_.log("hiodsfs: metadata snapshot failed (retried later): " + st.message());
-}
-
 void EngineImpl::abandon() {
     if (reclaimer_) reclaimer_->stop();
     if (pass_) pass_->stop();
@@ -689,248 +465,6 @@ void EngineImpl::abandon() {
     meta_.reset();  // aborts the open group
     segs_.reset();
     lock_.reset();
-}
-
-// What fsyncs left in the log after the last commit (a crash): applied
-// before anything reads the metadata. A read-only open cannot, and refuses.
-Status EngineImpl::replay_log(const std::string& dir) {
-    LogReplay replay;
-    HIODSFS_TRY(replay_fsync_log(*meta_, *segs_, !opts_.read_only, &replay));
-    if (opts_.read_only && replay.records > 0 && !opts_.read_only_at_last_commit)
-        return Status::error(EUCLEAN, "store " + dir + " holds " + std::to_string(replay.records) +
-                                          " fsynced changes its metadata does not have yet (it was not "
-                                          "unmounted): open it read-write once to apply them");
-    if (!replay.stopped.empty() && opts_.log)
-        opts_.log("hiodsfs: the fsync log of " + dir + " stops early: " + replay.stopped +
-                  "; what was fsynced after it is lost (hiodsfs-fsck " + dir + " checks the rest)");
-    if (replay.records == 0 || opts_.read_only) return Status::ok();
-    if (opts_.log)
-        opts_.log("hiodsfs: applied " + std::to_string(replay.records) + " fsync log records that " + dir +
-                  " had not committed");
-    return Status::ok();
-}
-
-// An fsync of a logging store: the group's changes since the last record,
-// appended to the segments as one record, then synced with them. Records
-// take their seqs and places in the stream under commit_mu_; the sync runs
-// after it is released, so fsyncs of several threads share one: a sync that
-// covers a record covers every record before it, as the stream is written
-// in order (a failed write keeps its bytes for the next, a failed sync stops
-// the store), and one that finds its record already covered returns at once.
-Status EngineImpl::log_now() {
-    SegmentPosition through;
-    {
-        std::lock_guard<std::mutex> serial(commit_mu_);
-        std::string record;
-        LogMark mark;
-        bool commit_instead = false;
-        HIODSFS_TRY(meta_->prepare_log(
-            [this](SuperState* state) {
-                // Every chunk the group refers to was appended before this
-                // point (held writes were applied just now, under the lock).
-                const SegmentPosition p = segs_->append_position();
-                state->frontier_segment = p.segment;
-                state->frontier_offset = p.offset;
-                return Status::ok();
-            },
-            &record, &mark, &commit_instead));
-        // A large group commits instead: its record would be most of its pages.
-        if (commit_instead || record.size() > kLogRecordMost) return commit_locked(nullptr);
-        if (!record.empty()) {
-            ChunkLocation loc;
-            HIODSFS_TRY(
-                segs_->append(kLogRecord, record.data(), static_cast<std::uint32_t>(record.size()), &loc));
-            // In the stream now: the next record follows this one.
-            meta_->logged(mark);
-            HIODSFS_TRY(note_log_segment(loc.segment));
-            through = SegmentPosition{loc.segment, loc.offset + loc.length};
-        } else {
-            // Nothing new: the records before may still wait for their sync.
-            through = segs_->append_position();
-        }
-    }
-    return segs_->sync_through(through);
-}
-
-// The entry is a change of the open group after the record: the next record
-// or commit has it. A crash before either leaves the segment after the
-// committed frontier, which the next open records (check_segment_files).
-Status EngineImpl::note_log_segment(SegmentId seg) {
-    if (seg == log_segment_noted_) return Status::ok();
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    HIODSFS_TRY(note_segment(*t, seg));
-    HIODSFS_TRY(t->commit());
-    log_segment_noted_ = seg;
-    return Status::ok();
-}
-
-Status EngineImpl::commit_now(bool* reached_limit) {
-    std::lock_guard<std::mutex> serial(commit_mu_);
-    return commit_locked(reached_limit);
-}
-
-// An entry of 0 live bytes, unless it has one: a damaged one is fsck's to
-// repair, never to be read as "dead" here.
-Status EngineImpl::note_segment(Txn& t, SegmentId seg) {
-    std::string_view v;
-    bool found = false;
-    HIODSFS_TRY(t.get(Db::kSegments, key_u64(seg), &v, &found));
-    return found ? Status::ok() : add_segment_live(t, seg, 0);
-}
-
-Status EngineImpl::note_new_segments() {
-    if (opts_.read_only || segs_->active_segment() <= segments_noted_) return Status::ok();
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    // Listed under the metadata lock: compaction deletes a file before it
-    // drops the file's entry, in an operation of its own, so a file listed
-    // here still has its entry unless it never got one.
-    std::vector<std::pair<SegmentId, std::uint64_t>> files;
-    HIODSFS_TRY(segs_->list_segments(&files));
-    const SegmentId active = segs_->active_segment();
-    SegmentId noted = segments_noted_;
-    for (const auto& [seg, size] : files) {
-        if (seg <= segments_noted_ || seg > active) continue;
-        HIODSFS_TRY(note_segment(*t, seg));
-        noted = std::max(noted, seg);
-    }
-    HIODSFS_TRY(t->commit());
-    segments_noted_ = noted;
-    return Status::ok();
-}
-
-Status EngineImpl::commit_locked(bool* reached_limit) {
-    HIODSFS_TRY(note_new_segments());
-    // Most data is synced before taking the metadata lock; the sync under
-    // it covers what was appended meanwhile. A fast writer appends tens of
-    // MiB during a sync of that much (whole segments, 60-70 ms each here),
-    // so this syncs again while the last round left more than
-    // kLockedSyncBytes behind it. With a journal, the same for the synced
-    // bytes the tier needs first.
-    SegmentPosition early;
-    HIODSFS_TRY(segs_->sync(&early));
-    for (int round = 1; round < kPreSyncRounds; ++round) {
-        const SegmentPosition now = segs_->append_position();
-        if (now.segment == early.segment && now.offset - std::min(now.offset, early.offset) <= kLockedSyncBytes)
-            break;
-        HIODSFS_TRY(segs_->sync(&early));
-    }
-    Status st = journal_ ? segs_->push_to_tier(early) : Status::ok();
-    if (st) st = meta_->commit_group([this](SuperState* state) {
-        SegmentPosition synced;
-        HIODSFS_TRY(segs_->sync(&synced));
-        // Writes held back after the group took the last ones appended
-        // past drained_at_: their bytes are not the group's, crash leftovers
-        // if it is the last commit.
-        const bool drained_first = drained_at_.segment < synced.segment ||
-                                   (drained_at_.segment == synced.segment && drained_at_.offset < synced.offset);
-        const SegmentPosition frontier = drained_first ? drained_at_ : synced;
-        state->frontier_segment = frontier.segment;
-        state->frontier_offset = frontier.offset;
-        // Every byte the journal record will refer to is in the tier before it.
-        if (journal_) HIODSFS_TRY(segs_->push_to_tier(frontier));
-        return Status::ok();
-    }, reached_limit);
-    // Logged once: the failure that stopped the store. With a journal, a
-    // commit whose bytes could not be pushed leaves the store running (the
-    // next commit tries again): logged once per run of such failures.
-    const bool segments_stopped = !st && stop_with_segments();  // logged there
-    const bool stopped = !journal_ || !meta_->failure().is_ok();
-    if (!st && st.err() == EIO && stopped && !segments_stopped && !commit_failed_.exchange(true) &&
-        opts_.log)
-        opts_.log("hiodsfs: " + st.message());
-    if (!st && !stopped && !push_failing_.exchange(true) && opts_.log)
-        opts_.log("hiodsfs: a commit failed and is tried again with the next: " + st.message());
-    if (st) push_failing_.store(false);
-    if (st && meta_->trim_resident()) resident_trims_.fetch_add(1, std::memory_order_relaxed);
-    return st;
-}
-
-// Chunk records a crash left after the frontier of the state the store
-// opened with (the last commit's, or the last fsync log record's it
-// replayed) are dead, unless something refers to them: counted once, as the
-// next commit's frontier lies past them. A store that has no frontier yet
-// (made before it was recorded) is left to hiodsfs-fsck. With a tier, a
-// segment there only is read too (fetched: after a crash on another host,
-// the pool's copy of its last segment holds what it wrote after its last
-// commit).
-Status EngineImpl::count_crash_leftovers(const SuperState& committed) {
-    if (committed.frontier_segment == 0) return Status::ok();
-    std::vector<std::pair<SegmentId, std::uint64_t>> files;
-    HIODSFS_TRY(segs_->list_segments(&files));
-    std::vector<std::pair<ChunkId, ChunkLocation>> after;
-    for (const auto& [seg, size] : files) {
-        if (seg < committed.frontier_segment || size == 0) continue;
-        HIODSFS_TRY(segs_->scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
-            if (r.chunk != kLogRecord && committed.after_frontier(seg, r.header_offset))
-                after.emplace_back(r.chunk, r.location);
-            return true;
-        }));
-    }
-    if (after.empty()) return Status::ok();
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    std::uint64_t dead = 0;
-    for (const auto& [id, loc] : after) {
-        ChunkRecord rec;
-        bool found = false;
-        HIODSFS_TRY(get_chunk(*t, id, &rec, &found));
-        if (!(found && rec.location() == loc)) dead += loc.length;
-    }
-    if (dead == 0) return Status::ok();
-    t->super().counters.dead_bytes += dead;
-    return t->commit();
-}
-
-// Segment files against what committed metadata says of them, at open.
-Status EngineImpl::check_segment_files(const SuperState& committed, const std::string& hint) {
-    std::vector<std::pair<SegmentId, std::uint64_t>> files;
-    HIODSFS_TRY(segs_->list_segments(&files));
-    std::map<SegmentId, std::uint64_t> on_disk(files.begin(), files.end());
-    for (const auto& [seg, size] : files)
-        if (size > 0) segments_noted_ = std::max(segments_noted_, seg);
-    std::vector<SegmentId> gone, beyond;
-    {
-        std::unique_ptr<Txn> t;
-        HIODSFS_TRY(meta_->begin_read(&t));
-        std::set<SegmentId> known;
-        Cursor c = t->cursor(Db::kSegments);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            std::uint64_t seg_id = 0;
-            if (!parse_key_u64(c.key(), &seg_id) || seg_id > std::numeric_limits<SegmentId>::max() ||
-                c.value().size() != 8)
-                continue;  // fsck's to repair
-            const auto seg = static_cast<SegmentId>(seg_id);
-            const std::uint64_t live = get_be64(c.value());
-            known.insert(seg);
-            auto it = on_disk.find(seg);
-            if (it == on_disk.end() && live == 0) {
-                gone.push_back(seg);  // deleted, and the metadata not told before a crash
-            } else if (it == on_disk.end() || it->second < live) {
-                if (opts_.read_only) continue;  // reads of it fail with EIO; copy out the rest
-                return Status::error(
-                    EUCLEAN, "store " + opts_.store_dir + " cannot be opened read-write: segment " +
-                                 std::to_string(seg) + " holds " + std::to_string(live) +
-                                 " bytes of file data by the committed metadata, but its file " +
-                                 (it == on_disk.end() ? "is missing"
-                                                      : "has only " + std::to_string(it->second) + " bytes") +
-                                 hint + " (mount with -o ro to copy out the rest)");
-            }
-        }
-        HIODSFS_TRY(c.status());
-        // Segments made after the last commit hold nothing committed metadata
-        // refers to (a crash): recorded as dead, so reclaim may remove them.
-        // Others without an entry are kept and left to hiodsfs-fsck.
-        for (const auto& [seg, size] : on_disk)
-            if (known.count(seg) == 0 && committed.written_after(seg)) beyond.push_back(seg);
-    }
-    if (opts_.read_only || (gone.empty() && beyond.empty())) return Status::ok();
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin(&t));
-    for (SegmentId seg : gone) HIODSFS_TRY(t->del(Db::kSegments, key_u64(seg)));
-    for (SegmentId seg : beyond) HIODSFS_TRY(add_segment_live(*t, seg, 0));
-    return t->commit();
 }
 
 // Every control interval: sample the load, let the controller pick the write
@@ -972,263 +506,17 @@ Status EngineImpl::record_history(const IntervalSample& s, const SpaceCounters& 
     return t->commit();
 }
 
-void EngineImpl::committer_loop() {
-    std::unique_lock<std::mutex> l(committer_mu_);
-    auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1));
-    while (!stop_) {
-        committer_cv_.wait_for(l, interval, [this] { return stop_ || group_full_; });
-        if (stop_) break;
-        group_full_ = false;
-        l.unlock();
-        if (meta_->pending_ops() > 0) {
-            // Counted by the group it commits: one an fsync committed
-            // first, whose request woke this loop, is not counted again.
-            bool reached_limit = false;
-            const bool committed = commit_now(&reached_limit).is_ok();
-            if (committed && reached_limit) ++early_commits_;  // errors resurface on fsync
-            if (committed) maybe_snapshot();
-            // Each metadata operation allocates and frees LMDB's ~3 MiB of
-            // page lists, between other threads' allocations: the heap
-            // keeps the freed holes resident, and more of them the longer
-            // the daemon runs. Give their pages back, off any request's path.
-            ::malloc_trim(0);
-        }
-        l.lock();
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Status for hiodsfs-stat
-
-std::string EngineImpl::status_json() {
-    SpaceCounters c;
-    (void)counters(&c);
-    // nlohmann::json writes a number that is not finite (a rate over an
-    // empty interval) as null, never as the invalid "nan"; ordered, so the
-    // file reads in the order below.
-    nlohmann::ordered_json j;
-    j["logical_bytes"] = c.logical_bytes;
-    j["stored_bytes"] = c.stored_bytes;
-    j["disk_bytes"] = c.disk_bytes;
-    j["dead_bytes"] = c.dead_bytes;
-    j["raw_bytes"] = c.raw_bytes;
-    j["chunk_count"] = c.chunk_count;
-    j["inode_count"] = c.inode_count;
-    j["dedup_hits"] = c.dedup_hits;
-    j["cloned_bytes"] = c.cloned_bytes;
-    j["backlog_records"] = c.backlog_records;
-    j["backlog_bytes"] = c.backlog_bytes;
-    j["read_errors"] = read_errors_.load();
-    j["reads_beside_sweep"] = reads_beside_sweep_.load();
-    j["read_replans"] = read_replans_.load();
-    j["syncs_beside_sweep"] = syncs_beside_sweep_.load();
-    j["reads_coalesced"] = reads_coalesced_.load();
-    j["sweeps_yielded"] = sweeps_yielded_.load();
-    j["sweeps_yielded_to_requests"] = sweeps_yielded_to_requests_.load();
-    j["overwrites_in_windows"] = overwrites_in_windows_.load();
-    j["overwrites_beside_others"] = overwrites_beside_others_.load();
-    j["window_retries"] = window_retries_.load();
-    j["early_commits"] = early_commits_.load();
-    j["resident_trims"] = resident_trims_.load();
-    j["held_writes_applied"] = held_applied_.load();
-    j["held_write_batches"] = held_batches_.load();
-    j["held_writes_lost"] = held_lost_.load();
-    if (opts_.request_counts) {
-        nlohmann::ordered_json r = nlohmann::ordered_json::object();
-        for (const auto& [name, n] : opts_.request_counts()) r[name] = n;
-        j["requests"] = std::move(r);
-    }
-    j["damaged_chunks"] = damaged_chunks_.load();
-    {
-        // Work set aside (engine/quarantine.h): the reason of the last one
-        // this run set aside, else of one kept from an earlier run.
-        std::uint64_t dirty = 0, deletes = 0;
-        std::string why;
-        std::unique_ptr<Txn> t;
-        if (meta_->begin_read(&t)) count_set_aside(*t, &dirty, &deletes, &why);
-        if (const std::string last = quarantine_.last(); !last.empty()) why = last;
-        j["quarantined_dirty_records"] = dirty;
-        j["quarantined_deletes"] = deletes;
-        j["quarantine_error"] =
-            why.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(why);
-    }
-    {
-        // What stopped the store, if anything did: it then refuses every
-        // change (and fsync) with EIO until it is mounted again.
-        Status failed = meta_->failure();
-        if (failed) failed = segs_->failure();  // stopped, and the engine is about to
-        j["store_error"] = failed ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(failed.message());
-    }
-    if (compactor_) {
-        const CompactionStats cs = compactor_->stats();
-        j["reclaim_deletes_queued"] = deletes_queued_.load();
-        j["reclaim_deletes_done"] = deletes_done_.load();
-        j["compaction_segments_deleted"] = cs.segments_deleted;
-        j["compaction_bytes_moved"] = cs.bytes_moved;
-        j["compaction_bytes_freed"] = cs.bytes_freed;
-    }
-    j["file_count"] = c.file_count;
-    j["pid"] = static_cast<std::uint64_t>(::getpid());
-    {
-        std::vector<std::pair<SegmentId, std::uint64_t>> segs;
-        (void)segs_->list_segments(&segs);
-        j["segment_count"] = segs.size();
-    }
-    {
-        // Where the segments live, and the local cache in front of a tier.
-        // (An unmounted store's backend is what FORMAT says; the tier's
-        // figures only while a daemon has it.)
-        j["backend"] = backend_;
-        SegmentTierStats ts;
-        if (segs_->tier_stats(&ts)) {
-            nlohmann::ordered_json t;
-            t["segments"] = ts.tier_segments;
-            t["bytes"] = ts.tier_bytes;
-            t["cached_segments"] = ts.cached_segments;
-            t["cached_bytes"] = ts.cached_bytes;
-            t["cache_limit"] = ts.cache_limit;
-            t["cache_hits"] = ts.cache_hits;
-            t["cache_misses"] = ts.cache_misses;
-            t["fetched_bytes"] = ts.fetched_bytes;
-            t["evictions"] = ts.evictions;
-            t["uploads"] = ts.uploads;
-            t["pending_uploads"] = ts.pending_uploads;
-            t["upload_failures"] = ts.upload_failures;
-            t["upload_error"] = ts.upload_error.empty() ? nlohmann::ordered_json(nullptr)
-                                                        : nlohmann::ordered_json(ts.upload_error);
-            j["tier"] = std::move(t);
-        }
-    }
-    // Controller times (mode_since_ns, events) are on the monotonic clock of
-    // now_ns; unix_time_ns is the wall clock at the same moment.
-    j["now_ns"] = clock_->now_ns();
-    j["unix_time_ns"] = wall_ns();
-    j["interval_ms"] = opts_.control.interval_ms;
-    j["target_ops"] = opts_.control.target_ops;
-    j["target_bytes_per_s"] = opts_.control.target_bytes_per_s;
-    j["chunking"] = chunking_.describe();
-    j["setting"] = controller_->setting() == ModeController::Setting::kInline     ? "inline"
-                   : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
-                                                                                    : "hybrid";
-    j["mode"] = deferred_.load() ? "deferred" : "inline";
-    j["mode_since_ns"] = controller_->mode_since_ns();
-    j["background_speed"] = controller_->background_speed();
-    auto samples = controller_->samples();
-    if (!samples.empty()) {
-        j["ops_per_s"] = samples.back().ops_per_s();
-        j["bytes_per_s"] = samples.back().bytes_per_s();
-        const double secs = samples.back().seconds();
-        j["background_bytes_per_s"] =
-            secs > 0 ? static_cast<double>(samples.back().background_bytes) / secs : 0.0;
-    }
-    // The persisted history (history.h): the last samples and the last
-    // sample of each recent day.
-    {
-        std::vector<HistoryEntry> tail, daily;
-        std::unique_ptr<Txn> t;
-        if (meta_->begin_read(&t)) {
-            (void)read_history_tail(*t, 60, &tail);
-            (void)read_history_daily(*t, 31, &daily);
-        }
-        auto list = [](const std::vector<HistoryEntry>& v) {
-            nlohmann::ordered_json a = nlohmann::ordered_json::array();
-            for (const auto& e : v) {
-                a.push_back({{"unix_time_ns", e.time_ns},
-                             {"period_ns", e.r.period_ns},
-                             {"mode", e.r.mode == 1 ? "deferred" : "inline"},
-                             {"ops_per_s", e.r.ops_per_s},
-                             {"bytes_per_s", e.r.bytes_per_s},
-                             {"background_bytes_per_s", e.r.background_bytes_per_s},
-                             {"backlog_records", e.r.backlog_records},
-                             {"backlog_bytes", e.r.backlog_bytes},
-                             {"logical_bytes", e.r.logical_bytes},
-                             {"stored_bytes", e.r.stored_bytes}});
-            }
-            return a;
-        };
-        j["history"] = list(tail);
-        j["history_daily"] = list(daily);
-    }
-    nlohmann::ordered_json events = nlohmann::ordered_json::array();
-    auto all = controller_->events();
-    for (std::size_t i = all.size() > 32 ? all.size() - 32 : 0; i < all.size(); ++i) {
-        const auto& e = all[i];
-        events.push_back({{"time_ns", e.time_ns},
-                          {"kind", e.kind == ControlEvent::Kind::kModeSwitch ? "mode_switch" : "throttle"},
-                          {"mode", to_string(e.mode)},
-                          {"ops_per_s", e.ops_per_s},
-                          {"bytes_per_s", e.bytes_per_s},
-                          {"speed", e.speed},
-                          {"backlog_records", e.backlog_records},
-                          {"backlog_bytes", e.backlog_bytes},
-                          {"reason", e.reason}});
-    }
-    j["events"] = std::move(events);
-    // Invalid UTF-8 in a message (a store path) is replaced, not thrown.
-    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-Status EngineImpl::publish_status() {
-    std::string text = status_json();
-    const std::string tmp = opts_.store_dir + "/status.json.tmp";
-    // A new file, never one found there (a link someone put in its place).
-    if (::unlinkat(store_->fd(), "status.json.tmp", 0) != 0 && errno != ENOENT)
-        return Status::from_errno(errno, "unlink " + tmp);
-    UniqueFd fd(::openat(store_->fd(), "status.json.tmp",
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd.valid()) return Status::from_errno(errno, "write " + tmp);
-    ssize_t n = ::write(fd.get(), text.data(), text.size());
-    fd.reset();
-    if (n != static_cast<ssize_t>(text.size())) return Status::error(EIO, "short write of " + tmp);
-    if (::renameat(store_->fd(), "status.json.tmp", store_->fd(), "status.json") != 0)
-        return Status::from_errno(errno, "rename " + tmp);
-    return Status::ok();
-}
-
-// ---------------------------------------------------------------------------
-// Space
-
-Status EngineImpl::statfs(FsStats* out) {
-    struct statvfs v {};
-    HIODSFS_TRY(store_->statvfs(&v));
-    // Figures of the backing file system, in its own block size: what df
-    // shows is what the store can really still take.
-    out->block_size = v.f_frsize;
-    out->blocks = v.f_blocks;
-    // What file data can still take: the reserve is kept back from it.
-    const std::uint64_t reserve_blocks = v.f_frsize ? space_reserve_ / v.f_frsize : 0;
-    out->blocks_free = v.f_bfree > reserve_blocks ? v.f_bfree - reserve_blocks : 0;
-    out->blocks_avail = v.f_bavail > reserve_blocks ? v.f_bavail - reserve_blocks : 0;
-    SpaceCounters c;
-    HIODSFS_TRY(counters(&c));
-    out->files = c.inode_count + v.f_favail;
-    out->files_free = v.f_favail;
-    out->name_max = kMaxName;
-    return Status::ok();
-}
-
-std::uint64_t EngineImpl::data_room() {
-    struct statvfs v {};
-    if (!store_->statvfs(&v)) return UINT64_MAX;
-    const std::uint64_t avail = std::uint64_t{v.f_bavail} * v.f_frsize;
-    return avail > space_reserve_ ? avail - space_reserve_ : 0;
-}
-
-Status EngineImpl::counters(SpaceCounters* out) {
-    // The in-memory state: readable even after a failed commit stopped the
-    // store (when applying held writes fails too).
-    (void)meta_->apply_held_back();
-    *out = meta_->super_snapshot().counters;
-    out->disk_bytes = segs_->disk_bytes();
-    return Status::ok();
-}
-
 // ---------------------------------------------------------------------------
 // Opening
 
 Status Engine::open(const EngineOptions& options, std::unique_ptr<Engine>* out) {
+    return open_engine_with_hooks(options, EngineHooks{}, out);
+}
+
+Status open_engine_with_hooks(const EngineOptions& options, const EngineHooks& hooks,
+                              std::unique_ptr<Engine>* out) {
     auto e = std::make_unique<EngineImpl>();
-    Status st = e->init(options);
+    Status st = e->init(options, hooks);
     if (!st) {
         e->abandon();
         return st;

@@ -1,11 +1,16 @@
 // EngineImpl, the engine behind include/hiodsfs/engine.h, internal to
 // libhiodsfs. Its definitions are split by job:
-//   engine.cc         opening and closing, the group commit, the control
-//                     loop, status for hiodsfs-stat, space (statfs)
+//   engine.cc         opening and closing, the control loop
+//   recovery.cc       what an open finds and puts right: a lost FORMAT,
+//                     the fsync log's records, segment files, crash leftovers
+//   commit.cc         the group commit and its frontier, fsync's log
+//                     records, the committer thread, tier snapshots
+//   status.cc         status for hiodsfs-stat, space figures (statfs)
 //   namespace_ops.cc  metadata helpers, namespace operations, extended
 //                     attributes
-//   data_path.cc      streams, the inline and deferred write paths, reads,
-//                     truncate, fsync, clone and seek
+//   write_path.cc     streams, the inline and deferred write paths
+//   read_path.cc      reads
+//   file_ops.cc       truncate, flush, fsync, fallocate, clone and seek
 //   background.cc     the background pass's target (dirty queue,
 //                     re-chunking) and space reclaim (purge, compaction)
 //   write_behind.cc   deferred writes' metadata held in memory and applied
@@ -42,8 +47,11 @@
 #include "dedup/reclaimer.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
+#include "engine/engine_test_hooks.h"
+#include "engine/inode_ops.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
+#include "engine/space_admission.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "engine/write_errors.h"
@@ -58,11 +66,6 @@
 
 namespace hiodsfs {
 
-inline constexpr std::uint64_t kMaxFileSize = std::uint64_t(1) << 60;
-inline constexpr std::size_t kMaxName = 255;
-inline constexpr std::size_t kMaxXattrName = 255;
-inline constexpr std::size_t kMaxXattrValue = 65536;
-inline constexpr std::size_t kMaxSymlink = 4095;
 // A write this far ahead of its file's stream, while the file is being
 // written sequentially, waits for the requests before it (wait_for_gap),
 // at most kReorderWait.
@@ -90,31 +93,6 @@ inline constexpr std::uint64_t kRechunkPiece = 256 * 1024;
 // much (a read request is at most 1 MiB).
 inline constexpr std::uint64_t kReadRunBytes = 1u << 20;
 
-inline struct timespec now_ts() {
-    struct timespec ts {};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ts;
-}
-
-inline void set_time(std::int64_t* s, std::uint32_t* ns, const struct timespec& ts) {
-    *s = ts.tv_sec;
-    *ns = static_cast<std::uint32_t>(ts.tv_nsec);
-}
-
-inline std::uint64_t wall_ns() {
-    auto ts = now_ts();
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-inline struct timespec get_time(std::int64_t s, std::uint32_t ns) {
-    struct timespec ts {};
-    ts.tv_sec = s;
-    ts.tv_nsec = ns;
-    return ts;
-}
-
-inline bool is_dir(std::uint32_t mode) { return S_ISDIR(mode); }
-
 inline bool all_zero(const std::uint8_t* p, std::size_t n) {
     // Compare 8 bytes at a time; chunks are large, and most are not zero.
     std::size_t i = 0;
@@ -127,24 +105,6 @@ inline bool all_zero(const std::uint8_t* p, std::size_t n) {
         if (p[i] != 0) return false;
     return true;
 }
-
-inline Status check_name(std::string_view name) {
-    if (name.empty() || name == "." || name == "..")
-        return Status::error(EINVAL, "invalid name");
-    if (name.size() > kMaxName) return Status::error(ENAMETOOLONG, "name longer than 255 bytes");
-    if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
-        return Status::error(EINVAL, "name contains '/' or NUL");
-    return Status::ok();
-}
-
-// An inode as stored: the fixed record plus a symlink target, or a regular
-// file's first extent block (held from load_inode to store_inode, so an
-// operation reads and writes the record once: meta/extent_map.h).
-struct Inode {
-    InodeRecord r;
-    std::string target;
-    std::string held_extents;
-};
 
 // The open write stream of one file (see the comment at the top).
 struct Stream {
@@ -173,7 +133,7 @@ struct Stream {
     // a held-back write needs no metadata lookup of its own.
     bool regular = false;
     // Overwrites inside the file that run without mu, each in a window
-    // [first, second) holding every byte it reads or remaps (data_path.cc,
+    // [first, second) holding every byte it reads or remaps (write_path.cc,
     // "Overwrites in windows"); guarded by mu. Everyone else who changes
     // the file's bytes, size or stream waits for them under mu (whole()).
     std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
@@ -239,7 +199,7 @@ public:
         if (!closed_) (void)close();
     }
 
-    Status init(const EngineOptions& options);
+    Status init(const EngineOptions& options, const EngineHooks& hooks);
 
     Status close() override;
     void abandon() override;
@@ -329,13 +289,11 @@ private:
                           bool* gone);
     // The speed the pass and the reclaimer go by (the throttle's).
     double background_speed() const {
-        return opts_.background_speed ? opts_.background_speed() : controller_->background_speed();
+        return hooks_.background_speed ? hooks_.background_speed() : controller_->background_speed();
     }
     // A sweep stopped for the throttle: the stream's bytes (all still mapped)
     // are dropped and [s.off, end) is queued again, to be swept from that cut.
     Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
-    // Queues [off, off + len) of ino for the background pass.
-    Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
 
     // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
     // Held, or taken by an apply that has not finished: a read that does
@@ -384,41 +342,12 @@ private:
     // fingerprint index: never shared again.
     void mark_damaged(ChunkId id);
 
-    // ---- metadata helpers (caller holds a Txn) ----
-    Status load_inode(Txn& t, InodeId ino, Inode* out);
-    Status store_inode(Txn& t, InodeId ino, const Inode& in);
-    Status lookup_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* out,
-                        bool* found);
-    Status load_dir(Txn& t, InodeId ino, Inode* out);
-    // The entry `name` of directory `parent` and its inode (ENOENT if absent).
-    Status resolve_entry(Txn& t, InodeId parent, std::string_view name, DirentValue* entry,
-                         Inode* child);
-    Status dir_is_empty(Txn& t, InodeId dir, bool* empty);
-    Status touch_dir(Txn& t, InodeId dir, int nlink_delta);
-    // Collects the extents of ino overlapping [off, end); given the inode
-    // the caller loaded in t, without reading its record again.
-    Status extents_in(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t end,
-                      std::vector<MappedExtent>* out);
-    Status extents_in(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t end,
-                      std::vector<MappedExtent>* out);
-    // Unmaps [off, off+len) of ino and, if add is given, maps it to add (whose
-    // chunk reference the caller has already taken). Updates mapped bytes.
-    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
-                         const ExtentRecord* add);
-    // The same with adds mapped back to back from off (a run of chunks).
-    Status replace_range(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, std::uint64_t len,
-                         std::span<const ExtentRecord> adds);
-    // Maps [off, off + e.length), which must be unmapped (a hole).
-    Status map_extent(Txn& t, InodeId ino, Inode& inode, std::uint64_t off, const ExtentRecord& e);
-    Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta);
+    // ---- chunks and an inode's lifetime (namespace_ops.cc) ----
     // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
-    // New chunks' live bytes per segment, added once per request (most of a
-    // request's chunks land in one segment).
-    using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;
+    // gains (if given): the new chunk's live bytes go there, not to its segment.
     // crc (if given) is crc32c(data, len), computed ahead.
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
                        ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr);
-    Status purge_inode(Txn& t, InodeId ino);
     bool pinned(InodeId ino);
     // Forgets ino's stream once nothing holds or pins it. A stream is never
     // replaced while in use: the pass re-chunking a file and a write after
@@ -428,7 +357,6 @@ private:
     Status release_inode(Txn& t, InodeId ino, bool* freed);
     // Commits t, then drops the stream of ino if release_inode freed it.
     Status commit_release(Txn& t, InodeId ino, bool freed);
-    Attr to_attr(InodeId ino, const Inode& in) const;
 
     // ---- data path (caller holds the Stream lock) ----
     // write() but for what a failure stops.
@@ -557,7 +485,6 @@ private:
                        MetaStore::ReadFrom from = MetaStore::ReadFrom::kSnapshot);
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
     Status regular_file(InodeId ino, Inode* out);
-    static Status check_regular(const Inode& in);
 
     // *reached_limit: see MetaStore::commit_group.
     Status commit_now(bool* reached_limit = nullptr);
@@ -604,6 +531,7 @@ private:
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
 
     EngineOptions opts_;
+    EngineHooks hooks_;  // what tests inject (engine_test_hooks.h)
     // The store directory, opened once; the last of the store's handles to go.
     std::unique_ptr<StoreDir> store_;
     Env* env_ = nullptr;
@@ -636,45 +564,8 @@ private:
     std::thread committer_;
     std::thread control_;
     bool closed_ = false;
-    std::uint64_t space_reserve_ = 0;  // bytes (EngineOptions::space_reserve)
+    SpaceAdmission space_;  // the ENOSPC admission of requests and sweeps
     std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)
-    // check_space's view: free bytes at the last statvfs (steady-clock
-    // time), and bytes asked for since.
-    std::atomic<std::uint64_t> known_avail_{0}, asked_since_{0};
-    std::atomic<std::int64_t> known_at_{0};
-    // ENOSPC when the store's file system cannot take len on top of `keep`
-    // free bytes (file data and the pass keep the reserve) and of what
-    // admitted requests are still writing.
-    Status check_space(std::uint64_t len) { return check_space(len, space_reserve_); }
-    Status check_space(std::uint64_t len, std::uint64_t keep, bool admitted = false);
-    // Bytes of write requests and pass sweeps that passed check_space and
-    // are not yet written: requests queued on one stream are all checked
-    // before the first of them writes, and must not pass the reserve together.
-    std::atomic<std::uint64_t> admitted_{0};
-    struct Admission {
-        std::atomic<std::uint64_t>& bytes;
-        std::uint64_t len;
-        Admission(std::atomic<std::uint64_t>& b, std::uint64_t n) : bytes(b), len(n) {}
-        Admission(const Admission&) = delete;
-        Admission& operator=(const Admission&) = delete;
-        ~Admission() { bytes.fetch_sub(len, std::memory_order_relaxed); }
-    };
-    // check_space for a request of len bytes that counts as being written
-    // until *out goes.
-    // The pass's sweeps (background) yield to a write waiting for room.
-    Status admit(std::uint64_t len, std::optional<Admission>* out, bool background = false) {
-        admitted_.fetch_add(len, std::memory_order_relaxed);
-        out->emplace(admitted_, len);
-        if (background && room_waiters_.load(std::memory_order_relaxed) > 0)
-            return Status::error(ENOSPC, "a write is waiting for room");
-        return check_space(len, space_reserve_, true);
-    }
-    // admit for a foreground write: on a full disk it first waits, a bounded
-    // time, while reclaim gives space back (deletes being purged, segments
-    // the pass or a delete left dead), the way a file system flushes its
-    // pending frees before it answers ENOSPC. Meanwhile the pass yields.
-    Status admit_write(std::uint64_t len, std::optional<Admission>* out);
-    std::atomic<int> room_waiters_{0};
     std::unique_ptr<ModeController> controller_;
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's

@@ -169,8 +169,8 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
     for (std::size_t i = 0, j = 0; i < n; i = j) {
         const InodeId ino = w[i].ino;
         while (j < n && w[j].ino == ino) ++j;
-        if (opts_.held_write_fault)
-            if (int e = opts_.held_write_fault(ino); e != 0)
+        if (hooks_.held_write_fault)
+            if (int e = hooks_.held_write_fault(ino); e != 0)
                 return Status::error(e, "metadata write (injected)");
         FileWrites f{i, j, {}};
         Status found = load_inode(*t, ino, &f.in);

@@ -536,8 +536,9 @@ static void step_beside_sweep(std::uint64_t seed,
     EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(4096, 16384, 65536));
     o.mode = DedupMode::kDeferred;
     o.background_threads = 0;
-    o.background_speed = [] { return 1.0; };
-    auto e = open_engine(o);
+    EngineHooks hooks;
+    hooks.background_speed = [] { return 1.0; };
+    auto e = open_engine(o, hooks);
     std::mt19937_64 rng(seed);
     std::vector<std::uint8_t> want = random_bytes(rng, (kSanitized ? 8u : 24u) << 20);
     want.reserve(want.size() + (64u << 20));  // appends never move it (a copy would stall them)
@@ -598,8 +599,9 @@ TEST_CASE("a sweep the throttle pauses stops early and leaves the canonical cuts
             EngineOptions o = options_for(dir.store(), params);
             o.mode = DedupMode::kDeferred;
             o.background_threads = 0;
-            o.background_speed = [] { return 0.0; };  // paused: every sweep stops after a piece
-            auto e = open_engine(o);
+            EngineHooks hooks;
+            hooks.background_speed = [] { return 0.0; };  // paused: every sweep stops after a piece
+            auto e = open_engine(o, hooks);
             Attr a = make_file(*e, "f");
             BlockSource blocks(91);
             std::vector<std::uint8_t> content;
@@ -636,7 +638,7 @@ TEST_CASE("a sweep the throttle pauses stops early and leaves the canonical cuts
     }
 }
 
-// An overwrite inside a file runs in a window of its own (data_path.cc,
+// An overwrite inside a file runs in a window of its own (write_path.cc,
 // "Overwrites in windows"), which bounds how far its realignment may read.
 // Raw bytes after it (written deferred, not yet swept) hold no chunk
 // boundary to stop at: the realignment runs on past the window, and the

@@ -16,6 +16,13 @@
 using namespace hiodsfs;
 using namespace hiodsfs::test;
 
+// The public options are what a program linking libhiodsfs sets: what tests
+// inject goes through EngineHooks (engine/engine_test_hooks.h).
+template <typename O>
+concept HasTestHook = requires(O o) { o.commit_fault; } || requires(O o) { o.on_publish; } ||
+                      requires(O o) { o.held_write_fault; } || requires(O o) { o.background_speed; };
+static_assert(!HasTestHook<EngineOptions>, "a test hook in the public EngineOptions");
+
 namespace {
 const ChunkingParams kCdc = ChunkingParams::cdc(4096, 16384, 65536);
 }  // namespace

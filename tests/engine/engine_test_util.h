@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_test_hooks.h"
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
 #include "hiodsfs/segment_store.h"
@@ -93,9 +94,9 @@ inline EngineOptions options_for(const std::string& store, const ChunkingParams&
     return o;
 }
 
-inline std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
+inline std::unique_ptr<Engine> open_engine(const EngineOptions& o, const EngineHooks& hooks = {}) {
     std::unique_ptr<Engine> e;
-    Status st = Engine::open(o, &e);
+    Status st = open_engine_with_hooks(o, hooks, &e);
     INFO(st.to_string());
     REQUIRE(st.is_ok());
     return e;

@@ -142,11 +142,12 @@ TEST_CASE("an fsync logged before a failed commit survives it", "[engine][trust]
     std::vector<std::string> logged;
     EngineOptions o = log_test_options(dir.store(), nullptr, &logged);
     std::atomic<int> fail_with{0};
-    o.commit_fault = [&] { return fail_with.load(); };
+    EngineHooks hooks;
+    hooks.commit_fault = [&] { return fail_with.load(); };
     std::mt19937_64 rng(13);
     const auto b = random_bytes(rng, 100000);
     {
-        auto e = open_engine(o);
+        auto e = open_engine(o, hooks);
         const InodeId b_ino = make_file(*e, "b").ino;
         write_all(*e, b_ino, 0, b);
         REQUIRE(e->fsync(b_ino, false).is_ok());
@@ -156,7 +157,7 @@ TEST_CASE("an fsync logged before a failed commit survives it", "[engine][trust]
         CHECK(e->fsync(b_ino, false).err() == EIO);
         CHECK_FALSE(e->close().is_ok());
     }
-    auto e = open_engine(o);
+    auto e = open_engine(o, hooks);
     Attr x;
     REQUIRE(e->lookup(kRootInode, "b", &x).is_ok());
     CHECK(read_all(*e, x.ino) == b);

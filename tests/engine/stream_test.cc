@@ -248,7 +248,8 @@ TEST_CASE("a read that does not wait for an unlink in progress still reads the b
     std::mutex mu;
     std::condition_variable cv;
     bool armed = false, in_unlink = false, go = false;
-    o.on_publish = [&] {
+    EngineHooks hooks;
+    hooks.on_publish = [&] {
         std::unique_lock<std::mutex> l(mu);
         if (!armed) return;
         armed = false;
@@ -256,7 +257,7 @@ TEST_CASE("a read that does not wait for an unlink in progress still reads the b
         cv.notify_all();
         cv.wait(l, [&] { return go; });
     };
-    auto e = open_engine(o);
+    auto e = open_engine(o, hooks);
     const Attr a = make_file(*e, "f");
     std::mt19937_64 rng(7);
     const std::vector<std::uint8_t> data = random_bytes(rng, 10000);

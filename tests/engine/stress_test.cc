@@ -407,7 +407,7 @@ TEST_CASE("one file's overwrites from many threads at once keep every block whol
 }
 
 // Overwrites inside a file run in windows of their own, beside each other
-// (data_path.cc, "Overwrites in windows"), while appends, fsyncs, hole
+// (write_path.cc, "Overwrites in windows"), while appends, fsyncs, hole
 // lookups, fallocate and sync_all of the same file need the whole
 // file and wait for the windows to close. Four writers overwrite blocks of
 // their own all over an 8 MiB file, so their windows often meet and often

@@ -563,14 +563,15 @@ TEST_CASE("a failed group commit stops the store until it is opened again", "[en
     o.background_commit = false;
     o.fsync_log = false;  // every fsync commits (fsync_log_test.cc: a failed commit after a logged fsync)
     std::atomic<int> fail_with{0};
-    o.commit_fault = [&] { return fail_with.load(); };
+    EngineHooks hooks;
+    hooks.commit_fault = [&] { return fail_with.load(); };
     std::vector<std::string> logged;
     o.log = [&](const std::string& m) { logged.push_back(m); };
     std::mt19937_64 rng(3);
     const auto a = random_bytes(rng, 100000), b = random_bytes(rng, 100000);
     InodeId a_ino = 0;
     {
-        auto e = open_engine(o);
+        auto e = open_engine(o, hooks);
         a_ino = make_file(*e, "a").ino;
         write_all(*e, a_ino, 0, a);
         REQUIRE(e->fsync(a_ino, false).is_ok());
@@ -591,7 +592,7 @@ TEST_CASE("a failed group commit stops the store until it is opened again", "[en
     }
     REQUIRE(logged.size() == 1);
     CHECK(logged[0].find("mounted again") != std::string::npos);
-    auto e = open_engine(o);
+    auto e = open_engine(o, hooks);
     CHECK(read_all(*e, a_ino) == a);
     Attr x;
     CHECK(e->lookup(kRootInode, "b", &x).err() == ENOENT);  // lost with its group, and consistently

@@ -108,7 +108,8 @@ TEST_CASE("a read beside an apply of held writes waits for it and sees them", "[
     std::mutex mu;
     std::condition_variable cv;
     bool armed = false, in_apply = false, go = false;
-    o.held_write_fault = [&](InodeId) {
+    EngineHooks hooks;
+    hooks.held_write_fault = [&](InodeId) {
         std::unique_lock<std::mutex> l(mu);
         if (armed) {
             armed = false;
@@ -118,7 +119,7 @@ TEST_CASE("a read beside an apply of held writes waits for it and sees them", "[
         }
         return 0;
     };
-    auto e = open_engine(o);
+    auto e = open_engine(o, hooks);
     const InodeId ino = make_file(*e, "f").ino;
     std::mt19937_64 rng(23);
     const std::vector<std::uint8_t> data = random_bytes(rng, 64 * 1024);
@@ -174,14 +175,15 @@ TEST_CASE("a held write that cannot be applied is reported at fsync, once, and c
     TempDir dir;
     std::atomic<InodeId> failing{0};
     EngineOptions o = held_options(dir.store());
-    o.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? ENOSPC : 0; };
+    EngineHooks hooks;
+    hooks.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? ENOSPC : 0; };
     std::vector<std::string> logged;
     o.log = [&](const std::string& m) { logged.push_back(m); };
     std::mt19937_64 rng(9);
     std::vector<std::uint8_t> a_model, b_model;
     InodeId a = 0, b = 0;
     {
-        auto e = open_engine(o);
+        auto e = open_engine(o, hooks);
         a = make_file(*e, "a").ino;
         b = make_file(*e, "b").ino;
         random_writes(*e, a, &a_model, 1u << 20, 50, rng);
@@ -216,8 +218,9 @@ TEST_CASE("a lost write is told to each open file once, however the others close
     TempDir dir;
     std::atomic<InodeId> failing{0};
     EngineOptions o = held_options(dir.store());
-    o.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? EIO : 0; };
-    auto e = open_engine(o);
+    EngineHooks hooks;
+    hooks.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? EIO : 0; };
+    auto e = open_engine(o, hooks);
     const InodeId a = make_file(*e, "a").ino;
     const std::string block(4096, 'a');
     // Two files open on a (as at open: before the loss).
@@ -258,11 +261,12 @@ TEST_CASE("segments that hold only writes that were never applied are known to t
     std::atomic<InodeId> failing{0};
     EngineOptions o = held_options(dir.store());
     o.segments.max_segment_bytes = 64 * 1024;
-    o.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? EIO : 0; };
+    EngineHooks hooks;
+    hooks.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? EIO : 0; };
     std::mt19937_64 rng(21);
     std::vector<std::uint8_t> a_model, b_model;
     {
-        auto e = open_engine(o);
+        auto e = open_engine(o, hooks);
         const InodeId a = make_file(*e, "a").ino;
         const InodeId b = make_file(*e, "b").ino;
         random_writes(*e, b, &b_model, 1u << 20, 8, rng);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/engine_test_hooks.h"
 #include "hiodsfs/engine.h"
 
 namespace hiodsfs::test {
@@ -40,9 +41,9 @@ public:
         o.space_reserve = space_reserve;
         return open(o);
     }
-    std::unique_ptr<Engine> open(const EngineOptions& o) const {
+    std::unique_ptr<Engine> open(const EngineOptions& o, const EngineHooks& hooks = {}) const {
         std::unique_ptr<Engine> e;
-        Status st = Engine::open(o, &e);
+        Status st = open_engine_with_hooks(o, hooks, &e);
         INFO(st.to_string());
         REQUIRE(st.is_ok());
         return e;

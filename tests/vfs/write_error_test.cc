@@ -24,13 +24,20 @@ namespace {
 struct LostWriteFixture {
     test::TempStore dir;
     std::atomic<InodeId> failing{0};
-    std::unique_ptr<Engine> engine = dir.open([this] {
-        EngineOptions o = dir.options();
-        o.mode = DedupMode::kDeferred;
-        o.background_threads = 0;
-        o.held_write_fault = [this](InodeId ino) { return ino == failing.load() ? EIO : 0; };
-        return o;
-    }());
+    std::unique_ptr<Engine> engine = dir.open(
+        [this] {
+            EngineOptions o = dir.options();
+            o.mode = DedupMode::kDeferred;
+            o.background_threads = 0;
+            return o;
+        }(),
+        [this] {
+            EngineHooks hooks;
+            hooks.held_write_fault = [this](InodeId ino) {
+                return ino == failing.load() ? EIO : 0;
+            };
+            return hooks;
+        }());
     Vfs vfs{*engine, {.writeback_cache = false, .posix_acl = false}};
     Caller user{.uid = 1000, .gid = 1000, .umask = 022, .in_group = {}};
     InodeId ino = 0;
