@@ -1,14 +1,6 @@
-// The checker: loads the metadata into memory (about 100 bytes per inode,
-// directory entry and chunk), checks it in an order where each stage can
-// trust what the stages before it repaired, and writes repairs through one
-// metadata operation that is committed at the end. After a repair the whole
-// check runs again on the result; anything it still finds is left unrepaired.
-//
-// Stages: the namespace (missing inodes, entries, reachability, lost+found,
-// link counts, directory parents), file maps (extents inside live chunks),
-// chunks (reference counts, records rebuilt from segments, the fingerprint
-// index, segment records, live bytes per segment), the dirty queue,
-// extended attributes, the global counters, and the scrub.
+// run_fsck(): opens the store, runs the Checker (checker.h) over it in one
+// metadata operation, commits what it repaired or flagged, and after a repair
+// checks the result again.
 #include "fsck/fsck.h"
 
 #include <sys/stat.h>
@@ -34,6 +26,7 @@
 #include "engine/fsync_log.h"
 #include "engine/meta_tier.h"
 #include "engine/store_layout.h"
+#include "fsck/checker.h"
 #include "fsck/lost_segments.h"
 #include "fsck/tier_objects.h"
 #include "hiodsfs/env.h"
@@ -81,6 +74,7 @@ std::string fsck_verdict(const FsckOptions& o, const FsckReport& r) {
     return v;
 }
 
+namespace fsck {
 namespace {
 
 // Whether the run writes metadata: a repair, or a scrub that flags what it finds.
@@ -112,1308 +106,1235 @@ const char* type_name(std::uint32_t mode) {
     }
 }
 
-std::string u(std::uint64_t v) { return std::to_string(v); }
+}  // namespace
 
-struct InodeInfo {
+Status Checker::run() {
+    HIODSFS_TRY(load_namespace());
+    HIODSFS_TRY(check_namespace());
+    HIODSFS_TRY(load_chunks());
+    HIODSFS_TRY(check_extents());
+    HIODSFS_TRY(check_chunks());
+    HIODSFS_TRY(check_dirty());
+    HIODSFS_TRY(check_xattrs());
+    HIODSFS_TRY(check_counters());
+    return Status::ok();
+}
+
+void Checker::problem(std::string what, bool repaired) {
+    rep_.problems.push_back(FsckProblem{std::move(what), repaired});
+}
+
+// Runs a repair if repairing; the problem is reported as repaired when it worked.
+Status Checker::fix(std::string what, const std::function<Status()>& repair) {
+    if (!repair_) {
+        problem(std::move(what), false);
+        rep_.problems.back().repairable = true;
+        return Status::ok();
+    }
+    Status st = repair();
+    if (st.err() == EUCLEAN) {  // could not be repaired, but nothing else is wrong
+        problem(what + " (not repaired: " + st.message() + ")", false);
+        return Status::ok();
+    }
+    HIODSFS_TRY(st);
+    problem(std::move(what), true);
+    return Status::ok();
+}
+
+void Checker::progress(std::string_view phase, std::uint64_t done, std::uint64_t total) {
+    if (o_.progress && (++progress_calls_ % 256 == 0 || done == total)) o_.progress(phase, done, total);
+}
+
+// "/a/b" for an inode reachable through entries, else "inode N"; each
+// name escaped as `ls -b` does (common/name_escape.h), since users choose them.
+std::string Checker::path_of(InodeId ino) {
+    if (ino == kRootInode) return "/";
+    std::string path;
+    InodeId cur = ino;
+    for (int depth = 0; depth < 4096 && cur != kRootInode; ++depth) {
+        auto it = name_of_.find(cur);
+        if (it == name_of_.end()) return "inode " + u(ino) + " (not linked)";
+        const Entry& e = entries_[it->second];
+        path = "/" + escape_name(e.name) + path;
+        cur = e.parent;
+    }
+    if (cur != kRootInode) return "inode " + u(ino) + " (in a directory loop)";
+    return path;
+}
+
+void Checker::index_names() {
+    name_of_.clear();
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+        if (entries_[i].live) name_of_.emplace(entries_[i].v.ino, i);
+}
+
+Status Checker::store_inode(InodeId ino, const InodeInfo& in) {
+    return put_inode(t_, ino, in.r, in.target);
+}
+
+Status Checker::put_entry(const Entry& e) {
+    return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), encode(e.v));
+}
+
+Status Checker::del_entry(Entry& e) {
+    e.live = false;
+    return t_.del(Db::kDirents, key_u64_str(e.parent, e.name));
+}
+
+InodeRecord Checker::new_record(std::uint32_t mode, InodeId parent) {
     InodeRecord r;
-    std::string target;
-    bool orphan = false;   // in the orphans database
-    bool reached = false;  // reachable from the root
-    bool lost = false;     // reported as unreachable
-    bool quiet_fix = false;  // made by this repair: its counts are set without a report
-    std::uint64_t mapped = 0;   // sum of its extents
-    std::uint64_t map_end = 0;  // end of its last extent
-    bool has_extents = false;
-};
+    r.mode = mode;
+    r.parent = S_ISDIR(mode) ? parent : 0;
+    struct timespec now {};
+    clock_gettime(CLOCK_REALTIME, &now);
+    r.atime_s = r.mtime_s = r.ctime_s = now.tv_sec;
+    r.atime_ns = r.mtime_ns = r.ctime_ns = static_cast<std::uint32_t>(now.tv_nsec);
+    return r;
+}
 
-struct Entry {
-    InodeId parent = 0;
-    std::string name;
-    DirentValue v;
-    bool live = true;
-};
-
-struct ChunkInfo {
-    ChunkRecord r;
-    std::uint64_t counted = 0;  // extents that refer to it
-};
-
-// One file range that refers to a chunk (for naming what a bad chunk hurts).
-struct Use {
-    InodeId ino;
-    std::uint64_t start, length;
-};
-
-class Checker {
-public:
-    // env: the store's (StoreDir::env), for the segment a repair may make.
-    Checker(Txn& t, SegmentStore& segs, Env* env, const FsckOptions& o, bool repair, bool scrub,
-            FsckReport* report)
-        : t_(t),
-          segs_(segs),
-          env_(env),
-          o_(o),
-          repair_(repair),
-          scrub_(scrub),
-          mark_(repair || (scrub && o.mark_bad_chunks)),
-          rep_(*report) {}
-
-    Status run() {
-        HIODSFS_TRY(load_namespace());
-        HIODSFS_TRY(check_namespace());
-        HIODSFS_TRY(load_chunks());
-        HIODSFS_TRY(check_extents());
-        HIODSFS_TRY(check_chunks());
-        HIODSFS_TRY(check_dirty());
-        HIODSFS_TRY(check_xattrs());
-        HIODSFS_TRY(check_counters());
+// /lost+found, made when first needed.
+Status Checker::lost_found(InodeId* out) {
+    if (lost_found_ != 0) {
+        *out = lost_found_;
         return Status::ok();
     }
-    // Chunks this run flagged damaged (a scrub without repair writes only those).
-    std::size_t flagged() const { return flagged_; }
-
-private:
-    // ---- reporting ----
-    void problem(std::string what, bool repaired) {
-        rep_.problems.push_back(FsckProblem{std::move(what), repaired});
-    }
-    // Runs a repair if repairing; the problem is reported as repaired when it worked.
-    Status fix(std::string what, const std::function<Status()>& repair) {
-        if (!repair_) {
-            problem(std::move(what), false);
-            rep_.problems.back().repairable = true;
+    for (const Entry& e : entries_) {
+        if (e.live && e.parent == kRootInode && e.name == kLostFound) {
+            auto it = inodes_.find(e.v.ino);
+            if (it == inodes_.end() || !S_ISDIR(it->second.r.mode))
+                return Status::error(EUCLEAN, "/lost+found exists and is not a directory");
+            *out = lost_found_ = e.v.ino;
             return Status::ok();
         }
-        Status st = repair();
-        if (st.err() == EUCLEAN) {  // could not be repaired, but nothing else is wrong
-            problem(what + " (not repaired: " + st.message() + ")", false);
-            return Status::ok();
-        }
-        HIODSFS_TRY(st);
-        problem(std::move(what), true);
-        return Status::ok();
     }
-    void progress(std::string_view phase, std::uint64_t done, std::uint64_t total) {
-        if (o_.progress && (++progress_calls_ % 256 == 0 || done == total)) o_.progress(phase, done, total);
-    }
+    InodeId ino = allocate_ino();
+    InodeInfo in;
+    in.r = new_record(S_IFDIR | 0700, kRootInode);
+    in.r.nlink = 2;
+    in.reached = true;
+    in.quiet_fix = true;
+    HIODSFS_TRY(store_inode(ino, in));
+    inodes_.emplace(ino, in);
+    t_.super().counters.inode_count += 1;
+    InodeInfo& root = inodes_.at(kRootInode);
+    root.r.nlink += 1;
+    HIODSFS_TRY(store_inode(kRootInode, root));
+    Entry e{kRootInode, kLostFound, DirentValue{ino, S_IFDIR}, true};
+    HIODSFS_TRY(put_entry(e));
+    entries_.push_back(e);
+    *out = lost_found_ = ino;
+    return Status::ok();
+}
 
-    // "/a/b" for an inode reachable through entries, else "inode N"; each
-    // name escaped as `ls -b` does (common/name_escape.h), since users choose them.
-    std::string path_of(InodeId ino) {
-        if (ino == kRootInode) return "/";
-        std::string path;
-        InodeId cur = ino;
-        for (int depth = 0; depth < 4096 && cur != kRootInode; ++depth) {
-            auto it = name_of_.find(cur);
-            if (it == name_of_.end()) return "inode " + u(ino) + " (not linked)";
-            const Entry& e = entries_[it->second];
-            path = "/" + escape_name(e.name) + path;
-            cur = e.parent;
-        }
-        if (cur != kRootInode) return "inode " + u(ino) + " (in a directory loop)";
-        return path;
-    }
-    void index_names() {
-        name_of_.clear();
-        for (std::size_t i = 0; i < entries_.size(); ++i)
-            if (entries_[i].live) name_of_.emplace(entries_[i].v.ino, i);
-    }
-
-    // ---- writes (repair only) ----
-    Status store_inode(InodeId ino, const InodeInfo& in) {
-        return put_inode(t_, ino, in.r, in.target);
-    }
-    Status put_entry(const Entry& e) {
-        return t_.put(Db::kDirents, key_u64_str(e.parent, e.name), encode(e.v));
-    }
-    Status del_entry(Entry& e) {
-        e.live = false;
-        return t_.del(Db::kDirents, key_u64_str(e.parent, e.name));
-    }
-    static InodeRecord new_record(std::uint32_t mode, InodeId parent) {
-        InodeRecord r;
-        r.mode = mode;
-        r.parent = S_ISDIR(mode) ? parent : 0;
-        struct timespec now {};
-        clock_gettime(CLOCK_REALTIME, &now);
-        r.atime_s = r.mtime_s = r.ctime_s = now.tv_sec;
-        r.atime_ns = r.mtime_ns = r.ctime_ns = static_cast<std::uint32_t>(now.tv_nsec);
-        return r;
-    }
-    // A new inode number (the counter was made sane before any repair).
-    InodeId allocate_ino() { return t_.super().next_ino++; }
-
-    // /lost+found, made when first needed.
-    Status lost_found(InodeId* out) {
-        if (lost_found_ != 0) {
-            *out = lost_found_;
-            return Status::ok();
-        }
-        for (const Entry& e : entries_) {
-            if (e.live && e.parent == kRootInode && e.name == kLostFound) {
-                auto it = inodes_.find(e.v.ino);
-                if (it == inodes_.end() || !S_ISDIR(it->second.r.mode))
-                    return Status::error(EUCLEAN, "/lost+found exists and is not a directory");
-                *out = lost_found_ = e.v.ino;
-                return Status::ok();
-            }
-        }
-        InodeId ino = allocate_ino();
-        InodeInfo in;
-        in.r = new_record(S_IFDIR | 0700, kRootInode);
-        in.r.nlink = 2;
-        in.reached = true;
-        in.quiet_fix = true;
+// Links ino into /lost+found as "#ino".
+Status Checker::link_lost(InodeId ino) {
+    InodeId lf = 0;
+    HIODSFS_TRY(lost_found(&lf));
+    InodeInfo& in = inodes_.at(ino);
+    Entry e{lf, "#" + u(ino), DirentValue{ino, in.r.mode & S_IFMT}, true};
+    HIODSFS_TRY(put_entry(e));
+    entries_.push_back(e);
+    if (S_ISDIR(in.r.mode)) {
+        in.r.parent = lf;
         HIODSFS_TRY(store_inode(ino, in));
-        inodes_.emplace(ino, in);
-        t_.super().counters.inode_count += 1;
-        InodeInfo& root = inodes_.at(kRootInode);
-        root.r.nlink += 1;
-        HIODSFS_TRY(store_inode(kRootInode, root));
-        Entry e{kRootInode, kLostFound, DirentValue{ino, S_IFDIR}, true};
-        HIODSFS_TRY(put_entry(e));
-        entries_.push_back(e);
-        *out = lost_found_ = ino;
-        return Status::ok();
     }
-    // Links ino into /lost+found as "#ino".
-    Status link_lost(InodeId ino) {
-        InodeId lf = 0;
-        HIODSFS_TRY(lost_found(&lf));
-        InodeInfo& in = inodes_.at(ino);
-        Entry e{lf, "#" + u(ino), DirentValue{ino, in.r.mode & S_IFMT}, true};
-        HIODSFS_TRY(put_entry(e));
-        entries_.push_back(e);
-        if (S_ISDIR(in.r.mode)) {
-            in.r.parent = lf;
-            HIODSFS_TRY(store_inode(ino, in));
-        }
-        return Status::ok();
-    }
+    return Status::ok();
+}
 
-    // ---- stage 1: namespace ----
-    Status load_namespace() {
-        InodeId max_ino = 0;
-        {
-            Cursor c = t_.cursor(Db::kInodes);
-            for (bool ok = c.first(); ok; ok = c.next()) {
-                InodeId ino = 0;
-                if (!parse_key_u64(c.key(), &ino)) {
-                    bad_keys_.emplace_back(Db::kInodes, std::string(c.key()));
-                    continue;
-                }
-                max_ino = std::max(max_ino, ino);
-                InodeInfo in;
-                if (!decode(c.value(), &in.r, &in.target)) {
-                    damaged_inodes_.push_back(ino);  // treated as missing below
-                    continue;
-                }
-                inodes_.emplace(ino, std::move(in));
-            }
-            HIODSFS_TRY(c.status());
-        }
-        {
-            Cursor c = t_.cursor(Db::kDirents);
-            for (bool ok = c.first(); ok; ok = c.next()) {
-                Entry e;
-                std::string_view name;
-                if (!parse_key_u64_str(c.key(), &e.parent, &name) || name.empty() || !decode(c.value(), &e.v)) {
-                    bad_keys_.emplace_back(Db::kDirents, std::string(c.key()));
-                    continue;
-                }
-                e.name.assign(name);
-                entries_.push_back(std::move(e));
-            }
-            HIODSFS_TRY(c.status());
-        }
-        {
-            Cursor c = t_.cursor(Db::kOrphans);
-            for (bool ok = c.first(); ok; ok = c.next()) {
-                InodeId ino = 0;
-                if (!parse_key_u64(c.key(), &ino)) {
-                    bad_keys_.emplace_back(Db::kOrphans, std::string(c.key()));
-                    continue;
-                }
-                orphans_.push_back(ino);
-                if (!c.value().empty())  // the reclaimer set it aside (engine/quarantine.h)
-                    rep_.notes.push_back("freeing deleted inode " + u(ino) +
-                                         " was set aside after it failed (" +
-                                         std::string(c.value()) + "); the next mount tries again");
-            }
-            HIODSFS_TRY(c.status());
-        }
-        {
-            // Per inode: mapped bytes and where its map ends (for inodes that
-            // must be made again); the chunk side is checked later.
-            std::vector<MappedExtent> block;
-            HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
-                block.clear();
-                if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
-                auto& x = extent_sums_[b.ino];
-                for (const MappedExtent& m : block) {
-                    x.first += m.e.length;
-                    x.second = std::max(x.second, m.end());
-                }
-                return Status::ok();
-            }));
-        }
-        rep_.inodes = inodes_.size() + damaged_inodes_.size();
-        rep_.dirents = entries_.size();
-        rep_.orphans = orphans_.size();
-        for (auto& [ino, sums] : extent_sums_) {
-            auto it = inodes_.find(ino);
-            if (it == inodes_.end()) continue;
-            it->second.has_extents = true;
-            it->second.mapped = sums.first;
-            it->second.map_end = sums.second;
-        }
-        // Inode numbers handed out must be past every inode, before a repair makes one.
-        SuperState& s = t_.super();
-        if (s.next_ino <= max_ino) {
-            HIODSFS_TRY(fix("next inode number is " + u(s.next_ino) + " but inode " + u(max_ino) +
-                                " exists (new files would reuse it)",
-                            [&] {
-                                s.next_ino = max_ino + 1;
-                                return Status::ok();
-                            }));
-        }
-        for (auto& [db, key] : bad_keys_) {
-            HIODSFS_TRY(fix(std::string(db == Db::kInodes    ? "inode"
-                                        : db == Db::kDirents ? "directory entry"
-                                                             : "orphan") +
-                                " record with a damaged key or value",
-                            [&, db = db, key = key] { return t_.del(db, key); }));
-        }
-        return Status::ok();
-    }
-
-    Status check_namespace() {
-        // Inodes that entries, child entries or extents name but that are gone.
-        std::map<InodeId, std::uint32_t> wanted;  // ino -> type to make it with (0: unknown yet)
-        auto want = [&](InodeId ino, std::uint32_t type) {
-            if (inodes_.count(ino) != 0) return;
-            auto& w = wanted[ino];
-            if (w == 0) w = type;
-        };
-        want(kRootInode, S_IFDIR);
-        for (const Entry& e : entries_) {
-            want(e.parent, S_IFDIR);
-            want(e.v.ino, e.v.type & S_IFMT);
-        }
-        for (const auto& [ino, sums] : extent_sums_) want(ino, S_IFREG);
-        for (InodeId ino : damaged_inodes_) want(ino, 0);
-        for (auto [ino, type] : wanted) {
-            std::string what = std::find(damaged_inodes_.begin(), damaged_inodes_.end(), ino) !=
-                                       damaged_inodes_.end()
-                                   ? "inode " + u(ino) + " record is damaged"
-                                   : "inode " + u(ino) + " is missing";
-            auto sums = extent_sums_.find(ino);
-            bool has_children = std::any_of(entries_.begin(), entries_.end(),
-                                             [&](const Entry& e) { return e.parent == ino; });
-            if (sums != extent_sums_.end()) type = S_IFREG;
-            if (has_children || ino == kRootInode) type = S_IFDIR;
-            if (type == S_IFREG || type == S_IFDIR) {
-                what += sums != extent_sums_.end() ? " (its file map survives)"
-                        : has_children             ? " (its entries survive)"
-                                                   : " (entries name it)";
-                HIODSFS_TRY(fix(what + ": made again as a " + type_name(type) + " owned by root",
-                                [&, ino = ino, type = type] {
-                                    InodeInfo in;
-                                    in.r = new_record(type == S_IFDIR ? S_IFDIR | 0700 : S_IFREG | 0600,
-                                                      kRootInode);
-                                    if (sums != extent_sums_.end()) {
-                                        in.has_extents = true;
-                                        in.mapped = in.r.mapped = sums->second.first;
-                                        in.map_end = in.r.size = sums->second.second;
-                                    }
-                                    in.quiet_fix = true;
-                                    inodes_.emplace(ino, in);
-                                    return store_inode(ino, in);
-                                }));
-            } else {
-                // A lost symlink or device node: nothing of it is left to keep.
-                for (Entry& e : entries_) {
-                    if (!e.live || e.v.ino != ino) continue;
-                    HIODSFS_TRY(fix(what + ": entry " + u(e.parent) + "/" + escape_name(e.name) +
-                                        " points at it; the entry is removed",
-                                    [&] { return del_entry(e); }));
-                }
-            }
-        }
-
-        // Entries: the parent is a directory, the type matches the child.
-        for (Entry& e : entries_) {
-            if (!e.live) continue;
-            auto p = inodes_.find(e.parent);
-            auto c = inodes_.find(e.v.ino);
-            if (c == inodes_.end()) continue;  // reported above
-            if (p != inodes_.end() && !S_ISDIR(p->second.r.mode)) {
-                HIODSFS_TRY(fix("entry " + escape_name(e.name) + " (inode " + u(e.v.ino) +
-                                    ") is filed under " + type_name(p->second.r.mode) + " " +
-                                    u(e.parent) +
-                                    ", which is not a directory; it is moved to /lost+found",
-                                [&] { return del_entry(e); }));
+Status Checker::load_namespace() {
+    InodeId max_ino = 0;
+    {
+        Cursor c = t_.cursor(Db::kInodes);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            InodeId ino = 0;
+            if (!parse_key_u64(c.key(), &ino)) {
+                bad_keys_.emplace_back(Db::kInodes, std::string(c.key()));
                 continue;
             }
-            std::uint32_t type = c->second.r.mode & S_IFMT;
-            if ((e.v.type & S_IFMT) != type) {
-                HIODSFS_TRY(fix("entry " + escape_name(e.name) + " in directory " + u(e.parent) +
-                                    " says its inode " + u(e.v.ino) + " is a " +
-                                    type_name(e.v.type) + ", but it is a " + type_name(type),
-                                [&] {
-                                    e.v.type = type;
-                                    return put_entry(e);
-                                }));
+            max_ino = std::max(max_ino, ino);
+            InodeInfo in;
+            if (!decode(c.value(), &in.r, &in.target)) {
+                damaged_inodes_.push_back(ino);  // treated as missing below
+                continue;
             }
+            inodes_.emplace(ino, std::move(in));
         }
-        // A directory has one entry (no hard links to directories).
-        {
-            std::unordered_map<InodeId, std::size_t> first;
-            for (std::size_t i = 0; i < entries_.size(); ++i) {
-                Entry& e = entries_[i];
-                if (!e.live || !S_ISDIR(e.v.type)) continue;
-                auto [it, fresh] = first.emplace(e.v.ino, i);
-                if (fresh) continue;
-                // Keep the entry in the parent the directory names, else the first.
-                auto d = inodes_.find(e.v.ino);
-                if (d == inodes_.end()) continue;
-                Entry* drop = &e;
-                if (d->second.r.parent == e.parent && entries_[it->second].parent != e.parent) {
-                    drop = &entries_[it->second];
-                    it->second = i;
-                }
-                HIODSFS_TRY(fix("directory " + u(e.v.ino) + " has a second entry " +
-                                    escape_name(drop->name) + " in directory " + u(drop->parent) +
-                                    "; the extra entry is removed",
-                                [&] { return del_entry(*drop); }));
+        HIODSFS_TRY(c.status());
+    }
+    {
+        Cursor c = t_.cursor(Db::kDirents);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            Entry e;
+            std::string_view name;
+            if (!parse_key_u64_str(c.key(), &e.parent, &name) || name.empty() || !decode(c.value(), &e.v)) {
+                bad_keys_.emplace_back(Db::kDirents, std::string(c.key()));
+                continue;
             }
+            e.name.assign(name);
+            entries_.push_back(std::move(e));
         }
+        HIODSFS_TRY(c.status());
+    }
+    {
+        Cursor c = t_.cursor(Db::kOrphans);
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            InodeId ino = 0;
+            if (!parse_key_u64(c.key(), &ino)) {
+                bad_keys_.emplace_back(Db::kOrphans, std::string(c.key()));
+                continue;
+            }
+            orphans_.push_back(ino);
+            if (!c.value().empty())  // the reclaimer set it aside (engine/quarantine.h)
+                rep_.notes.push_back("freeing deleted inode " + u(ino) +
+                                     " was set aside after it failed (" +
+                                     std::string(c.value()) + "); the next mount tries again");
+        }
+        HIODSFS_TRY(c.status());
+    }
+    {
+        // Per inode: mapped bytes and where its map ends (for inodes that
+        // must be made again); the chunk side is checked later.
+        std::vector<MappedExtent> block;
+        HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
+            block.clear();
+            if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
+            auto& x = extent_sums_[b.ino];
+            for (const MappedExtent& m : block) {
+                x.first += m.e.length;
+                x.second = std::max(x.second, m.end());
+            }
+            return Status::ok();
+        }));
+    }
+    rep_.inodes = inodes_.size() + damaged_inodes_.size();
+    rep_.dirents = entries_.size();
+    rep_.orphans = orphans_.size();
+    for (auto& [ino, sums] : extent_sums_) {
+        auto it = inodes_.find(ino);
+        if (it == inodes_.end()) continue;
+        it->second.has_extents = true;
+        it->second.mapped = sums.first;
+        it->second.map_end = sums.second;
+    }
+    // Inode numbers handed out must be past every inode, before a repair makes one.
+    SuperState& s = t_.super();
+    if (s.next_ino <= max_ino) {
+        HIODSFS_TRY(fix("next inode number is " + u(s.next_ino) + " but inode " + u(max_ino) +
+                            " exists (new files would reuse it)",
+                        [&] {
+                            s.next_ino = max_ino + 1;
+                            return Status::ok();
+                        }));
+    }
+    for (auto& [db, key] : bad_keys_) {
+        HIODSFS_TRY(fix(std::string(db == Db::kInodes    ? "inode"
+                                    : db == Db::kDirents ? "directory entry"
+                                                         : "orphan") +
+                            " record with a damaged key or value",
+                        [&, db = db, key = key] { return t_.del(db, key); }));
+    }
+    return Status::ok();
+}
 
-        // Reachability from the root.
-        for (InodeId ino : orphans_) {
-            auto it = inodes_.find(ino);
-            if (it == inodes_.end()) {
-                HIODSFS_TRY(fix("orphan record for inode " + u(ino) + ", which does not exist",
-                                [&] { return t_.del(Db::kOrphans, key_u64(ino)); }));
-            } else {
-                it->second.orphan = true;
+Status Checker::check_namespace() {
+    // Inodes that entries, child entries or extents name but that are gone.
+    std::map<InodeId, std::uint32_t> wanted;  // ino -> type to make it with (0: unknown yet)
+    auto want = [&](InodeId ino, std::uint32_t type) {
+        if (inodes_.count(ino) != 0) return;
+        auto& w = wanted[ino];
+        if (w == 0) w = type;
+    };
+    want(kRootInode, S_IFDIR);
+    for (const Entry& e : entries_) {
+        want(e.parent, S_IFDIR);
+        want(e.v.ino, e.v.type & S_IFMT);
+    }
+    for (const auto& [ino, sums] : extent_sums_) want(ino, S_IFREG);
+    for (InodeId ino : damaged_inodes_) want(ino, 0);
+    for (auto [ino, type] : wanted) {
+        std::string what = std::find(damaged_inodes_.begin(), damaged_inodes_.end(), ino) !=
+                                   damaged_inodes_.end()
+                               ? "inode " + u(ino) + " record is damaged"
+                               : "inode " + u(ino) + " is missing";
+        auto sums = extent_sums_.find(ino);
+        bool has_children = std::any_of(entries_.begin(), entries_.end(),
+                                         [&](const Entry& e) { return e.parent == ino; });
+        if (sums != extent_sums_.end()) type = S_IFREG;
+        if (has_children || ino == kRootInode) type = S_IFDIR;
+        if (type == S_IFREG || type == S_IFDIR) {
+            what += sums != extent_sums_.end() ? " (its file map survives)"
+                    : has_children             ? " (its entries survive)"
+                                               : " (entries name it)";
+            HIODSFS_TRY(fix(what + ": made again as a " + type_name(type) + " owned by root",
+                            [&, ino = ino, type = type] {
+                                InodeInfo in;
+                                in.r = new_record(type == S_IFDIR ? S_IFDIR | 0700 : S_IFREG | 0600,
+                                                  kRootInode);
+                                if (sums != extent_sums_.end()) {
+                                    in.has_extents = true;
+                                    in.mapped = in.r.mapped = sums->second.first;
+                                    in.map_end = in.r.size = sums->second.second;
+                                }
+                                in.quiet_fix = true;
+                                inodes_.emplace(ino, in);
+                                return store_inode(ino, in);
+                            }));
+        } else {
+            // A lost symlink or device node: nothing of it is left to keep.
+            for (Entry& e : entries_) {
+                if (!e.live || e.v.ino != ino) continue;
+                HIODSFS_TRY(fix(what + ": entry " + u(e.parent) + "/" + escape_name(e.name) +
+                                    " points at it; the entry is removed",
+                                [&] { return del_entry(e); }));
             }
         }
-        std::unordered_multimap<InodeId, std::size_t> children;
-        std::unordered_set<InodeId> has_entry;
-        auto index_children = [&] {
-            children.clear();
-            has_entry.clear();
-            for (std::size_t i = 0; i < entries_.size(); ++i) {
-                if (!entries_[i].live) continue;
-                children.emplace(entries_[i].parent, i);
-                has_entry.insert(entries_[i].v.ino);
-            }
-        };
-        index_children();
-        auto reach = [&](InodeId from) {
-            std::vector<InodeId> todo{from};
-            inodes_.at(from).reached = true;
-            while (!todo.empty()) {
-                InodeId d = todo.back();
-                todo.pop_back();
-                auto [a, b] = children.equal_range(d);
-                for (auto it = a; it != b; ++it) {
-                    auto c = inodes_.find(entries_[it->second].v.ino);
-                    if (c == inodes_.end() || c->second.reached) continue;
-                    c->second.reached = true;
-                    todo.push_back(c->first);
-                }
-            }
-        };
-        if (inodes_.count(kRootInode) != 0) reach(kRootInode);
-        index_names();
-        for (int round = 0; round < 2; ++round) {
-            for (auto& [ino, in] : inodes_) {
-                if (in.reached || in.orphan) continue;
-                // First the tops of unreachable trees; their contents come along.
-                if (round == 0 && has_entry.count(ino) != 0) continue;
-                in.lost = true;
-                HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " inode " + u(ino) + " (" +
-                                    u(in.r.size) + " bytes) is not reachable from /; it is linked "
-                                    "as /lost+found/#" + u(ino),
-                                [&, ino = ino] { return link_lost(ino); }));
-                if (repair_) index_children();
-                reach(ino);
-            }
-        }
-        index_names();
-        for (auto& [ino, in] : inodes_) {
-            if (!in.orphan) continue;
-            if (has_entry.count(ino) != 0) {
-                HIODSFS_TRY(fix("inode " + u(ino) + " (" + path_of(ino) +
-                                    ") is queued to be freed but is still linked; it is kept",
-                                [&, ino = ino] {
-                                    in.orphan = false;
-                                    return t_.del(Db::kOrphans, key_u64(ino));
-                                }));
-            } else {
-                rep_.notes.push_back("inode " + u(ino) +
-                                     " was unlinked while open; it is freed at the next mount");
-            }
-        }
+    }
 
-        // Link counts, directory parents, mapped bytes.
-        std::unordered_map<InodeId, std::uint64_t> links, subdirs;
-        std::unordered_map<InodeId, InodeId> dir_parent;
-        for (const Entry& e : entries_) {
-            if (!e.live) continue;
-            links[e.v.ino] += 1;
-            if (S_ISDIR(e.v.type)) {
-                subdirs[e.parent] += 1;
-                dir_parent[e.v.ino] = e.parent;
+    // Entries: the parent is a directory, the type matches the child.
+    for (Entry& e : entries_) {
+        if (!e.live) continue;
+        auto p = inodes_.find(e.parent);
+        auto c = inodes_.find(e.v.ino);
+        if (c == inodes_.end()) continue;  // reported above
+        if (p != inodes_.end() && !S_ISDIR(p->second.r.mode)) {
+            HIODSFS_TRY(fix("entry " + escape_name(e.name) + " (inode " + u(e.v.ino) +
+                                ") is filed under " + type_name(p->second.r.mode) + " " +
+                                u(e.parent) +
+                                ", which is not a directory; it is moved to /lost+found",
+                            [&] { return del_entry(e); }));
+            continue;
+        }
+        std::uint32_t type = c->second.r.mode & S_IFMT;
+        if ((e.v.type & S_IFMT) != type) {
+            HIODSFS_TRY(fix("entry " + escape_name(e.name) + " in directory " + u(e.parent) +
+                                " says its inode " + u(e.v.ino) + " is a " +
+                                type_name(e.v.type) + ", but it is a " + type_name(type),
+                            [&] {
+                                e.v.type = type;
+                                return put_entry(e);
+                            }));
+        }
+    }
+    // A directory has one entry (no hard links to directories).
+    {
+        std::unordered_map<InodeId, std::size_t> first;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            Entry& e = entries_[i];
+            if (!e.live || !S_ISDIR(e.v.type)) continue;
+            auto [it, fresh] = first.emplace(e.v.ino, i);
+            if (fresh) continue;
+            // Keep the entry in the parent the directory names, else the first.
+            auto d = inodes_.find(e.v.ino);
+            if (d == inodes_.end()) continue;
+            Entry* drop = &e;
+            if (d->second.r.parent == e.parent && entries_[it->second].parent != e.parent) {
+                drop = &entries_[it->second];
+                it->second = i;
+            }
+            HIODSFS_TRY(fix("directory " + u(e.v.ino) + " has a second entry " +
+                                escape_name(drop->name) + " in directory " + u(drop->parent) +
+                                "; the extra entry is removed",
+                            [&] { return del_entry(*drop); }));
+        }
+    }
+
+    // Reachability from the root.
+    for (InodeId ino : orphans_) {
+        auto it = inodes_.find(ino);
+        if (it == inodes_.end()) {
+            HIODSFS_TRY(fix("orphan record for inode " + u(ino) + ", which does not exist",
+                            [&] { return t_.del(Db::kOrphans, key_u64(ino)); }));
+        } else {
+            it->second.orphan = true;
+        }
+    }
+    std::unordered_multimap<InodeId, std::size_t> children;
+    std::unordered_set<InodeId> has_entry;
+    auto index_children = [&] {
+        children.clear();
+        has_entry.clear();
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            if (!entries_[i].live) continue;
+            children.emplace(entries_[i].parent, i);
+            has_entry.insert(entries_[i].v.ino);
+        }
+    };
+    index_children();
+    auto reach = [&](InodeId from) {
+        std::vector<InodeId> todo{from};
+        inodes_.at(from).reached = true;
+        while (!todo.empty()) {
+            InodeId d = todo.back();
+            todo.pop_back();
+            auto [a, b] = children.equal_range(d);
+            for (auto it = a; it != b; ++it) {
+                auto c = inodes_.find(entries_[it->second].v.ino);
+                if (c == inodes_.end() || c->second.reached) continue;
+                c->second.reached = true;
+                todo.push_back(c->first);
             }
         }
+    };
+    if (inodes_.count(kRootInode) != 0) reach(kRootInode);
+    index_names();
+    for (int round = 0; round < 2; ++round) {
         for (auto& [ino, in] : inodes_) {
-            const bool dir = S_ISDIR(in.r.mode);
-            std::uint64_t want = dir ? 2 + subdirs[ino] : links[ino];
-            if (in.orphan) want = 0;
-            bool dirty = false;
-            if (in.r.nlink != want && !(in.lost && !repair_)) {  // linking it fixes it
-                if (in.quiet_fix) {
-                    in.r.nlink = static_cast<std::uint32_t>(want);
-                    dirty = true;
-                } else {
-                    HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " " + path_of(ino) +
-                                        " (inode " + u(ino) + ") has link count " +
-                                        u(in.r.nlink) + ", should be " + u(want),
-                                    [&] {
-                                        in.r.nlink = static_cast<std::uint32_t>(want);
-                                        dirty = true;
-                                        return Status::ok();
-                                    }));
-                }
-            }
-            if (dir && !in.orphan) {
-                InodeId parent = ino == kRootInode ? kRootInode : dir_parent[ino];
-                if (parent != 0 && in.r.parent != parent) {
-                    HIODSFS_TRY(fix("directory " + path_of(ino) + " (inode " + u(ino) +
-                                        ") names " + u(in.r.parent) + " as its parent, but is "
-                                        "filed in " + u(parent),
-                                    [&] {
-                                        in.r.parent = parent;
-                                        dirty = true;
-                                        return Status::ok();
-                                    }));
-                }
-            }
-            if (in.r.mapped != in.mapped) {
+            if (in.reached || in.orphan) continue;
+            // First the tops of unreachable trees; their contents come along.
+            if (round == 0 && has_entry.count(ino) != 0) continue;
+            in.lost = true;
+            HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " inode " + u(ino) + " (" +
+                                u(in.r.size) + " bytes) is not reachable from /; it is linked "
+                                "as /lost+found/#" + u(ino),
+                            [&, ino = ino] { return link_lost(ino); }));
+            if (repair_) index_children();
+            reach(ino);
+        }
+    }
+    index_names();
+    for (auto& [ino, in] : inodes_) {
+        if (!in.orphan) continue;
+        if (has_entry.count(ino) != 0) {
+            HIODSFS_TRY(fix("inode " + u(ino) + " (" + path_of(ino) +
+                                ") is queued to be freed but is still linked; it is kept",
+                            [&, ino = ino] {
+                                in.orphan = false;
+                                return t_.del(Db::kOrphans, key_u64(ino));
+                            }));
+        } else {
+            rep_.notes.push_back("inode " + u(ino) +
+                                 " was unlinked while open; it is freed at the next mount");
+        }
+    }
+
+    // Link counts, directory parents, mapped bytes.
+    std::unordered_map<InodeId, std::uint64_t> links, subdirs;
+    std::unordered_map<InodeId, InodeId> dir_parent;
+    for (const Entry& e : entries_) {
+        if (!e.live) continue;
+        links[e.v.ino] += 1;
+        if (S_ISDIR(e.v.type)) {
+            subdirs[e.parent] += 1;
+            dir_parent[e.v.ino] = e.parent;
+        }
+    }
+    for (auto& [ino, in] : inodes_) {
+        const bool dir = S_ISDIR(in.r.mode);
+        std::uint64_t want = dir ? 2 + subdirs[ino] : links[ino];
+        if (in.orphan) want = 0;
+        bool dirty = false;
+        if (in.r.nlink != want && !(in.lost && !repair_)) {  // linking it fixes it
+            if (in.quiet_fix) {
+                in.r.nlink = static_cast<std::uint32_t>(want);
+                dirty = true;
+            } else {
                 HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " " + path_of(ino) +
-                                    " (inode " + u(ino) + ") counts " + u(in.r.mapped) +
-                                    " mapped bytes, its extents hold " + u(in.mapped),
+                                    " (inode " + u(ino) + ") has link count " +
+                                    u(in.r.nlink) + ", should be " + u(want),
                                 [&] {
-                                    in.r.mapped = in.mapped;
+                                    in.r.nlink = static_cast<std::uint32_t>(want);
                                     dirty = true;
                                     return Status::ok();
                                 }));
             }
-            if (in.has_extents && !S_ISREG(in.r.mode)) {
-                problem(std::string(type_name(in.r.mode)) + " " + path_of(ino) + " (inode " +
-                            u(ino) + ") has a file map; only regular files have one",
-                        false);
-            }
-            if (dirty && repair_) HIODSFS_TRY(store_inode(ino, in));
         }
-        return Status::ok();
-    }
-
-    // ---- stage 2: chunks and file maps ----
-    Status load_chunks() {
-        std::vector<std::string> damaged;
-        HIODSFS_TRY(for_each_chunk_block(t_, [&](const StoredChunkBlock& b) -> Status {
-            if (!b.value_ok) {
-                // The records of its ids are lost: the files that map them
-                // are named below, as reading a missing chunk.
-                damaged.emplace_back(b.key);
-                if (b.key_ok)
-                    for (ChunkId id = b.block * kChunksPerBlock; id < (b.block + 1) * kChunksPerBlock; ++id)
-                        damaged_chunks_.insert(id);
-                return Status::ok();
-            }
-            for (const auto& [id, r] : b.chunks) {
-                ChunkInfo ci;
-                ci.r = r;
-                max_chunk_ = std::max(max_chunk_, id);
-                chunks_.emplace(id, ci);
-            }
-            return Status::ok();
-        }));
-        for (const std::string& key : damaged)
-            HIODSFS_TRY(fix("chunk record block with a damaged key or value",
-                            [&] { return t_.del(Db::kChunks, key); }));
-        rep_.chunks = chunks_.size();
-        return Status::ok();
-    }
-
-    std::string range(const Use& use) {
-        return path_of(use.ino) + " bytes " + u(use.start) + "-" + u(use.start + use.length - 1);
-    }
-
-    Status check_extents() {
-        std::map<ChunkId, std::vector<Use>> missing;
-        InodeId prev_ino = 0;
-        std::uint64_t prev_end = 0;
-        std::vector<MappedExtent> block;
-        HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
-            block.clear();
-            if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) {
-                ++rep_.extents;
-                problem(b.key_ok ? "damaged extent map block of " + path_of(b.ino) + " from byte " + u(b.start)
-                                 : "extent map block with a damaged key",
-                        false);
-                return Status::ok();
-            }
-            for (const MappedExtent& m : block) {
-                ++rep_.extents;
-                const ExtentRecord& e = m.e;
-                Use use{b.ino, m.start, e.length};
-                if (use.ino == prev_ino && use.start < prev_end)
-                    problem("extents overlap in " + range(use), false);
-                prev_ino = use.ino;
-                prev_end = use.start + use.length;
-                auto it = chunks_.find(e.chunk);
-                if (it == chunks_.end()) {
-                    missing[e.chunk].push_back(use);
-                    continue;
-                }
-                it->second.counted += 1;
-                if (std::uint64_t(e.chunk_off) + e.length > it->second.r.length) {
-                    problem(range(use) + " reach past the end of chunk " + u(e.chunk) + " (offset " +
-                                u(e.chunk_off) + " + " + u(e.length) + " > " +
-                                u(it->second.r.length) + " bytes)",
-                            false);
-                }
-                users_of(e.chunk, use);
-            }
-            return Status::ok();
-        }));
-        if (!missing.empty()) HIODSFS_TRY(recover_chunks(missing));
-        return Status::ok();
-    }
-    void users_of(ChunkId id, const Use& use) {
-        auto& v = uses_[id];
-        if (v.size() < 8) v.push_back(use);
-    }
-
-    // Chunk records that are gone are made again from the segment records,
-    // which name their chunk; what is not found there is lost.
-    Status recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
-        std::map<ChunkId, SegmentRecord> found;
-        if (repair_) {
-            std::vector<std::pair<SegmentId, std::uint64_t>> segs;
-            HIODSFS_TRY(segs_.list_segments(&segs));
-            for (const auto& [seg, size] : segs) {
-                HIODSFS_TRY(segs_.scan(seg, true, [&](const SegmentRecord& r) {
-                    if (r.payload_ok && missing.count(r.chunk) != 0) found[r.chunk] = r;
-                    return true;
-                }));
-            }
-        }
-        for (auto& [id, uses] : missing) {
-            std::string files;
-            for (std::size_t i = 0; i < uses.size() && i < 4; ++i)
-                files += (i ? ", " : "") + range(uses[i]);
-            if (uses.size() > 4) files += " and " + u(uses.size() - 4) + " more";
-            std::string what = "chunk " + u(id) + " has no record (" +
-                               (damaged_chunks_.count(id) ? "damaged" : "missing") +
-                               "); it holds " + files;
-            auto it = found.find(id);
-            HIODSFS_TRY(fix(what, [&, id = id]() -> Status {
-                if (it == found.end())
-                    return Status::error(EUCLEAN, "no intact copy in the segments: data lost");
-                const SegmentRecord& r = it->second;
-                ChunkInfo ci;
-                ci.r.segment = r.location.segment;
-                ci.r.offset = r.location.offset;
-                ci.r.length = r.location.length;
-                ci.r.set_refs(uses.size());
-                ci.counted = uses.size();
-                // Indexed again unless another chunk is indexed with its content.
-                std::vector<std::uint8_t> buf(ci.r.length);
-                HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
-                Digest d = thread_sha256().digest(buf.data(), buf.size());
-                ChunkId other = 0;
-                ChunkRecord other_rec;
-                HIODSFS_TRY(find_indexed_chunk(t_, d, &other, &other_rec));
-                if (other == 0) {
-                    ci.r.flags = ChunkRecord::kIndexed;
-                    ci.r.digest = d;
-                    HIODSFS_TRY(index_chunk(t_, id, d));
-                }
-                HIODSFS_TRY(put_chunk(t_, id, ci.r));
-                chunks_.emplace(id, ci);
-                max_chunk_ = std::max(max_chunk_, id);
-                for (const Use& use : uses) users_of(id, use);
-                return Status::ok();
-            }));
-        }
-        return Status::ok();
-    }
-
-    std::string chunk_users(ChunkId id) {
-        auto it = uses_.find(id);
-        if (it == uses_.end() || it->second.empty()) return "no file";
-        std::string s;
-        for (std::size_t i = 0; i < it->second.size(); ++i) s += (i ? ", " : "") + range(it->second[i]);
-        auto c = chunks_.find(id);
-        if (c != chunks_.end() && c->second.counted > it->second.size())
-            s += " and " + u(c->second.counted - it->second.size()) + " more";
-        return s;
-    }
-
-    Status drop_chunk(ChunkId id) {
-        const ChunkRecord& r = chunks_.at(id).r;
-        HIODSFS_TRY(del_chunk(t_, id));
-        HIODSFS_TRY(unindex_chunk(t_, id, r));
-        if (!r.lost()) t_.super().counters.dead_bytes += r.length;
-        chunks_.erase(id);
-        return Status::ok();
-    }
-
-    Status check_chunks() {
-        // Reference counts.
-        std::vector<ChunkId> ids;
-        ids.reserve(chunks_.size());
-        for (const auto& [id, ci] : chunks_) ids.push_back(id);
-        std::sort(ids.begin(), ids.end());
-        for (ChunkId id : ids) {
-            ChunkInfo& ci = chunks_.at(id);
-            if (ci.counted == 0) {
-                HIODSFS_TRY(fix("chunk " + u(id) + " (" + u(ci.r.length) +
-                                    " bytes) is referenced by no file; its bytes become dead space",
-                                [&, id = id] { return drop_chunk(id); }));
-            } else if (ci.r.refs() != ci.counted) {
-                HIODSFS_TRY(fix("chunk " + u(id) + " has reference count " + u(ci.r.refs()) + ", but " +
-                                    u(ci.counted) + " extents refer to it",
-                                [&, id = id] {
-                                    ci.r.set_refs(ci.counted);
-                                    return put_chunk(t_, id, ci.r);
+        if (dir && !in.orphan) {
+            InodeId parent = ino == kRootInode ? kRootInode : dir_parent[ino];
+            if (parent != 0 && in.r.parent != parent) {
+                HIODSFS_TRY(fix("directory " + path_of(ino) + " (inode " + u(ino) +
+                                    ") names " + u(in.r.parent) + " as its parent, but is "
+                                    "filed in " + u(parent),
+                                [&] {
+                                    in.r.parent = parent;
+                                    dirty = true;
+                                    return Status::ok();
                                 }));
             }
         }
-        HIODSFS_TRY(check_index());
-        HIODSFS_TRY(check_segments());
-        return Status::ok();
-    }
-
-    Status check_index() {
-        // Buckets: a damaged one (or a key no bucket has) is removed, its
-        // chunks added again below; an entry outside its bucket's range
-        // (no lookup finds it) or naming a chunk it must not is removed.
-        struct Kept {
-            std::string key;
-            std::vector<FingerprintEntry> entries;
-        };
-        std::vector<Kept> buckets;
-        std::vector<std::string> damaged;  // removed after the walk, which must not change t_
-        HIODSFS_TRY(for_each_fingerprint_bucket(t_, [&](const StoredFingerprintBucket& b) -> Status {
-            if (!b.value_ok) {
-                ++rep_.fingerprints;
-                damaged.emplace_back(b.key);
-                return Status::ok();
-            }
-            rep_.fingerprints += b.entries.size();
-            buckets.push_back({std::string(b.key), b.entries});
-            return Status::ok();
-        }));
-        for (const std::string& key : damaged)
-            HIODSFS_TRY(fix("a damaged fingerprint index bucket; it is removed",
-                            [&] { return t_.del(Db::kFingerprints, key); }));
-        for (std::size_t i = 0; i < buckets.size(); ++i) {
-            Kept& b = buckets[i];
-            const bool last = i + 1 == buckets.size();
-            const std::uint64_t upper = last ? 0 : get_be64(buckets[i + 1].key);
-            std::vector<FingerprintEntry> keep;
-            for (const FingerprintEntry& e : b.entries) {
-                std::string why;
-                auto it = chunks_.find(e.id);
-                if (!last && e.prefix >= upper) {
-                    why = "fingerprint index entry of chunk " + u(e.id) + " lies outside its bucket";
-                } else if (it == chunks_.end()) {
-                    why = "fingerprint index entry names chunk " + u(e.id) + ", which does not exist";
-                } else if (it->second.r.flags & ChunkRecord::kDamaged) {
-                    why = "fingerprint index entry names chunk " + u(e.id) +
-                          ", which failed its checksum and must not be shared";
-                } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
-                           fingerprint_prefix(it->second.r.digest) != e.prefix) {
-                    why = "fingerprint index entry names chunk " + u(e.id) + ", whose fingerprint is another";
-                }
-                if (why.empty()) {
-                    keep.push_back(e);
-                    continue;
-                }
-                // The bucket is written once, below, without the entries removed.
-                HIODSFS_TRY(fix(why + "; the entry is removed", [] { return Status::ok(); }));
-            }
-            if (!repair_ || keep.size() == b.entries.size()) continue;
-            HIODSFS_TRY(keep.empty() ? t_.del(Db::kFingerprints, b.key)
-                                     : t_.put(Db::kFingerprints, b.key,
-                                              encode_fingerprint_bucket(keep.data(), keep.size())));
-        }
-        // Every fingerprinted chunk is listed, and no two have one digest:
-        // the lowest id keeps it, later ones become not-deduplicated chunks.
-        std::vector<ChunkId> ids;
-        for (const auto& [id, ci] : chunks_)
-            if ((ci.r.flags & ChunkRecord::kIndexed) && !(ci.r.flags & ChunkRecord::kDamaged)) ids.push_back(id);
-        std::sort(ids.begin(), ids.end());
-        std::map<std::array<std::uint8_t, 32>, ChunkId> holder;
-        for (ChunkId id : ids) {
-            ChunkInfo& ci = chunks_.at(id);
-            const std::uint64_t prefix = fingerprint_prefix(ci.r.digest);
-            std::vector<ChunkId> under;
-            HIODSFS_TRY(fingerprint_ids(t_, prefix, &under));
-            const bool listed = std::find(under.begin(), under.end(), id) != under.end();
-            auto [it, first] = holder.emplace(ci.r.digest.bytes, id);
-            if (!first) {
-                HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " + u(it->second) +
-                                    "; it is kept as a not-deduplicated chunk",
-                                [&, id = id, prefix]() -> Status {
-                                    HIODSFS_TRY(remove_fingerprint(t_, prefix, id));
-                                    ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
-                                    return put_chunk(t_, id, ci.r);
-                                }));
-            } else if (!listed) {
-                HIODSFS_TRY(fix("chunk " + u(id) + " is marked deduplicated but the fingerprint "
-                                    "index does not list it; the entry is added",
-                                [&, id = id] { return index_chunk(t_, id, ci.r.digest); }));
-            }
-        }
-        return Status::ok();
-    }
-
-    // Segments the cache directory holds whose committed bytes the tier
-    // lacks (tier_objects.h): reported, and uploaded by --repair.
-    Status check_tier_copies(const std::vector<std::pair<ChunkLocation, ChunkId>>& order) {
-        std::map<SegmentId, std::uint64_t> referenced;
-        for (const auto& [loc, id] : order) {
-            std::uint64_t& end = referenced[loc.segment];
-            end = std::max(end, loc.offset + loc.length);
-        }
-        const std::string dir = o_.store + "/segments";
-        std::vector<TierGap> gaps;
-        HIODSFS_TRY(find_tier_gaps(env_, o_.tier, dir, referenced, &gaps));
-        for (const TierGap& gap : gaps)
-            HIODSFS_TRY(fix(describe_tier_gap(gap, o_.tier->describe(), dir),
-                            [&] { return upload_from_cache(env_, o_.tier, dir, gap); }));
-        return Status::ok();
-    }
-
-    // A chunk of a segment held only by the tier, without reading it: the
-    // object must hold the whole record.
-    Status check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes) {
-        if (loc.offset >= SegmentStore::kHeaderBytes && loc.offset + loc.length <= object_bytes) return Status::ok();
-        return Status::error(EIO, "segment " + u(loc.segment) + " in " + o_.tier->describe() + " has " +
-                                      u(object_bytes) + " bytes, but chunk " + u(id) + "'s record (" +
-                                      u(loc.length) + " bytes at offset " + u(loc.offset) +
-                                      ") lies beyond them (truncated?)");
-    }
-
-    // Every chunk's record in its segment: its header (or, scrubbing, all of
-    // it and its fingerprint); live bytes per segment. A segment only the
-    // tier holds has its size checked instead of its headers unless scrubbing.
-    Status check_segments() {
-        std::vector<std::pair<SegmentId, std::uint64_t>> list;
-        HIODSFS_TRY(segs_.list_segments(&list));
-        std::map<SegmentId, std::uint64_t> sizes;
-        for (const auto& [seg, size] : list) sizes[seg] = size;
-        rep_.segments = list.size();
-
-        std::vector<std::pair<ChunkLocation, ChunkId>> order;
-        order.reserve(chunks_.size());
-        std::uint64_t total_bytes = 0;
-        for (const auto& [id, ci] : chunks_) {
-            if (ci.r.lost()) continue;  // in no segment: named below, as damaged
-            order.emplace_back(ci.r.location(), id);
-            total_bytes += ci.r.length;
-        }
-        const bool local = o_.tier == nullptr;
-        std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-            return std::tie(a.first.segment, a.first.offset) < std::tie(b.first.segment, b.first.offset);
-        });
-        std::vector<std::uint8_t> buf;
-        std::uint64_t done = 0, done_bytes = 0;
-        std::map<SegmentId, std::uint64_t> missing_segments;
-        std::map<ChunkId, std::string> bad;  // chunk -> what is wrong with it
-        for (const auto& [loc, id] : order) {
-            ++done;
-            if (!sizes.count(loc.segment)) {
-                missing_segments[loc.segment] += 1;
-                if (local) {
-                    // Its bytes are gone: healed from an intact copy, or lost (lost_segments.h).
-                    bad[id] = "its segment " + u(loc.segment) + " is missing";
-                    gone_.insert(id);
-                    newest_gone_ = std::max(newest_gone_, loc.segment);
-                    continue;
-                }
-                problem("chunk " + u(id) + " lives in segment " + u(loc.segment) +
-                            ", which is missing; it holds " + chunk_users(id),
-                        false);
-                continue;
-            }
-            Status st;
-            if (!scrub_ && !segs_.in_directory(loc.segment)) {
-                // Only in the tier: its size, not its bytes (a plain check
-                // downloads nothing; --scrub reads every object).
-                st = check_in_object(loc, id, sizes[loc.segment]);
-                progress("segments", done, order.size());
-            } else if (scrub_) {
-                buf.resize(loc.length);
-                st = segs_.read(loc, id, buf.data());
-                if (st) {
-                    const ChunkRecord& r = chunks_.at(id).r;
-                    if ((r.flags & ChunkRecord::kIndexed) &&
-                        !(thread_sha256().digest(buf.data(), buf.size()) == r.digest))
-                        st = Status::error(EIO, "content does not match its SHA-256 fingerprint");
-                }
-                ++rep_.scrubbed_chunks;
-                rep_.scrubbed_bytes += loc.length;
-                done_bytes += loc.length;
-                progress("scrub", done_bytes, total_bytes);
-            } else {
-                st = segs_.check_header(loc, id);
-                progress("segments", done, order.size());
-            }
-            if (!st) {
-                bad[id] = st.message();
-                if (local && bytes_gone(loc, sizes)) {  // a segment cut short
-                    gone_.insert(id);
-                    newest_gone_ = std::max(newest_gone_, loc.segment);
-                }
-            }
-        }
-        for (const auto& [id, ci] : chunks_)
-            if ((ci.r.flags & ChunkRecord::kDamaged) && !bad.count(id))
-                bad[id] = ci.r.lost()
-                              ? "its bytes were lost with their segment (missing or cut short when "
-                                "hiodsfs-fsck --repair ran)"
-                              : "it failed its checksum when read (the daemon flagged it)";
-        const std::size_t gone = gone_.size();
-        HIODSFS_TRY(heal(bad));
-        if (local) HIODSFS_TRY(check_read_write(sizes, gone));
-        if (o_.tier != nullptr) HIODSFS_TRY(check_tier_copies(order));
-
-        // Live payload bytes per segment.
-        std::map<SegmentId, std::uint64_t> live;
-        for (const auto& [id, ci] : chunks_)
-            if (!ci.r.lost()) live[ci.r.segment] += ci.r.length;
-        std::map<SegmentId, std::uint64_t> recorded;
-        {
-            Cursor c = t_.cursor(Db::kSegments);
-            std::vector<std::string> bad;
-            for (bool ok = c.first(); ok; ok = c.next()) {
-                std::uint64_t seg = 0;
-                if (!parse_key_u64(c.key(), &seg) || seg > std::numeric_limits<SegmentId>::max() ||
-                    c.value().size() != 8) {
-                    bad.emplace_back(c.key());
-                    continue;
-                }
-                recorded[static_cast<SegmentId>(seg)] = get_be64(c.value());
-            }
-            HIODSFS_TRY(c.status());
-            // Removed: the live bytes of every segment are counted anew below.
-            for (const std::string& k : bad)
-                HIODSFS_TRY(fix("segment record with a damaged key or value; it is removed",
-                                [&] { return t_.del(Db::kSegments, k); }));
-        }
-        std::set<SegmentId> all;
-        for (const auto& [s, n] : live) all.insert(s);
-        for (const auto& [s, n] : recorded) all.insert(s);
-        for (SegmentId s : all) {
-            std::uint64_t want = live.count(s) ? live[s] : 0;
-            std::uint64_t have = recorded.count(s) ? recorded[s] : 0;
-            if (want == have) continue;
-            HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
-                            [&, s = s] { return t_.put(Db::kSegments, key_u64(s), be64(want)); }));
-        }
-        HIODSFS_TRY(count_payload(list));
-        for (const auto& [seg, n] : live) known_segments_.insert(seg);
-        for (const auto& [seg, n] : recorded) known_segments_.insert(seg);
-        // Segment files the metadata knows nothing of. The daemon never
-        // deletes one (its records might belong to metadata that was lost);
-        // after this check has found the metadata whole and no chunk in
-        // them, --repair records them dead so reclaim frees them. Ones made
-        // after the last commit are a crash's leftovers: the next mount does that.
-        for (const auto& [seg, size] : list) {
-            if (size == 0 || live.count(seg) || recorded.count(seg)) continue;
-            std::string what = "segment " + u(seg) + " (" + u(size) + " bytes";
-            if (scrub_ || segs_.in_directory(seg)) {
-                std::uint64_t records = 0;
-                HIODSFS_TRY(segs_.scan(seg, false, [&](const SegmentRecord&) {
-                    ++records;
-                    return true;
-                }));
-                what += ", " + u(records) + " records";
-            } else {
-                what += ", only in " + o_.tier->describe();
-            }
-            what += ") holds no chunk the metadata refers to";
-            if (t_.super().written_after(seg)) {
-                rep_.notes.push_back(what + ": written after the last commit; the next mount frees it");
-                continue;
-            }
-            HIODSFS_TRY(fix(what + "; it is kept, and recorded as dead so reclaim frees it", [&, seg = seg] {
-                HIODSFS_TRY(t_.put(Db::kSegments, key_u64(seg), be64(0)));
-                // Its payload is dead now, and reclaim takes it off the
-                // counter when it deletes the file.
-                known_segments_.insert(seg);
-                if (payload_ && payload_->count(seg)) t_.super().counters.dead_bytes += payload_->at(seg);
-                return Status::ok();
-            }));
-        }
-        return Status::ok();
-    }
-
-    // A local store whose chunks refer to bytes that are gone, or whose
-    // frontier lies in a lost segment, is refused read-write, and fsck's
-    // advice (write the files again) needs a read-write mount: --repair
-    // moved those chunks to kLostSegment (heal) and restarts the stream
-    // past every id known where the frontier was lost (lost_segments.h).
-    // gone: how many chunks the check found whose bytes are gone.
-    Status check_read_write(const SegmentSizes& sizes, std::size_t gone) {
-        const std::string frontier = frontier_refusal(t_.super(), sizes);
-        if (gone == 0 && frontier.empty()) return Status::ok();
-        std::string why;
-        if (gone > 0) why = u(gone) + " chunk(s) refer to bytes that are gone";
-        if (!frontier.empty()) why += (why.empty() ? "" : ", and ") + frontier;
-        return fix(
-            "the store cannot be mounted read-write: " + why +
-                "; those chunks go to no segment (their ranges read EIO) and new data after "
-                "every segment the metadata knew, so that it mounts read-write and the files "
-                "named above can be written again",
-            [&]() -> Status {
-                if (frontier.empty()) return Status::ok();
-                // Chunks moved to kLostSegment were counted in newest_gone_.
-                SegmentId in_records = newest_gone_;
-                for (const auto& [id, ci] : chunks_)
-                    in_records = std::max(in_records, ci.r.segment);
-                return restart_after_loss(env_, o_.store + "/segments", sizes, in_records,
-                                          t_);
-            });
-    }
-
-    // Bad chunks: flagged kDamaged and taken out of the index (never shared
-    // again), and their files moved onto an intact chunk of the same
-    // content where one is stored (the index names it once the content was
-    // written again). Without one the bytes are lost: the files are named.
-    Status heal(const std::map<ChunkId, std::string>& bad) {
-        std::map<ChunkId, ChunkId> onto;  // bad chunk -> intact copy
-        for (const auto& [id, why] : bad) {
-            ChunkInfo& ci = chunks_.at(id);
-            // Flagged whatever else happens, as a failed read in the daemon
-            // does: the same content written again is then stored afresh.
-            if (mark_ && !(ci.r.flags & ChunkRecord::kDamaged)) {
-                HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
-                ++flagged_;
-            }
-            const std::string flag =
-                (ci.r.flags & ChunkRecord::kDamaged)
-                    ? "; it is flagged damaged, so no write shares it again"
-                    : "; not flagged (this run writes nothing), so a write of "
-                      "the same content would still share it: run --repair "
-                      "(or --scrub without -n) before writing those files again";
-            const std::string what =
-                "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id) + flag;
-            ChunkId good = 0;
-            HIODSFS_TRY(intact_copy(id, ci.r, &good));
-            if (good == 0) {
-                std::string kept;
-                if (repair_ && gone_.count(id)) {
-                    HIODSFS_TRY(move_to_lost(t_, id, &ci.r));
-                    kept =
-                        "; its record is kept, in no segment: those ranges read EIO until "
-                        "the files are written again";
-                }
-                problem(what + kept +
-                            "; no intact copy of its content is stored: write those files "
-                            "again from a good copy (a repair after that moves any other file "
-                            "that shares the chunk onto the new copy)",
-                        false);
-                continue;
-            }
-            HIODSFS_TRY(fix(what, [&, id = id, good = good]() -> Status {
-                onto[id] = good;
-                return Status::ok();
-            }));
-        }
-        if (onto.empty()) return Status::ok();
-        struct Moved {
-            InodeId ino;
-            std::uint64_t start;
-            std::string value;  // the block anew
-        };
-        std::vector<Moved> moved;
-        {
-            std::vector<MappedExtent> block;
-            HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
-                block.clear();
-                if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
-                bool changed = false;
-                for (MappedExtent& m : block) {
-                    auto it = onto.find(m.e.chunk);
-                    if (it == onto.end()) continue;
-                    m.e.chunk = it->second;
-                    changed = true;
-                }
-                if (changed) moved.push_back(Moved{b.ino, b.start, encode_extent_block(block.data(), block.size())});
-                return Status::ok();
-            }));
-        }
-        for (const Moved& m : moved) HIODSFS_TRY(put_extent_block(t_, m.ino, m.start, m.value));
-        for (const auto& [bad_id, good_id] : onto) {
-            ChunkInfo& b = chunks_.at(bad_id);
-            ChunkInfo& g = chunks_.at(good_id);
-            g.counted += b.counted;
-            g.r.set_refs(g.r.refs() + b.counted);
-            HIODSFS_TRY(put_chunk(t_, good_id, g.r));
-            auto& counters = t_.super().counters;
-            counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
-            counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);
-            // Its segment's live bytes lose it, as when a chunk dies in use.
-            const std::string sk = key_u64(b.r.segment);
-            std::string_view sv;
-            bool found = false;
-            HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
-            if (found && sv.size() == 8) {
-                const std::uint64_t live = get_be64(sv);
-                HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.length))));
-            }
-            HIODSFS_TRY(drop_chunk(bad_id));
-        }
-        return Status::ok();
-    }
-
-    // The chunk the index names for r's content, if it is another one that
-    // reads back intact with that content (0: none).
-    Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out) {
-        *out = 0;
-        if (!(r.flags & ChunkRecord::kIndexed)) return Status::ok();  // raw: no fingerprint to look up
-        std::vector<ChunkId> candidates;
-        HIODSFS_TRY(index_candidates(t_, r.digest, &candidates));
-        for (ChunkId id : candidates) {
-            auto it = chunks_.find(id);
-            if (id == bad || it == chunks_.end() || (it->second.r.flags & ChunkRecord::kDamaged) ||
-                it->second.r.length != r.length || !(it->second.r.digest == r.digest))
-                continue;
-            std::vector<std::uint8_t> buf(r.length);
-            if (!segs_.read(it->second.r.location(), id, buf.data())) continue;
-            if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) {
-                *out = id;
-                return Status::ok();
-            }
-        }
-        return Status::ok();
-    }
-
-    // ---- stage 3: dirty queue, xattrs, counters ----
-    Status check_dirty() {
-        std::vector<std::pair<std::string, std::string>> drop;
-        std::uint64_t stale = 0, max_seq = 0, set_aside = 0;
-        std::string last_aside;
-        Cursor c = t_.cursor(Db::kDirty);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ++rep_.dirty;
-            std::string key(c.key());
-            std::uint64_t seq = 0;
-            DirtyRange aside;
-            std::string_view why;
-            if (parse_set_aside_key(key, &seq) && decode_set_aside(c.value(), &aside, &why)) {
-                // Out of the backlog until the next read-write mount queues it again.
-                max_seq = std::max(max_seq, seq);
-                ++set_aside;
-                last_aside = "inode " + u(aside.ino) + ": " + std::string(why);
-                continue;
-            }
-            if (!parse_key_u64(key, &seq) || c.value().size() != 24) {
-                drop.emplace_back(key, "damaged dirty-queue record");
-                continue;
-            }
-            std::uint64_t ino = get_be64(c.value(), 0),
-                          off = get_be64(c.value(), 8), len = get_be64(c.value(), 16);
-            if (len == 0 || off > kMaxFileSize || len > kMaxFileSize - off) {
-                drop.emplace_back(key, "dirty-queue record " + u(seq) + " has an impossible range (offset " +
-                                           u(off) + ", length " + u(len) + ")");
-                continue;
-            }
-            max_seq = std::max(max_seq, seq);
-            backlog_records_ += 1;
-            backlog_bytes_ += len;
-            auto it = inodes_.find(ino);
-            if (it == inodes_.end() || !S_ISREG(it->second.r.mode)) ++stale;
-        }
-        HIODSFS_TRY(c.status());
-        for (auto& [key, why] : drop)
-            HIODSFS_TRY(fix(why + "; it is removed", [&, k = key] { return t_.del(Db::kDirty, k); }));
-        if (stale > 0)
-            rep_.notes.push_back(u(stale) + " dirty-queue record(s) name files that are gone; the "
-                                            "background pass skips them");
-        if (set_aside > 0)
-            rep_.notes.push_back(u(set_aside) +
-                                 " dirty-queue record(s) were set aside: the background pass "
-                                 "failed on them, and the next read-write mount tries them "
-                                 "again (the last: " +
-                                 last_aside + ")");
-        SuperState& s = t_.super();
-        if (s.next_dirty <= max_seq) {
-            HIODSFS_TRY(fix("next dirty-queue number is " + u(s.next_dirty) + " but record " + u(max_seq) + " exists",
+        if (in.r.mapped != in.mapped) {
+            HIODSFS_TRY(fix(std::string(type_name(in.r.mode)) + " " + path_of(ino) +
+                                " (inode " + u(ino) + ") counts " + u(in.r.mapped) +
+                                " mapped bytes, its extents hold " + u(in.mapped),
                             [&] {
-                                s.next_dirty = max_seq + 1;
+                                in.r.mapped = in.mapped;
+                                dirty = true;
                                 return Status::ok();
                             }));
         }
-        return Status::ok();
-    }
-
-    Status check_xattrs() {
-        std::vector<std::pair<std::string, std::string>> drop;  // key, why
-        Cursor c = t_.cursor(Db::kXattrs);
-        for (bool ok = c.first(); ok; ok = c.next()) {
-            ++rep_.xattrs;
-            InodeId ino = 0;
-            std::string_view name;
-            if (!parse_key_u64_str(c.key(), &ino, &name) || name.empty()) {
-                drop.emplace_back(std::string(c.key()), "extended attribute record with a damaged key; it is removed");
-            } else if (inodes_.count(ino) == 0) {
-                drop.emplace_back(std::string(c.key()),
-                                  "extended attribute " + escape_name(name) + " belongs to inode " +
-                                      u(ino) + ", which does not exist; it is removed");
-            }
+        if (in.has_extents && !S_ISREG(in.r.mode)) {
+            problem(std::string(type_name(in.r.mode)) + " " + path_of(ino) + " (inode " +
+                        u(ino) + ") has a file map; only regular files have one",
+                    false);
         }
-        HIODSFS_TRY(c.status());
-        for (const auto& [k, why] : drop) HIODSFS_TRY(fix(why, [&, k = k] { return t_.del(Db::kXattrs, k); }));
-        return Status::ok();
+        if (dirty && repair_) HIODSFS_TRY(store_inode(ino, in));
     }
+    return Status::ok();
+}
 
-    // The chunk payload of each segment's records before the committed
-    // frontier. Records after it are a crash's leftovers, which the next
-    // mount counts. Unknown when a segment only the tier holds would have to
-    // be fetched (a plain check downloads nothing; --scrub reads each object
-    // once, for its chunks).
-    Status count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list) {
-        const SuperState& s = t_.super();
-        std::map<SegmentId, std::uint64_t> payload;
-        for (const auto& [seg, size] : list) {
-            if (!segs_.in_directory(seg)) return Status::ok();
-            if (s.written_after(seg)) continue;
-            std::uint64_t& bytes = payload[seg];
-            HIODSFS_TRY(segs_.scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
-                if (s.after_frontier(seg, r.header_offset)) return false;
-                if (r.chunk != kLogRecord) bytes += r.location.length;
+Status Checker::load_chunks() {
+    std::vector<std::string> damaged;
+    HIODSFS_TRY(for_each_chunk_block(t_, [&](const StoredChunkBlock& b) -> Status {
+        if (!b.value_ok) {
+            // The records of its ids are lost: the files that map them
+            // are named below, as reading a missing chunk.
+            damaged.emplace_back(b.key);
+            if (b.key_ok)
+                for (ChunkId id = b.block * kChunksPerBlock; id < (b.block + 1) * kChunksPerBlock; ++id)
+                    damaged_chunks_.insert(id);
+            return Status::ok();
+        }
+        for (const auto& [id, r] : b.chunks) {
+            ChunkInfo ci;
+            ci.r = r;
+            max_chunk_ = std::max(max_chunk_, id);
+            chunks_.emplace(id, ci);
+        }
+        return Status::ok();
+    }));
+    for (const std::string& key : damaged)
+        HIODSFS_TRY(fix("chunk record block with a damaged key or value",
+                        [&] { return t_.del(Db::kChunks, key); }));
+    rep_.chunks = chunks_.size();
+    return Status::ok();
+}
+
+std::string Checker::range(const Use& use) {
+    return path_of(use.ino) + " bytes " + u(use.start) + "-" + u(use.start + use.length - 1);
+}
+
+Status Checker::check_extents() {
+    std::map<ChunkId, std::vector<Use>> missing;
+    InodeId prev_ino = 0;
+    std::uint64_t prev_end = 0;
+    std::vector<MappedExtent> block;
+    HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
+        block.clear();
+        if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) {
+            ++rep_.extents;
+            problem(b.key_ok ? "damaged extent map block of " + path_of(b.ino) + " from byte " + u(b.start)
+                             : "extent map block with a damaged key",
+                    false);
+            return Status::ok();
+        }
+        for (const MappedExtent& m : block) {
+            ++rep_.extents;
+            const ExtentRecord& e = m.e;
+            Use use{b.ino, m.start, e.length};
+            if (use.ino == prev_ino && use.start < prev_end)
+                problem("extents overlap in " + range(use), false);
+            prev_ino = use.ino;
+            prev_end = use.start + use.length;
+            auto it = chunks_.find(e.chunk);
+            if (it == chunks_.end()) {
+                missing[e.chunk].push_back(use);
+                continue;
+            }
+            it->second.counted += 1;
+            if (std::uint64_t(e.chunk_off) + e.length > it->second.r.length) {
+                problem(range(use) + " reach past the end of chunk " + u(e.chunk) + " (offset " +
+                            u(e.chunk_off) + " + " + u(e.length) + " > " +
+                            u(it->second.r.length) + " bytes)",
+                        false);
+            }
+            users_of(e.chunk, use);
+        }
+        return Status::ok();
+    }));
+    if (!missing.empty()) HIODSFS_TRY(recover_chunks(missing));
+    return Status::ok();
+}
+
+void Checker::users_of(ChunkId id, const Use& use) {
+    auto& v = uses_[id];
+    if (v.size() < 8) v.push_back(use);
+}
+
+// Chunk records that are gone are made again from the segment records,
+// which name their chunk; what is not found there is lost.
+Status Checker::recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
+    std::map<ChunkId, SegmentRecord> found;
+    if (repair_) {
+        std::vector<std::pair<SegmentId, std::uint64_t>> segs;
+        HIODSFS_TRY(segs_.list_segments(&segs));
+        for (const auto& [seg, size] : segs) {
+            HIODSFS_TRY(segs_.scan(seg, true, [&](const SegmentRecord& r) {
+                if (r.payload_ok && missing.count(r.chunk) != 0) found[r.chunk] = r;
                 return true;
             }));
         }
-        payload_ = std::move(payload);
-        return Status::ok();
     }
+    for (auto& [id, uses] : missing) {
+        std::string files;
+        for (std::size_t i = 0; i < uses.size() && i < 4; ++i)
+            files += (i ? ", " : "") + range(uses[i]);
+        if (uses.size() > 4) files += " and " + u(uses.size() - 4) + " more";
+        std::string what = "chunk " + u(id) + " has no record (" +
+                           (damaged_chunks_.count(id) ? "damaged" : "missing") +
+                           "); it holds " + files;
+        auto it = found.find(id);
+        HIODSFS_TRY(fix(what, [&, id = id]() -> Status {
+            if (it == found.end())
+                return Status::error(EUCLEAN, "no intact copy in the segments: data lost");
+            const SegmentRecord& r = it->second;
+            ChunkInfo ci;
+            ci.r.segment = r.location.segment;
+            ci.r.offset = r.location.offset;
+            ci.r.length = r.location.length;
+            ci.r.set_refs(uses.size());
+            ci.counted = uses.size();
+            // Indexed again unless another chunk is indexed with its content.
+            std::vector<std::uint8_t> buf(ci.r.length);
+            HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
+            Digest d = thread_sha256().digest(buf.data(), buf.size());
+            ChunkId other = 0;
+            ChunkRecord other_rec;
+            HIODSFS_TRY(find_indexed_chunk(t_, d, &other, &other_rec));
+            if (other == 0) {
+                ci.r.flags = ChunkRecord::kIndexed;
+                ci.r.digest = d;
+                HIODSFS_TRY(index_chunk(t_, id, d));
+            }
+            HIODSFS_TRY(put_chunk(t_, id, ci.r));
+            chunks_.emplace(id, ci);
+            max_chunk_ = std::max(max_chunk_, id);
+            for (const Use& use : uses) users_of(id, use);
+            return Status::ok();
+        }));
+    }
+    return Status::ok();
+}
 
-    // What the dead-bytes counter (hiodsfs-stat's "reclaimable") should
-    // say: the payload of the segments the metadata knows, less the live
-    // chunks. Power lost in the middle of a reclaim can leave it off either
-    // way (docs/architecture.md, "dead_bytes"); nothing depends on it but
-    // hiodsfs-stat, so a difference is a note, which --repair mends.
-    Status check_dead_bytes(const SpaceCounters& want) {
-        if (!payload_) return Status::ok();
-        std::uint64_t total = 0;
-        for (const auto& [seg, bytes] : *payload_)
-            if (known_segments_.count(seg)) total += bytes;
-        // Less payload than live chunks: chunks in missing or cut segments,
-        // reported above; the counter cannot be known then.
-        if (total < want.stored_bytes) return Status::ok();
-        std::uint64_t& have = t_.super().counters.dead_bytes;
-        const std::uint64_t should = total - want.stored_bytes;
-        if (have == should) return Status::ok();
-        std::string what = "the counter of dead chunk bytes is " + u(have) + ", the segments hold " + u(should);
-        if (repair_) {
-            have = should;
-            rep_.notes.push_back(what + "; it is set");
+std::string Checker::chunk_users(ChunkId id) {
+    auto it = uses_.find(id);
+    if (it == uses_.end() || it->second.empty()) return "no file";
+    std::string s;
+    for (std::size_t i = 0; i < it->second.size(); ++i) s += (i ? ", " : "") + range(it->second[i]);
+    auto c = chunks_.find(id);
+    if (c != chunks_.end() && c->second.counted > it->second.size())
+        s += " and " + u(c->second.counted - it->second.size()) + " more";
+    return s;
+}
+
+Status Checker::drop_chunk(ChunkId id) {
+    const ChunkRecord& r = chunks_.at(id).r;
+    HIODSFS_TRY(del_chunk(t_, id));
+    HIODSFS_TRY(unindex_chunk(t_, id, r));
+    if (!r.lost()) t_.super().counters.dead_bytes += r.length;
+    chunks_.erase(id);
+    return Status::ok();
+}
+
+Status Checker::check_chunks() {
+    // Reference counts.
+    std::vector<ChunkId> ids;
+    ids.reserve(chunks_.size());
+    for (const auto& [id, ci] : chunks_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (ChunkId id : ids) {
+        ChunkInfo& ci = chunks_.at(id);
+        if (ci.counted == 0) {
+            HIODSFS_TRY(fix("chunk " + u(id) + " (" + u(ci.r.length) +
+                                " bytes) is referenced by no file; its bytes become dead space",
+                            [&, id = id] { return drop_chunk(id); }));
+        } else if (ci.r.refs() != ci.counted) {
+            HIODSFS_TRY(fix("chunk " + u(id) + " has reference count " + u(ci.r.refs()) + ", but " +
+                                u(ci.counted) + " extents refer to it",
+                            [&, id = id] {
+                                ci.r.set_refs(ci.counted);
+                                return put_chunk(t_, id, ci.r);
+                            }));
+        }
+    }
+    HIODSFS_TRY(check_index());
+    HIODSFS_TRY(check_segments());
+    return Status::ok();
+}
+
+Status Checker::check_index() {
+    // Buckets: a damaged one (or a key no bucket has) is removed, its
+    // chunks added again below; an entry outside its bucket's range
+    // (no lookup finds it) or naming a chunk it must not is removed.
+    struct Kept {
+        std::string key;
+        std::vector<FingerprintEntry> entries;
+    };
+    std::vector<Kept> buckets;
+    std::vector<std::string> damaged;  // removed after the walk, which must not change t_
+    HIODSFS_TRY(for_each_fingerprint_bucket(t_, [&](const StoredFingerprintBucket& b) -> Status {
+        if (!b.value_ok) {
+            ++rep_.fingerprints;
+            damaged.emplace_back(b.key);
+            return Status::ok();
+        }
+        rep_.fingerprints += b.entries.size();
+        buckets.push_back({std::string(b.key), b.entries});
+        return Status::ok();
+    }));
+    for (const std::string& key : damaged)
+        HIODSFS_TRY(fix("a damaged fingerprint index bucket; it is removed",
+                        [&] { return t_.del(Db::kFingerprints, key); }));
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+        Kept& b = buckets[i];
+        const bool last = i + 1 == buckets.size();
+        const std::uint64_t upper = last ? 0 : get_be64(buckets[i + 1].key);
+        std::vector<FingerprintEntry> keep;
+        for (const FingerprintEntry& e : b.entries) {
+            std::string why;
+            auto it = chunks_.find(e.id);
+            if (!last && e.prefix >= upper) {
+                why = "fingerprint index entry of chunk " + u(e.id) + " lies outside its bucket";
+            } else if (it == chunks_.end()) {
+                why = "fingerprint index entry names chunk " + u(e.id) + ", which does not exist";
+            } else if (it->second.r.flags & ChunkRecord::kDamaged) {
+                why = "fingerprint index entry names chunk " + u(e.id) +
+                      ", which failed its checksum and must not be shared";
+            } else if (!(it->second.r.flags & ChunkRecord::kIndexed) ||
+                       fingerprint_prefix(it->second.r.digest) != e.prefix) {
+                why = "fingerprint index entry names chunk " + u(e.id) + ", whose fingerprint is another";
+            }
+            if (why.empty()) {
+                keep.push_back(e);
+                continue;
+            }
+            // The bucket is written once, below, without the entries removed.
+            HIODSFS_TRY(fix(why + "; the entry is removed", [] { return Status::ok(); }));
+        }
+        if (!repair_ || keep.size() == b.entries.size()) continue;
+        HIODSFS_TRY(keep.empty() ? t_.del(Db::kFingerprints, b.key)
+                                 : t_.put(Db::kFingerprints, b.key,
+                                          encode_fingerprint_bucket(keep.data(), keep.size())));
+    }
+    // Every fingerprinted chunk is listed, and no two have one digest:
+    // the lowest id keeps it, later ones become not-deduplicated chunks.
+    std::vector<ChunkId> ids;
+    for (const auto& [id, ci] : chunks_)
+        if ((ci.r.flags & ChunkRecord::kIndexed) && !(ci.r.flags & ChunkRecord::kDamaged)) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    std::map<std::array<std::uint8_t, 32>, ChunkId> holder;
+    for (ChunkId id : ids) {
+        ChunkInfo& ci = chunks_.at(id);
+        const std::uint64_t prefix = fingerprint_prefix(ci.r.digest);
+        std::vector<ChunkId> under;
+        HIODSFS_TRY(fingerprint_ids(t_, prefix, &under));
+        const bool listed = std::find(under.begin(), under.end(), id) != under.end();
+        auto [it, first] = holder.emplace(ci.r.digest.bytes, id);
+        if (!first) {
+            HIODSFS_TRY(fix("chunk " + u(id) + " has the fingerprint of chunk " + u(it->second) +
+                                "; it is kept as a not-deduplicated chunk",
+                            [&, id = id, prefix]() -> Status {
+                                HIODSFS_TRY(remove_fingerprint(t_, prefix, id));
+                                ci.r.flags &= static_cast<std::uint8_t>(~ChunkRecord::kIndexed);
+                                return put_chunk(t_, id, ci.r);
+                            }));
+        } else if (!listed) {
+            HIODSFS_TRY(fix("chunk " + u(id) + " is marked deduplicated but the fingerprint "
+                                "index does not list it; the entry is added",
+                            [&, id = id] { return index_chunk(t_, id, ci.r.digest); }));
+        }
+    }
+    return Status::ok();
+}
+
+// Segments the cache directory holds whose committed bytes the tier
+// lacks (tier_objects.h): reported, and uploaded by --repair.
+Status Checker::check_tier_copies(const std::vector<std::pair<ChunkLocation, ChunkId>>& order) {
+    std::map<SegmentId, std::uint64_t> referenced;
+    for (const auto& [loc, id] : order) {
+        std::uint64_t& end = referenced[loc.segment];
+        end = std::max(end, loc.offset + loc.length);
+    }
+    const std::string dir = o_.store + "/segments";
+    std::vector<TierGap> gaps;
+    HIODSFS_TRY(find_tier_gaps(env_, o_.tier, dir, referenced, &gaps));
+    for (const TierGap& gap : gaps)
+        HIODSFS_TRY(fix(describe_tier_gap(gap, o_.tier->describe(), dir),
+                        [&] { return upload_from_cache(env_, o_.tier, dir, gap); }));
+    return Status::ok();
+}
+
+// A chunk of a segment held only by the tier, without reading it: the
+// object must hold the whole record.
+Status Checker::check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes) {
+    if (loc.offset >= SegmentStore::kHeaderBytes && loc.offset + loc.length <= object_bytes) return Status::ok();
+    return Status::error(EIO, "segment " + u(loc.segment) + " in " + o_.tier->describe() + " has " +
+                                  u(object_bytes) + " bytes, but chunk " + u(id) + "'s record (" +
+                                  u(loc.length) + " bytes at offset " + u(loc.offset) +
+                                  ") lies beyond them (truncated?)");
+}
+
+// Every chunk's record in its segment: its header (or, scrubbing, all of
+// it and its fingerprint); live bytes per segment. A segment only the
+// tier holds has its size checked instead of its headers unless scrubbing.
+Status Checker::check_segments() {
+    std::vector<std::pair<SegmentId, std::uint64_t>> list;
+    HIODSFS_TRY(segs_.list_segments(&list));
+    std::map<SegmentId, std::uint64_t> sizes;
+    for (const auto& [seg, size] : list) sizes[seg] = size;
+    rep_.segments = list.size();
+
+    std::vector<std::pair<ChunkLocation, ChunkId>> order;
+    order.reserve(chunks_.size());
+    std::uint64_t total_bytes = 0;
+    for (const auto& [id, ci] : chunks_) {
+        if (ci.r.lost()) continue;  // in no segment: named below, as damaged
+        order.emplace_back(ci.r.location(), id);
+        total_bytes += ci.r.length;
+    }
+    const bool local = o_.tier == nullptr;
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.first.segment, a.first.offset) < std::tie(b.first.segment, b.first.offset);
+    });
+    std::vector<std::uint8_t> buf;
+    std::uint64_t done = 0, done_bytes = 0;
+    std::map<SegmentId, std::uint64_t> missing_segments;
+    std::map<ChunkId, std::string> bad;  // chunk -> what is wrong with it
+    for (const auto& [loc, id] : order) {
+        ++done;
+        if (!sizes.count(loc.segment)) {
+            missing_segments[loc.segment] += 1;
+            if (local) {
+                // Its bytes are gone: healed from an intact copy, or lost (lost_segments.h).
+                bad[id] = "its segment " + u(loc.segment) + " is missing";
+                gone_.insert(id);
+                newest_gone_ = std::max(newest_gone_, loc.segment);
+                continue;
+            }
+            problem("chunk " + u(id) + " lives in segment " + u(loc.segment) +
+                        ", which is missing; it holds " + chunk_users(id),
+                    false);
+            continue;
+        }
+        Status st;
+        if (!scrub_ && !segs_.in_directory(loc.segment)) {
+            // Only in the tier: its size, not its bytes (a plain check
+            // downloads nothing; --scrub reads every object).
+            st = check_in_object(loc, id, sizes[loc.segment]);
+            progress("segments", done, order.size());
+        } else if (scrub_) {
+            buf.resize(loc.length);
+            st = segs_.read(loc, id, buf.data());
+            if (st) {
+                const ChunkRecord& r = chunks_.at(id).r;
+                if ((r.flags & ChunkRecord::kIndexed) &&
+                    !(thread_sha256().digest(buf.data(), buf.size()) == r.digest))
+                    st = Status::error(EIO, "content does not match its SHA-256 fingerprint");
+            }
+            ++rep_.scrubbed_chunks;
+            rep_.scrubbed_bytes += loc.length;
+            done_bytes += loc.length;
+            progress("scrub", done_bytes, total_bytes);
         } else {
-            rep_.notes.push_back(what + " (--repair sets it)");
+            st = segs_.check_header(loc, id);
+            progress("segments", done, order.size());
         }
-        return Status::ok();
+        if (!st) {
+            bad[id] = st.message();
+            if (local && bytes_gone(loc, sizes)) {  // a segment cut short
+                gone_.insert(id);
+                newest_gone_ = std::max(newest_gone_, loc.segment);
+            }
+        }
     }
+    for (const auto& [id, ci] : chunks_)
+        if ((ci.r.flags & ChunkRecord::kDamaged) && !bad.count(id))
+            bad[id] = ci.r.lost()
+                          ? "its bytes were lost with their segment (missing or cut short when "
+                            "hiodsfs-fsck --repair ran)"
+                          : "it failed its checksum when read (the daemon flagged it)";
+    const std::size_t gone = gone_.size();
+    HIODSFS_TRY(heal(bad));
+    if (local) HIODSFS_TRY(check_read_write(sizes, gone));
+    if (o_.tier != nullptr) HIODSFS_TRY(check_tier_copies(order));
 
-    Status check_counters() {
-        SuperState& s = t_.super();
-        if (s.next_chunk <= max_chunk_) {
-            HIODSFS_TRY(fix("next chunk id is " + u(s.next_chunk) + " but chunk " + u(max_chunk_) + " exists",
-                            [&] {
-                                s.next_chunk = max_chunk_ + 1;
-                                return Status::ok();
-                            }));
+    // Live payload bytes per segment.
+    std::map<SegmentId, std::uint64_t> live;
+    for (const auto& [id, ci] : chunks_)
+        if (!ci.r.lost()) live[ci.r.segment] += ci.r.length;
+    std::map<SegmentId, std::uint64_t> recorded;
+    {
+        Cursor c = t_.cursor(Db::kSegments);
+        std::vector<std::string> bad;
+        for (bool ok = c.first(); ok; ok = c.next()) {
+            std::uint64_t seg = 0;
+            if (!parse_key_u64(c.key(), &seg) || seg > std::numeric_limits<SegmentId>::max() ||
+                c.value().size() != 8) {
+                bad.emplace_back(c.key());
+                continue;
+            }
+            recorded[static_cast<SegmentId>(seg)] = get_be64(c.value());
         }
-        SpaceCounters want = s.counters;
-        want.logical_bytes = 0;
-        for (const auto& [ino, sums] : extent_sums_) want.logical_bytes += sums.first;
-        want.stored_bytes = want.raw_bytes = 0;
-        for (const auto& [id, ci] : chunks_) {
-            if (ci.r.lost()) continue;  // stored nowhere
-            want.stored_bytes += ci.r.length;
-            if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.length;
-        }
-        want.chunk_count = chunks_.size();
-        want.inode_count = inodes_.size();
-        want.file_count = 0;
-        for (const auto& [ino, in] : inodes_) want.file_count += S_ISREG(in.r.mode) ? 1 : 0;
-        want.backlog_records = backlog_records_;
-        want.backlog_bytes = backlog_bytes_;
-        struct Field {
-            const char* name;
-            std::uint64_t SpaceCounters::*field;
-        };
-        static const Field fields[] = {
-            {"logical bytes", &SpaceCounters::logical_bytes},
-            {"stored bytes", &SpaceCounters::stored_bytes},
-            {"not-deduplicated bytes", &SpaceCounters::raw_bytes},
-            {"chunk count", &SpaceCounters::chunk_count},
-            {"inode count", &SpaceCounters::inode_count},
-            {"file count", &SpaceCounters::file_count},
-            {"dirty-queue records", &SpaceCounters::backlog_records},
-            {"dirty-queue bytes", &SpaceCounters::backlog_bytes},
-        };
-        for (const Field& f : fields) {
-            std::uint64_t have = s.counters.*f.field, should = want.*f.field;
-            if (have == should) continue;
-            HIODSFS_TRY(fix(std::string("counter of ") + f.name + " is " + u(have) + ", should be " + u(should),
-                            [&] {
-                                s.counters.*f.field = should;
-                                return Status::ok();
-                            }));
-        }
-        return check_dead_bytes(want);
+        HIODSFS_TRY(c.status());
+        // Removed: the live bytes of every segment are counted anew below.
+        for (const std::string& k : bad)
+            HIODSFS_TRY(fix("segment record with a damaged key or value; it is removed",
+                            [&] { return t_.del(Db::kSegments, k); }));
     }
+    std::set<SegmentId> all;
+    for (const auto& [s, n] : live) all.insert(s);
+    for (const auto& [s, n] : recorded) all.insert(s);
+    for (SegmentId s : all) {
+        std::uint64_t want = live.count(s) ? live[s] : 0;
+        std::uint64_t have = recorded.count(s) ? recorded[s] : 0;
+        if (want == have) continue;
+        HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
+                        [&, s = s] { return t_.put(Db::kSegments, key_u64(s), be64(want)); }));
+    }
+    HIODSFS_TRY(count_payload(list));
+    for (const auto& [seg, n] : live) known_segments_.insert(seg);
+    for (const auto& [seg, n] : recorded) known_segments_.insert(seg);
+    // Segment files the metadata knows nothing of. The daemon never
+    // deletes one (its records might belong to metadata that was lost);
+    // after this check has found the metadata whole and no chunk in
+    // them, --repair records them dead so reclaim frees them. Ones made
+    // after the last commit are a crash's leftovers: the next mount does that.
+    for (const auto& [seg, size] : list) {
+        if (size == 0 || live.count(seg) || recorded.count(seg)) continue;
+        std::string what = "segment " + u(seg) + " (" + u(size) + " bytes";
+        if (scrub_ || segs_.in_directory(seg)) {
+            std::uint64_t records = 0;
+            HIODSFS_TRY(segs_.scan(seg, false, [&](const SegmentRecord&) {
+                ++records;
+                return true;
+            }));
+            what += ", " + u(records) + " records";
+        } else {
+            what += ", only in " + o_.tier->describe();
+        }
+        what += ") holds no chunk the metadata refers to";
+        if (t_.super().written_after(seg)) {
+            rep_.notes.push_back(what + ": written after the last commit; the next mount frees it");
+            continue;
+        }
+        HIODSFS_TRY(fix(what + "; it is kept, and recorded as dead so reclaim frees it", [&, seg = seg] {
+            HIODSFS_TRY(t_.put(Db::kSegments, key_u64(seg), be64(0)));
+            // Its payload is dead now, and reclaim takes it off the
+            // counter when it deletes the file.
+            known_segments_.insert(seg);
+            if (payload_ && payload_->count(seg)) t_.super().counters.dead_bytes += payload_->at(seg);
+            return Status::ok();
+        }));
+    }
+    return Status::ok();
+}
 
-    Txn& t_;
-    SegmentStore& segs_;
-    Env* const env_;
-    const FsckOptions& o_;
-    const bool repair_, scrub_;
-    const bool mark_;  // bad chunks are flagged damaged, repairing or not
-    std::size_t flagged_ = 0;
-    FsckReport& rep_;
+// A local store whose chunks refer to bytes that are gone, or whose
+// frontier lies in a lost segment, is refused read-write, and fsck's
+// advice (write the files again) needs a read-write mount: --repair
+// moved those chunks to kLostSegment (heal) and restarts the stream
+// past every id known where the frontier was lost (lost_segments.h).
+// gone: how many chunks the check found whose bytes are gone.
+Status Checker::check_read_write(const SegmentSizes& sizes, std::size_t gone) {
+    const std::string frontier = frontier_refusal(t_.super(), sizes);
+    if (gone == 0 && frontier.empty()) return Status::ok();
+    std::string why;
+    if (gone > 0) why = u(gone) + " chunk(s) refer to bytes that are gone";
+    if (!frontier.empty()) why += (why.empty() ? "" : ", and ") + frontier;
+    return fix(
+        "the store cannot be mounted read-write: " + why +
+            "; those chunks go to no segment (their ranges read EIO) and new data after "
+            "every segment the metadata knew, so that it mounts read-write and the files "
+            "named above can be written again",
+        [&]() -> Status {
+            if (frontier.empty()) return Status::ok();
+            // Chunks moved to kLostSegment were counted in newest_gone_.
+            SegmentId in_records = newest_gone_;
+            for (const auto& [id, ci] : chunks_)
+                in_records = std::max(in_records, ci.r.segment);
+            return restart_after_loss(env_, o_.store + "/segments", sizes, in_records,
+                                      t_);
+        });
+}
 
-    std::map<InodeId, InodeInfo> inodes_;
-    std::vector<InodeId> damaged_inodes_;
-    std::vector<std::pair<Db, std::string>> bad_keys_;
-    std::vector<Entry> entries_;
-    std::unordered_map<InodeId, std::size_t> name_of_;  // child -> one of its entries
-    std::vector<InodeId> orphans_;
-    std::unordered_map<InodeId, std::pair<std::uint64_t, std::uint64_t>> extent_sums_;
-    InodeId lost_found_ = 0;
-    std::unordered_map<ChunkId, ChunkInfo> chunks_;
-    std::unordered_set<ChunkId> damaged_chunks_;
-    std::set<ChunkId> gone_;     // their bytes are gone (a local segment missing or cut short)
-    SegmentId newest_gone_ = 0;  // the highest segment such bytes were in
-    std::unordered_map<ChunkId, std::vector<Use>> uses_;  // a few users per chunk
-    ChunkId max_chunk_ = 0;
-    std::uint64_t backlog_records_ = 0, backlog_bytes_ = 0;
-    std::optional<std::map<SegmentId, std::uint64_t>> payload_;  // count_payload()
-    std::set<SegmentId> known_segments_;  // with an entry or live chunks
-    std::uint64_t progress_calls_ = 0;
-};
+// Bad chunks: flagged kDamaged and taken out of the index (never shared
+// again), and their files moved onto an intact chunk of the same
+// content where one is stored (the index names it once the content was
+// written again). Without one the bytes are lost: the files are named.
+Status Checker::heal(const std::map<ChunkId, std::string>& bad) {
+    std::map<ChunkId, ChunkId> onto;  // bad chunk -> intact copy
+    for (const auto& [id, why] : bad) {
+        ChunkInfo& ci = chunks_.at(id);
+        // Flagged whatever else happens, as a failed read in the daemon
+        // does: the same content written again is then stored afresh.
+        if (mark_ && !(ci.r.flags & ChunkRecord::kDamaged)) {
+            HIODSFS_TRY(flag_damaged(t_, id, &ci.r));
+            ++flagged_;
+        }
+        const std::string flag =
+            (ci.r.flags & ChunkRecord::kDamaged)
+                ? "; it is flagged damaged, so no write shares it again"
+                : "; not flagged (this run writes nothing), so a write of "
+                  "the same content would still share it: run --repair "
+                  "(or --scrub without -n) before writing those files again";
+        const std::string what =
+            "bad chunk " + u(id) + ": " + why + "; it holds " + chunk_users(id) + flag;
+        ChunkId good = 0;
+        HIODSFS_TRY(intact_copy(id, ci.r, &good));
+        if (good == 0) {
+            std::string kept;
+            if (repair_ && gone_.count(id)) {
+                HIODSFS_TRY(move_to_lost(t_, id, &ci.r));
+                kept =
+                    "; its record is kept, in no segment: those ranges read EIO until "
+                    "the files are written again";
+            }
+            problem(what + kept +
+                        "; no intact copy of its content is stored: write those files "
+                        "again from a good copy (a repair after that moves any other file "
+                        "that shares the chunk onto the new copy)",
+                    false);
+            continue;
+        }
+        HIODSFS_TRY(fix(what, [&, id = id, good = good]() -> Status {
+            onto[id] = good;
+            return Status::ok();
+        }));
+    }
+    if (onto.empty()) return Status::ok();
+    struct Moved {
+        InodeId ino;
+        std::uint64_t start;
+        std::string value;  // the block anew
+    };
+    std::vector<Moved> moved;
+    {
+        std::vector<MappedExtent> block;
+        HIODSFS_TRY(for_each_extent_block(t_, [&](const StoredBlock& b) {
+            block.clear();
+            if (!b.key_ok || !decode_extent_block(b.start, b.value, &block)) return Status::ok();
+            bool changed = false;
+            for (MappedExtent& m : block) {
+                auto it = onto.find(m.e.chunk);
+                if (it == onto.end()) continue;
+                m.e.chunk = it->second;
+                changed = true;
+            }
+            if (changed) moved.push_back(Moved{b.ino, b.start, encode_extent_block(block.data(), block.size())});
+            return Status::ok();
+        }));
+    }
+    for (const Moved& m : moved) HIODSFS_TRY(put_extent_block(t_, m.ino, m.start, m.value));
+    for (const auto& [bad_id, good_id] : onto) {
+        ChunkInfo& b = chunks_.at(bad_id);
+        ChunkInfo& g = chunks_.at(good_id);
+        g.counted += b.counted;
+        g.r.set_refs(g.r.refs() + b.counted);
+        HIODSFS_TRY(put_chunk(t_, good_id, g.r));
+        auto& counters = t_.super().counters;
+        counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
+        counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);
+        // Its segment's live bytes lose it, as when a chunk dies in use.
+        const std::string sk = key_u64(b.r.segment);
+        std::string_view sv;
+        bool found = false;
+        HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
+        if (found && sv.size() == 8) {
+            const std::uint64_t live = get_be64(sv);
+            HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.length))));
+        }
+        HIODSFS_TRY(drop_chunk(bad_id));
+    }
+    return Status::ok();
+}
+
+// The chunk the index names for r's content, if it is another one that
+// reads back intact with that content (0: none).
+Status Checker::intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out) {
+    *out = 0;
+    if (!(r.flags & ChunkRecord::kIndexed)) return Status::ok();  // raw: no fingerprint to look up
+    std::vector<ChunkId> candidates;
+    HIODSFS_TRY(index_candidates(t_, r.digest, &candidates));
+    for (ChunkId id : candidates) {
+        auto it = chunks_.find(id);
+        if (id == bad || it == chunks_.end() || (it->second.r.flags & ChunkRecord::kDamaged) ||
+            it->second.r.length != r.length || !(it->second.r.digest == r.digest))
+            continue;
+        std::vector<std::uint8_t> buf(r.length);
+        if (!segs_.read(it->second.r.location(), id, buf.data())) continue;
+        if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) {
+            *out = id;
+            return Status::ok();
+        }
+    }
+    return Status::ok();
+}
+
+Status Checker::check_dirty() {
+    std::vector<std::pair<std::string, std::string>> drop;
+    std::uint64_t stale = 0, max_seq = 0, set_aside = 0;
+    std::string last_aside;
+    Cursor c = t_.cursor(Db::kDirty);
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        ++rep_.dirty;
+        std::string key(c.key());
+        std::uint64_t seq = 0;
+        DirtyRange aside;
+        std::string_view why;
+        if (parse_set_aside_key(key, &seq) && decode_set_aside(c.value(), &aside, &why)) {
+            // Out of the backlog until the next read-write mount queues it again.
+            max_seq = std::max(max_seq, seq);
+            ++set_aside;
+            last_aside = "inode " + u(aside.ino) + ": " + std::string(why);
+            continue;
+        }
+        if (!parse_key_u64(key, &seq) || c.value().size() != 24) {
+            drop.emplace_back(key, "damaged dirty-queue record");
+            continue;
+        }
+        std::uint64_t ino = get_be64(c.value(), 0),
+                      off = get_be64(c.value(), 8), len = get_be64(c.value(), 16);
+        if (len == 0 || off > kMaxFileSize || len > kMaxFileSize - off) {
+            drop.emplace_back(key, "dirty-queue record " + u(seq) + " has an impossible range (offset " +
+                                       u(off) + ", length " + u(len) + ")");
+            continue;
+        }
+        max_seq = std::max(max_seq, seq);
+        backlog_records_ += 1;
+        backlog_bytes_ += len;
+        auto it = inodes_.find(ino);
+        if (it == inodes_.end() || !S_ISREG(it->second.r.mode)) ++stale;
+    }
+    HIODSFS_TRY(c.status());
+    for (auto& [key, why] : drop)
+        HIODSFS_TRY(fix(why + "; it is removed", [&, k = key] { return t_.del(Db::kDirty, k); }));
+    if (stale > 0)
+        rep_.notes.push_back(u(stale) + " dirty-queue record(s) name files that are gone; the "
+                                        "background pass skips them");
+    if (set_aside > 0)
+        rep_.notes.push_back(u(set_aside) +
+                             " dirty-queue record(s) were set aside: the background pass "
+                             "failed on them, and the next read-write mount tries them "
+                             "again (the last: " +
+                             last_aside + ")");
+    SuperState& s = t_.super();
+    if (s.next_dirty <= max_seq) {
+        HIODSFS_TRY(fix("next dirty-queue number is " + u(s.next_dirty) + " but record " + u(max_seq) + " exists",
+                        [&] {
+                            s.next_dirty = max_seq + 1;
+                            return Status::ok();
+                        }));
+    }
+    return Status::ok();
+}
+
+Status Checker::check_xattrs() {
+    std::vector<std::pair<std::string, std::string>> drop;  // key, why
+    Cursor c = t_.cursor(Db::kXattrs);
+    for (bool ok = c.first(); ok; ok = c.next()) {
+        ++rep_.xattrs;
+        InodeId ino = 0;
+        std::string_view name;
+        if (!parse_key_u64_str(c.key(), &ino, &name) || name.empty()) {
+            drop.emplace_back(std::string(c.key()), "extended attribute record with a damaged key; it is removed");
+        } else if (inodes_.count(ino) == 0) {
+            drop.emplace_back(std::string(c.key()),
+                              "extended attribute " + escape_name(name) + " belongs to inode " +
+                                  u(ino) + ", which does not exist; it is removed");
+        }
+    }
+    HIODSFS_TRY(c.status());
+    for (const auto& [k, why] : drop) HIODSFS_TRY(fix(why, [&, k = k] { return t_.del(Db::kXattrs, k); }));
+    return Status::ok();
+}
+
+// The chunk payload of each segment's records before the committed
+// frontier. Records after it are a crash's leftovers, which the next
+// mount counts. Unknown when a segment only the tier holds would have to
+// be fetched (a plain check downloads nothing; --scrub reads each object
+// once, for its chunks).
+Status Checker::count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list) {
+    const SuperState& s = t_.super();
+    std::map<SegmentId, std::uint64_t> payload;
+    for (const auto& [seg, size] : list) {
+        if (!segs_.in_directory(seg)) return Status::ok();
+        if (s.written_after(seg)) continue;
+        std::uint64_t& bytes = payload[seg];
+        HIODSFS_TRY(segs_.scan(seg, false, [&, seg = seg](const SegmentRecord& r) {
+            if (s.after_frontier(seg, r.header_offset)) return false;
+            if (r.chunk != kLogRecord) bytes += r.location.length;
+            return true;
+        }));
+    }
+    payload_ = std::move(payload);
+    return Status::ok();
+}
+
+// What the dead-bytes counter (hiodsfs-stat's "reclaimable") should
+// say: the payload of the segments the metadata knows, less the live
+// chunks. Power lost in the middle of a reclaim can leave it off either
+// way (docs/architecture.md, "dead_bytes"); nothing depends on it but
+// hiodsfs-stat, so a difference is a note, which --repair mends.
+Status Checker::check_dead_bytes(const SpaceCounters& want) {
+    if (!payload_) return Status::ok();
+    std::uint64_t total = 0;
+    for (const auto& [seg, bytes] : *payload_)
+        if (known_segments_.count(seg)) total += bytes;
+    // Less payload than live chunks: chunks in missing or cut segments,
+    // reported above; the counter cannot be known then.
+    if (total < want.stored_bytes) return Status::ok();
+    std::uint64_t& have = t_.super().counters.dead_bytes;
+    const std::uint64_t should = total - want.stored_bytes;
+    if (have == should) return Status::ok();
+    std::string what = "the counter of dead chunk bytes is " + u(have) + ", the segments hold " + u(should);
+    if (repair_) {
+        have = should;
+        rep_.notes.push_back(what + "; it is set");
+    } else {
+        rep_.notes.push_back(what + " (--repair sets it)");
+    }
+    return Status::ok();
+}
+
+Status Checker::check_counters() {
+    SuperState& s = t_.super();
+    if (s.next_chunk <= max_chunk_) {
+        HIODSFS_TRY(fix("next chunk id is " + u(s.next_chunk) + " but chunk " + u(max_chunk_) + " exists",
+                        [&] {
+                            s.next_chunk = max_chunk_ + 1;
+                            return Status::ok();
+                        }));
+    }
+    SpaceCounters want = s.counters;
+    want.logical_bytes = 0;
+    for (const auto& [ino, sums] : extent_sums_) want.logical_bytes += sums.first;
+    want.stored_bytes = want.raw_bytes = 0;
+    for (const auto& [id, ci] : chunks_) {
+        if (ci.r.lost()) continue;  // stored nowhere
+        want.stored_bytes += ci.r.length;
+        if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.length;
+    }
+    want.chunk_count = chunks_.size();
+    want.inode_count = inodes_.size();
+    want.file_count = 0;
+    for (const auto& [ino, in] : inodes_) want.file_count += S_ISREG(in.r.mode) ? 1 : 0;
+    want.backlog_records = backlog_records_;
+    want.backlog_bytes = backlog_bytes_;
+    struct Field {
+        const char* name;
+        std::uint64_t SpaceCounters::*field;
+    };
+    static const Field fields[] = {
+        {"logical bytes", &SpaceCounters::logical_bytes},
+        {"stored bytes", &SpaceCounters::stored_bytes},
+        {"not-deduplicated bytes", &SpaceCounters::raw_bytes},
+        {"chunk count", &SpaceCounters::chunk_count},
+        {"inode count", &SpaceCounters::inode_count},
+        {"file count", &SpaceCounters::file_count},
+        {"dirty-queue records", &SpaceCounters::backlog_records},
+        {"dirty-queue bytes", &SpaceCounters::backlog_bytes},
+    };
+    for (const Field& f : fields) {
+        std::uint64_t have = s.counters.*f.field, should = want.*f.field;
+        if (have == should) continue;
+        HIODSFS_TRY(fix(std::string("counter of ") + f.name + " is " + u(have) + ", should be " + u(should),
+                        [&] {
+                            s.counters.*f.field = should;
+                            return Status::ok();
+                        }));
+    }
+    return check_dead_bytes(want);
+}
+
+namespace {
 
 struct OpenStore {
     std::unique_ptr<StoreDir> dir;  // the last to go
@@ -1652,20 +1573,21 @@ Status note_superseded_objects(SegmentTier* tier, FsckReport* report) {
 }
 
 }  // namespace
+}  // namespace fsck
 
 Status run_fsck(const FsckOptions& options, FsckReport* report) {
     *report = FsckReport{};
-    OpenStore s;
-    FormatFinding format;
-    HIODSFS_TRY(open_store(options, &s, &format, &report->notes));
+    fsck::OpenStore s;
+    fsck::FormatFinding format;
+    HIODSFS_TRY(fsck::open_store(options, &s, &format, &report->notes));
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(s.meta->begin(&t));
-        Checker c(*t, *s.segs, s.dir->env(), options, options.repair, options.scrub, report);
+        fsck::Checker c(*t, *s.segs, s.dir->env(), options, options.repair, options.scrub, report);
         HIODSFS_TRY(c.run());
-        if (options.tier != nullptr) HIODSFS_TRY(note_superseded_objects(options.tier, report));
+        if (options.tier != nullptr) HIODSFS_TRY(fsck::note_superseded_objects(options.tier, report));
         if (!options.repair && format.add_copy)
             report->notes.push_back(
                 "the metadata holds no copy of FORMAT (a store an older hiodsfs made); "
@@ -1690,13 +1612,13 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
 
     // Check the result again; whatever it finds was not repaired. (The
     // repair may have made a segment.)
-    HIODSFS_TRY(open_segments(options, s));
+    HIODSFS_TRY(fsck::open_segments(options, s));
     FsckReport again;
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(s.meta->begin(&t));
     FsckOptions plain = options;
     plain.progress = nullptr;
-    Checker c(*t, *s.segs, s.dir->env(), plain, false, false, &again);
+    fsck::Checker c(*t, *s.segs, s.dir->env(), plain, false, false, &again);
     HIODSFS_TRY(c.run());
     if (report->unrepaired() == 0) {
         for (auto& p : again.problems) report->problems.push_back(FsckProblem{"after repair: " + p.what, false});
