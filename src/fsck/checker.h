@@ -86,7 +86,7 @@ public:
     std::size_t flagged() const { return flagged_; }
 
 private:
-    // ---- reporting ----
+    // ---- reporting and names (checker.cc) ----
     void problem(std::string what, bool repaired);
     Status fix(std::string what, const std::function<Status()>& repair);
     void progress(std::string_view phase, std::uint64_t done, std::uint64_t total);
