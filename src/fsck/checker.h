@@ -95,9 +95,10 @@ private:
     std::string range(const Use& use);
     std::string chunk_users(ChunkId id);
 
-    // ---- stage 1: namespace ----
+    // ---- stage 1: namespace, and extended attributes (namespace_check.cc) ----
     Status load_namespace();
     Status check_namespace();
+    Status check_xattrs();
     // Writes (repair only).
     Status store_inode(InodeId ino, const InodeInfo& in);
     Status put_entry(const Entry& e);
@@ -123,9 +124,8 @@ private:
     Status heal(const std::map<ChunkId, std::string>& bad);
     Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out);
 
-    // ---- stage 3: dirty queue, xattrs, counters ----
+    // ---- stage 3: dirty queue, counters ----
     Status check_dirty();
-    Status check_xattrs();
     Status count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list);
     Status check_dead_bytes(const SpaceCounters& want);
     Status check_counters();
