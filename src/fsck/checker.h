@@ -109,7 +109,7 @@ private:
     Status lost_found(InodeId* out);
     Status link_lost(InodeId ino);
 
-    // ---- stage 2: chunks and file maps ----
+    // ---- stage 2: chunks and file maps (chunk_check.cc) ----
     Status load_chunks();
     Status check_extents();
     void users_of(ChunkId id, const Use& use);
