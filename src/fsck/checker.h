@@ -116,6 +116,7 @@ private:
     Status recover_chunks(std::map<ChunkId, std::vector<Use>>& missing);
     Status drop_chunk(ChunkId id);
     Status check_chunks();
+    // The fingerprint index (index_check.cc).
     Status check_index();
     Status check_tier_copies(const std::vector<std::pair<ChunkLocation, ChunkId>>& order);
     Status check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes);
