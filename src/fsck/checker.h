@@ -118,16 +118,17 @@ private:
     Status check_chunks();
     // The fingerprint index (index_check.cc).
     Status check_index();
+    // The segments (segment_check.cc).
     Status check_tier_copies(const std::vector<std::pair<ChunkLocation, ChunkId>>& order);
     Status check_in_object(const ChunkLocation& loc, ChunkId id, std::uint64_t object_bytes);
     Status check_segments();
     Status check_read_write(const SegmentSizes& sizes, std::size_t gone);
+    Status count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list);
     Status heal(const std::map<ChunkId, std::string>& bad);
     Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out);
 
     // ---- stage 3: dirty queue, counters ----
     Status check_dirty();
-    Status count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list);
     Status check_dead_bytes(const SpaceCounters& want);
     Status check_counters();
 
