@@ -124,6 +124,7 @@ private:
     Status check_segments();
     Status check_read_write(const SegmentSizes& sizes, std::size_t gone);
     Status count_payload(const std::vector<std::pair<SegmentId, std::uint64_t>>& list);
+    // Bad chunks flagged, and their files moved onto intact copies (heal.cc).
     Status heal(const std::map<ChunkId, std::string>& bad);
     Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out);
 
