@@ -128,7 +128,7 @@ private:
     Status heal(const std::map<ChunkId, std::string>& bad);
     Status intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out);
 
-    // ---- stage 3: dirty queue, counters ----
+    // ---- stage 3: dirty queue, counters (counters_check.cc) ----
     Status check_dirty();
     Status check_dead_bytes(const SpaceCounters& want);
     Status check_counters();
