@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/parallel_loop.h"
-#include "engine_test_util.h"
+#include <catch2/catch.hpp>
 
 using namespace hiodsfs;
 
