@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -120,7 +121,8 @@ public:
         REQUIRE(se_ != nullptr);
         state_.session = se_.get();
         // "/dev/fd/N": libfuse takes N as its /dev/fuse (and closes it with the session).
-        REQUIRE(fuse_session_mount(se_.get(), ("/dev/fd/" + std::to_string(device.fd)).c_str()) == 0);
+        REQUIRE(fuse_session_mount(se_.get(), ("/dev/fd/" + std::to_string(device.fd)).c_str()) ==
+                0);
         device.fd = -1;
         REQUIRE(channel_.install(se_.get()));
         loop_ = std::thread([this] { fuse_session_loop(se_.get()); });
@@ -190,7 +192,8 @@ private:
         h.pid = static_cast<std::uint32_t>(::getpid());
         last_unique_ = h.unique;
         const std::string msg = as_bytes(h) + arg;
-        if (::write(kernel_.fd, msg.data(), msg.size()) != static_cast<ssize_t>(msg.size())) return false;
+        if (::write(kernel_.fd, msg.data(), msg.size()) != static_cast<ssize_t>(msg.size()))
+            return false;
         pollfd p{kernel_.fd, POLLIN, 0};
         if (::poll(&p, 1, 60'000) != 1) return false;
         std::string buf(1 << 16, '\0');
@@ -261,6 +264,10 @@ TEST_CASE("kernel channel: INIT's reply says FUSE_HANDLE_KILLPRIV_V2 when the ke
     const auto out = arg_as<fuse_init_out>(r);
     CHECK(out.major == 7);
     CHECK((out.flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+    // Set once the reply is written, which the test can read a moment before.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!s.channel().killpriv_v2() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(s.channel().killpriv_v2());
 }
 
@@ -303,8 +310,10 @@ TEST_CASE("kernel channel: the kill-suid/sgid flag of WRITE, SETATTR and OPEN re
     CHECK_FALSE(s.seen().kill_suidgid);
 }
 
-TEST_CASE("kernel channel: OPEN and CREATE replies say FOPEN_PARALLEL_DIRECT_WRITES when the handler asks",
-          "[fuse][kernel-channel]") {
+TEST_CASE(
+    "kernel channel: OPEN and CREATE replies say FOPEN_PARALLEL_DIRECT_WRITES when the handler "
+    "asks",
+    "[fuse][kernel-channel]") {
     Session s;
     REQUIRE(s.init(0).header.error == 0);
 
