@@ -79,6 +79,8 @@ inline std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t 
 
 // Fixed 4 KiB chunks: chunk boundaries a test can predict.
 inline const ChunkingParams kFixed = ChunkingParams::fixed(4096);
+// Content-defined chunks of 4 to 64 KiB (16 KiB on average).
+inline const ChunkingParams kCdc = ChunkingParams::cdc(4096, 16384, 65536);
 
 inline EngineOptions options_for(const std::string& store, const ChunkingParams& chunking) {
     EngineOptions o;
