@@ -79,6 +79,8 @@ inline std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t 
 
 // Fixed 4 KiB chunks: chunk boundaries a test can predict.
 inline const ChunkingParams kFixed = ChunkingParams::fixed(4096);
+// Content-defined chunks of 4 to 64 KiB (16 KiB on average).
+inline const ChunkingParams kCdc = ChunkingParams::cdc(4096, 16384, 65536);
 
 inline EngineOptions options_for(const std::string& store, const ChunkingParams& chunking) {
     EngineOptions o;
@@ -153,6 +155,23 @@ inline Attr write_synced(Engine& e, const std::string& name, const std::vector<s
 
 // Every extent of the store, with its inode, in key order (blocks decoded;
 // a damaged block fails the test).
+inline SpaceCounters counters_of(Engine& e) {
+    SpaceCounters c;
+    REQUIRE(e.counters(&c).is_ok());
+    return c;
+}
+
+// Waits up to 10 s for the engine's own pass to drain the backlog; the
+// counters as they were last read.
+inline SpaceCounters wait_for_empty_backlog(Engine& e) {
+    SpaceCounters c = counters_of(e);
+    for (int i = 0; i < 200 && c.backlog_records != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        c = counters_of(e);
+    }
+    return c;
+}
+
 inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
     std::vector<std::pair<InodeId, MappedExtent>> out;
     std::vector<MappedExtent> block;

@@ -1,6 +1,7 @@
-// hiodsfs-stat's pieces without a mount: the history records in LMDB and
-// their sampling, the report's derived figures, reading status.json (broken
-// ones included), and the --json output against the documented schema.
+// hiodsfs-stat's pieces without a mount: the report's derived figures,
+// reading status.json (broken ones included), and the --json output against
+// the documented schema. (The history records it shows are tested in
+// tests/meta/history_test.cc.)
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 
 #include "common/units.h"
 #include "hiodsfs/engine.h"
-#include "meta/history.h"
-#include "meta/meta_store.h"
 #include "schema_check.h"
 #include "stat/estimate.h"
 #include "stat/report.h"
@@ -102,79 +101,6 @@ stat::Report sample_report() {
 }
 
 }  // namespace
-
-TEST_CASE("history: samples are stored, read back oldest first, summarised per day and pruned", "[stat]") {
-    TmpDir d;
-    std::unique_ptr<MetaStore> meta;
-    REQUIRE(MetaStore::open(d.path, 1ull << 30, false, &meta));
-    const std::uint64_t day = kNsPerDay, t0 = 20000 * day;  // some UTC midnight
-    {
-        std::unique_ptr<Txn> t;
-        REQUIRE(meta->begin(&t));
-        // Three days: samples every 6 h; logical grows by 100 per sample.
-        for (int i = 0; i < 12; ++i) {
-            HistoryEntry e;
-            e.time_ns = t0 + static_cast<std::uint64_t>(i) * (day / 4) + 1;
-            e.r.logical_bytes = 100 * static_cast<std::uint64_t>(i + 1);
-            e.r.stored_bytes = 10 * static_cast<std::uint64_t>(i + 1);
-            REQUIRE(append_history(*t, e));
-        }
-        REQUIRE(t->commit());
-    }
-    REQUIRE(meta->commit_group(nullptr));
-    std::unique_ptr<Txn> t;
-    REQUIRE(meta->begin(&t));
-    std::vector<HistoryEntry> tail, daily;
-    REQUIRE(read_history_tail(*t, 5, &tail));
-    REQUIRE(tail.size() == 5);
-    CHECK(tail.front().r.logical_bytes == 800);
-    CHECK(tail.back().r.logical_bytes == 1200);
-    REQUIRE(read_history_daily(*t, 31, &daily));
-    REQUIRE(daily.size() == 3);  // the last sample of each day
-    CHECK(daily[0].r.logical_bytes == 400);
-    CHECK(daily[1].r.logical_bytes == 800);
-    CHECK(daily[2].r.logical_bytes == 1200);
-    REQUIRE(read_history_daily(*t, 2, &daily));
-    CHECK(daily.size() == 2);
-    CHECK(daily[0].r.logical_bytes == 800);
-    // A sample 30 days after the second day prunes what is older than that.
-    HistoryEntry late;
-    late.time_ns = t0 + day + 31 * day;
-    REQUIRE(append_history(*t, late, 30 * day));
-    REQUIRE(read_history_tail(*t, 100, &tail));
-    for (const auto& e : tail) CHECK(e.time_ns >= late.time_ns - 30 * day);
-    CHECK(tail.size() == 4 + 1);  // the third day's samples (after the cut) and the new one
-}
-
-TEST_CASE("history: a sample every 10 s while active, one a minute when idle", "[stat]") {
-    HistoryRecorder rec;
-    SpaceCounters c;
-    c.logical_bytes = 7;
-    HistoryEntry e;
-    const std::uint64_t s = 1'000'000'000;
-    std::uint64_t wall = 1000 * s, mono = 0;
-    auto tick = [&](std::uint64_t ops, std::uint64_t bytes) {
-        IntervalSample is;
-        is.start_ns = mono;
-        mono += s;
-        wall += s;
-        is.end_ns = mono;
-        is.ops = ops;
-        is.bytes = bytes;
-        return rec.tick(is, wall, WriteMode::kDeferred, c, &e);
-    };
-    int due = 0;
-    for (int i = 0; i < 30; ++i) due += tick(100, 1 << 20) ? 1 : 0;
-    CHECK(due == 3);
-    CHECK(e.r.ops_per_s == Approx(100));
-    CHECK(e.r.bytes_per_s == Approx(1 << 20));
-    CHECK(e.r.mode == 1);
-    CHECK(e.r.logical_bytes == 7);
-    due = 0;
-    for (int i = 0; i < 180; ++i) due += tick(0, 0) ? 1 : 0;
-    CHECK(due == 3);
-    CHECK(e.r.ops_per_s == 0);
-}
 
 TEST_CASE("report: derived figures", "[stat]") {
     stat::Report r = sample_report();

@@ -7,7 +7,7 @@
 using namespace hiodsfs;
 using namespace std::chrono_literals;
 
-TEST_CASE("log limiter: repeats of a line within the window are held back and counted", "[vfs][log]") {
+TEST_CASE("log limiter: repeats of a line within the window are held back and counted", "[common][log]") {
     LogLimiter limiter(10s);
     const LogLimiter::Clock::time_point t0{};
     std::uint64_t held = 99;

@@ -1,12 +1,12 @@
 // ParallelLoop: every index once, from several callers at once, and a
 // caller never waits for work that no thread has started.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "common/parallel_loop.h"
-#include "engine_test_util.h"
 
 using namespace hiodsfs;
 

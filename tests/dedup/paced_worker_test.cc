@@ -4,12 +4,12 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "dedup/paced_worker.h"
-#include "engine_test_util.h"
 
 using namespace hiodsfs;
 using namespace std::chrono_literals;
@@ -29,7 +29,7 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-TEST_CASE("a woken idle worker steps at once, and no wake is lost", "[engine][paced]") {
+TEST_CASE("a woken idle worker steps at once, and no wake is lost", "[dedup][paced]") {
     std::atomic<int> calls{0};
     // Nothing to do, ever: only wake() (the idle poll is an hour) brings it back.
     PacedWorker w("test-worker", [&](bool* did_work) {
@@ -48,7 +48,7 @@ TEST_CASE("a woken idle worker steps at once, and no wake is lost", "[engine][pa
     w.stop();
 }
 
-TEST_CASE("wakes do not cut a resting worker's rest short", "[engine][paced]") {
+TEST_CASE("wakes do not cut a resting worker's rest short", "[dedup][paced]") {
     std::atomic<int> calls{0};
     // Each step takes 10 ms at speed 0.1: 90 ms of rest after it.
     PacedWorker w("test-worker", [&](bool* did_work) {
@@ -70,7 +70,7 @@ TEST_CASE("wakes do not cut a resting worker's rest short", "[engine][paced]") {
     CHECK(calls.load() <= 7);
 }
 
-TEST_CASE("a worker's thread carries the name it was given", "[engine][paced]") {
+TEST_CASE("a worker's thread carries the name it was given", "[dedup][paced]") {
     std::atomic<bool> stepped{false};
     std::string seen;
     PacedWorker w("a-name-longer-than-fifteen", [&](bool* did_work) {

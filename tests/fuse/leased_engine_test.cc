@@ -57,7 +57,7 @@ private:
 TEST_CASE(
     "leased engine: clearing waits for the lease thread's call in progress; later calls "
     "find no engine",
-    "[vfs][lease]") {
+    "[fuse][lease]") {
     test::TempDir store;
     SlowTier tier;
     EngineOptions o;
