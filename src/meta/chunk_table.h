@@ -27,8 +27,6 @@
 
 namespace hiodsfs {
 
-constexpr ChunkId kChunksPerBlock = 16;
-
 // The block number of a chunk id, and its key in Db::kChunks.
 inline std::uint64_t chunk_block_of(ChunkId id) { return id / kChunksPerBlock; }
 std::string chunk_block_key(ChunkId id);

@@ -25,8 +25,6 @@
 
 namespace hiodsfs {
 
-constexpr std::size_t kFingerprintBucketMax = 32;
-
 struct FingerprintEntry {
     std::uint64_t prefix = 0;
     ChunkId id = 0;

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "meta/meta_store.h"
+#include "meta/db.h"
 
 namespace hiodsfs {
 

@@ -1,8 +1,5 @@
 #include "meta/meta_store.h"
 
-#include "meta/chunk_table.h"
-#include "meta/fingerprint_index.h"
-
 #include "meta/journal.h"
 #include "meta/lmdb_file_check.h"
 #include "meta/lmdb_guard.h"

@@ -44,6 +44,7 @@
 #include "hiodsfs/space_counters.h"
 #include "hiodsfs/types.h"
 #include "hiodsfs/status.h"
+#include "meta/db.h"
 #include "meta/keys.h"
 #include "meta/lmdb_guard.h"
 #include "meta/overlay_cursor.h"
@@ -51,23 +52,6 @@
 #include "meta/super_record.h"
 
 namespace hiodsfs {
-
-// Named databases. Numbers in keys are encoded as meta/keys.h says, so they
-// sort numerically and an inode's keys share an exact prefix.
-enum class Db : int {
-    kSuper = 0,     // "state" -> SuperState
-    kInodes,        // ino -> InodeRecord
-    kDirents,       // parent ino + name -> child ino, type
-    kExtents,       // ino + file offset -> a block of extents (meta/extent_map.h)
-    kChunks,        // chunk id -> ChunkRecord
-    kFingerprints,  // buckets: lowest digest prefix -> (prefix, chunk id)... (meta/fingerprint_index.h)
-    kDirty,         // sequence -> dirty record (work for the background pass)
-    kXattrs,        // ino + name -> value
-    kOrphans,       // ino -> "" (unlinked while still open; freed on next open)
-    kSegments,      // segment id -> live payload bytes (8 bytes, big-endian)
-    kHistory,       // time (8 bytes, big-endian) -> sample (for hiodsfs-stat)
-    kCount
-};
 
 struct JournalRecord;
 
