@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "hiodsfs/control.h"
+#include "control/background_throttle.h"
 
 namespace hiodsfs {
 

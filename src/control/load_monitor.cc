@@ -1,4 +1,4 @@
-#include "hiodsfs/control.h"
+#include "control/load_monitor.h"
 
 namespace hiodsfs {
 

@@ -1,7 +1,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "hiodsfs/control.h"
+#include "control/mode_controller.h"
 
 namespace hiodsfs {
 
@@ -120,6 +120,18 @@ std::vector<ControlEvent> ModeController::events() const {
 std::vector<IntervalSample> ModeController::samples() const {
     std::lock_guard<std::mutex> history(history_mu_);
     return {samples_.begin(), samples_.end()};
+}
+
+const char* to_string(ModeController::Setting setting) {
+    switch (setting) {
+        case ModeController::Setting::kInline:
+            return "inline";
+        case ModeController::Setting::kDeferred:
+            return "deferred";
+        case ModeController::Setting::kHybrid:
+            return "hybrid";
+    }
+    return "hybrid";
 }
 
 }  // namespace hiodsfs

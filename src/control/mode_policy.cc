@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "hiodsfs/control.h"
+#include "control/mode_policy.h"
 
 namespace hiodsfs {
 

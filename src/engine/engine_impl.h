@@ -57,6 +57,7 @@
 #include "engine/write_errors.h"
 #include "chunk/fingerprint.h"
 #include "common/parallel_loop.h"
+#include "control/mode_controller.h"
 #include "meta/chunk_table.h"
 #include "meta/dirty_queue.h"
 #include "meta/extent_map.h"

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "control/interval_sample.h"
 #include "hiodsfs/control.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hiodsfs/clock.h"
+#include "control/mode_controller.h"
 #include "hiodsfs/control.h"
 #include "ns_units.h"
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hiodsfs/clock.h"
+#include "control/load_monitor.h"
 #include "hiodsfs/control.h"
 #include "ns_units.h"
 

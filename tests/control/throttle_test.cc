@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "control/background_throttle.h"
 #include "hiodsfs/control.h"
 #include "ns_units.h"
 
