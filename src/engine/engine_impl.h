@@ -48,6 +48,7 @@
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
 #include "engine/engine_test_hooks.h"
+#include "engine/history_recorder.h"
 #include "engine/inode_ops.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"

@@ -3,20 +3,15 @@
 // Keys are big-endian wall-clock times in ns since the epoch, values
 // HistoryRecord (records.h).
 //
-// Sampling (HistoryRecorder): a sample every kActivePeriod while there is
-// activity (writes, background work or a backlog), at most one per
-// kIdlePeriod when idle; samples older than kRetention are pruned as new ones
-// are written. That is at most ~260k samples (~20 MB) for a store busy for a
-// whole month, ~43k for an idle one.
-// Thread-safety: the functions use the caller's Txn; a HistoryRecorder
-// belongs to one thread (the control loop).
+// Samples older than kRetention are pruned as new ones are written; the
+// engine's HistoryRecorder (engine/history_recorder.h) decides when one is
+// due.
+// Thread-safety: the functions use the caller's Txn.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "control/interval_sample.h"
-#include "hiodsfs/control.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
 
@@ -40,19 +35,5 @@ Status read_history_tail(Txn& t, std::size_t max, std::vector<HistoryEntry>* out
 // The last sample of each UTC day, for at most `days` days that have samples,
 // oldest first (space saved per day is the difference of consecutive days).
 Status read_history_daily(Txn& t, std::size_t days, std::vector<HistoryEntry>* out);
-
-// Accumulates controller ticks and says when a sample is due.
-class HistoryRecorder {
-public:
-    // One controller tick; returns true and fills *out when a sample is due.
-    // wall_ns: the wall clock now; mode and counters as of now.
-    bool tick(const IntervalSample& s, std::uint64_t wall_ns, WriteMode mode,
-              const SpaceCounters& c, HistoryEntry* out);
-
-private:
-    std::uint64_t start_wall_ns_ = 0;  // start of the open period (0: none yet)
-    std::uint64_t ops_ = 0, bytes_ = 0, background_bytes_ = 0, elapsed_ns_ = 0;
-    std::uint64_t last_backlog_ = 0;
-};
 
 }  // namespace hiodsfs
