@@ -18,10 +18,10 @@
 
 #include "common/name_escape.h"
 #include "common/units.h"
-#include "engine/store_layout.h"
 #include "fsck/fsck.h"
+#include "fsck/tier_source.h"
 #include "fsck/upgrade.h"
-#include "fuse/options.h"
+#include "store/rados_source.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
 #endif
@@ -81,7 +81,7 @@ private:
 struct RadosStore {
     std::string source;  // "rados:POOL/STORE"; empty for a local store
     std::string pool, name;
-    std::string ceph_conf = hiodsfs::fuse::DaemonOptions{}.ceph_conf;
+    std::string ceph_conf = hiodsfs::kDefaultCephConf;
 };
 
 // Which store the command line names: sets *dir (the directory to check)
@@ -91,7 +91,7 @@ bool rados_store_of(const boost::program_options::variables_map& vm, std::string
     const std::string given = *dir;
     const bool cache_dir = vm.count("cache-dir") != 0;
     if (given.rfind("rados:", 0) == 0) {
-        if (!hiodsfs::fuse::parse_rados_source(given, &out->pool, &out->name, error)) return false;
+        if (!hiodsfs::parse_rados_source(given, &out->pool, &out->name, error)) return false;
         if (!cache_dir || vm["cache-dir"].as<std::string>().empty()) {
             *error = given + " needs --cache-dir DIR: the local directory of its metadata and cache";
             return false;
@@ -103,13 +103,11 @@ bool rados_store_of(const boost::program_options::variables_map& vm, std::string
             *error = "--cache-dir is for a store given as rados:POOL/STORE, not " + given;
             return false;
         }
-        hiodsfs::StoreFormat format;
-        bool exists = false;
-        // An unreadable FORMAT is the check's to report; a tier's name in it says where the segments are.
-        if (hiodsfs::read_store_format(hiodsfs::Env::posix(), given, &format, &exists).is_ok() && exists &&
-            format.tier.rfind("rados:", 0) == 0) {
-            if (!hiodsfs::fuse::parse_rados_source(format.tier, &out->pool, &out->name, error)) return false;
-            out->source = format.tier;
+        // A tier's name in FORMAT says where the segments are.
+        const std::string tier = hiodsfs::rados_tier_of(hiodsfs::Env::posix(), given);
+        if (!tier.empty()) {
+            if (!hiodsfs::parse_rados_source(tier, &out->pool, &out->name, error)) return false;
+            out->source = tier;
         }
     }
     if (vm.count("ceph-conf")) {
@@ -126,16 +124,15 @@ bool rados_store_of(const boost::program_options::variables_map& vm, std::string
 // Connects and takes the store's RADOS lock, as the daemon does (a mounted
 // store is refused, naming its holder), so no daemon mounts it meanwhile.
 hiodsfs::Status lock_rados_store(const RadosStore& rados, std::unique_ptr<hiodsfs::RadosTier>* out) {
-    const hiodsfs::fuse::DaemonOptions defaults;
     hiodsfs::RadosOptions ro;
     ro.conf_path = rados.ceph_conf;
-    ro.client_id = defaults.ceph_id;
+    ro.client_id = hiodsfs::kDefaultCephId;
     ro.pool = rados.pool;
-    ro.timeout = std::chrono::seconds(defaults.rados_timeout);
+    ro.timeout = std::chrono::seconds(hiodsfs::kDefaultRadosTimeoutSeconds);
     auto say = [](const std::string& message) {
         std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(message).c_str());
     };
-    hiodsfs::Status st = hiodsfs::open_locked_tier(ro, rados.name, std::chrono::seconds(defaults.rados_lease),
+    hiodsfs::Status st = hiodsfs::open_locked_tier(ro, rados.name, std::chrono::seconds(hiodsfs::kDefaultRadosLeaseSeconds),
                                                    kReleaseWait, say, say, out);
     if (st.err() == EBUSY) return hiodsfs::Status::error(EBUSY, st.message() + "; unmount it before running hiodsfs-fsck");
     return st;

@@ -14,6 +14,7 @@
 #include "hiodsfs/chunker.h"
 #include "hiodsfs/control.h"
 #include "hiodsfs/engine.h"
+#include "store/rados_source.h"
 
 namespace hiodsfs::fuse {
 
@@ -58,13 +59,13 @@ struct DaemonOptions {
     bool rados = false;
     std::string rados_source;  // "rados:POOL/STORE" as given (the mount's source)
     std::string rados_pool, rados_store;
-    std::string ceph_conf = "/etc/ceph/ceph.conf";
-    std::string ceph_id = "admin";
+    std::string ceph_conf = kDefaultCephConf;
+    std::string ceph_id = kDefaultCephId;
     std::string cache_dir;
     std::uint64_t cache_size = 1ull << 30;
-    unsigned rados_timeout = 10;  // seconds; bounds connecting and each operation
+    unsigned rados_timeout = kDefaultRadosTimeoutSeconds;  // seconds; bounds connecting and each operation
     // Seconds the store's lock outlives a daemon that stopped renewing it.
-    unsigned rados_lease = 60;
+    unsigned rados_lease = kDefaultRadosLeaseSeconds;
 
     // Accepted but probably not meant (one line each, no program name): the
     // daemon prints them at start-up.
@@ -79,10 +80,6 @@ struct DaemonOptions {
 // newline) on any invalid option or value. A STORE of rados:POOL/STORE
 // needs cache_dir, and sets `store` to it.
 bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, std::string* error);
-
-// "rados:POOL/STORE" -> its pool and store name (1 to 64 of [A-Za-z0-9_.-],
-// not starting with '.'); false with a one-line *error otherwise.
-bool parse_rados_source(const std::string& source, std::string* pool, std::string* store, std::string* error);
 
 // The --help text.
 std::string usage_text();
