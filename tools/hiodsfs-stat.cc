@@ -17,7 +17,7 @@
 
 #include "common/name_escape.h"
 #include "common/units.h"
-#include "fuse/options.h"
+#include "cli/options.h"
 #include "stat/estimate.h"
 #include "stat/report.h"
 
@@ -74,7 +74,7 @@ bool use_color(bool no_color_flag) {
 bool parse_chunking(const std::vector<std::string>& opts, ChunkingParams* out, std::string* error) {
     std::vector<std::string> args = {"hiodsfs", "STORE", "MOUNTPOINT"};
     for (const auto& o : opts) {
-        for (const auto& item : fuse::split_option_list(o)) {
+        for (const auto& item : cli::split_option_list(o)) {
             std::string key = item.substr(0, item.find('='));
             if (key != "chunking" && key != "chunk_size" && key != "cdc_min" && key != "cdc_avg" &&
                 key != "cdc_max") {
@@ -88,8 +88,8 @@ bool parse_chunking(const std::vector<std::string>& opts, ChunkingParams* out, s
     }
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
-    fuse::DaemonOptions d;
-    if (!fuse::parse_command_line(static_cast<int>(argv.size()), argv.data(), &d, error)) return false;
+    cli::DaemonOptions d;
+    if (!cli::parse_command_line(static_cast<int>(argv.size()), argv.data(), &d, error)) return false;
     *out = d.chunking_given ? d.chunking : ChunkingParams{};
     return true;
 }

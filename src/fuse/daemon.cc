@@ -26,13 +26,13 @@
 #include <thread>
 #include <vector>
 
+#include "cli/options.h"
 #include "common/mountinfo.h"
 #include "common/name_escape.h"
 #include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
 #include "fuse/leased_engine.h"
-#include "fuse/options.h"
 #include "store/store_dir.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
@@ -41,6 +41,8 @@
 extern char** environ;
 
 namespace hiodsfs::fuse {
+
+using cli::DaemonOptions;
 
 namespace {
 
@@ -418,12 +420,12 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     fuse_set_log_func(&log_to_terminal_or_syslog);
     DaemonOptions opt;
     std::string error;
-    if (!parse_command_line(argc, argv, &opt, &error)) {
+    if (!cli::parse_command_line(argc, argv, &opt, &error)) {
         print_error(error);
         return 1;
     }
     if (opt.show_help) {
-        std::fputs(usage_text().c_str(), stdout);
+        std::fputs(cli::usage_text().c_str(), stdout);
         return 0;
     }
     if (opt.show_version) {
@@ -444,7 +446,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
 
     // libfuse checks its options here, before the store is touched; an
     // unknown one gives its one-line "fuse: unknown option(s)" message.
-    std::vector<std::string> fargs = {"hiodsfs", "-o", fuse_option_string(opt)};
+    std::vector<std::string> fargs = {"hiodsfs", "-o", cli::fuse_option_string(opt)};
     if (opt.debug) fargs.push_back("-d");
     FuseArgs args(std::move(fargs));
     std::unique_ptr<fuse_session, SessionDeleter> se(

@@ -1,7 +1,7 @@
 // The daemon's command line: long flags and -o items, sizes, pass-through
 // to libfuse, and the one-line errors.
 #include "common/units.h"
-#include "fuse/options.h"
+#include "cli/options.h"
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -11,13 +11,13 @@
 #include <vector>
 
 using hiodsfs::ChunkingParams;
-using hiodsfs::fuse::DaemonOptions;
-using hiodsfs::fuse::fuse_option_string;
-using hiodsfs::fuse::parse_command_line;
+using hiodsfs::cli::DaemonOptions;
+using hiodsfs::cli::fuse_option_string;
+using hiodsfs::cli::parse_command_line;
 using hiodsfs::parse_size;
-using hiodsfs::fuse::split_option_list;
-using hiodsfs::fuse::option_keys;
-using hiodsfs::fuse::usage_text;
+using hiodsfs::cli::split_option_list;
+using hiodsfs::cli::option_keys;
+using hiodsfs::cli::usage_text;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "fuse/options.h"
+#include "cli/options.h"
 
 #include "common/units.h"
 
@@ -12,7 +12,7 @@
 #include <optional>
 #include <sstream>
 
-namespace hiodsfs::fuse {
+namespace hiodsfs::cli {
 
 namespace po = boost::program_options;
 
@@ -686,4 +686,4 @@ std::string usage_text() {
     return o.str();
 }
 
-}  // namespace hiodsfs::fuse
+}  // namespace hiodsfs::cli

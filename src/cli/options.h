@@ -1,4 +1,5 @@
-// Command line of the hiodsfs daemon:
+// Command line of the hiodsfs daemon (src/fuse), which hiodsfs-stat
+// --estimate parses too for its chunking options:
 //   hiodsfs STORE MOUNTPOINT [-o opt,...] [-f] [-d] [-s] [--help] [--version]
 // hiodsfs's own options are accepted both as long flags (--chunking=cdc,
 // --chunk-size=64K) and inside -o (as mount.fuse3 and fstab pass them);
@@ -16,7 +17,7 @@
 #include "hiodsfs/engine.h"
 #include "store/rados_source.h"
 
-namespace hiodsfs::fuse {
+namespace hiodsfs::cli {
 
 struct DaemonOptions {
     std::string store;
@@ -95,4 +96,4 @@ std::vector<std::string> split_option_list(const std::string& list);
 // default_permissions, fsname=STORE and subtype=hiodsfs unless given.
 std::string fuse_option_string(const DaemonOptions& options);
 
-}  // namespace hiodsfs::fuse
+}  // namespace hiodsfs::cli
