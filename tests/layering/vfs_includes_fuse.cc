@@ -1,0 +1,3 @@
+// expect: refused
+// The vfs is below the daemon's adapter.
+#include "fuse/daemon.h"
