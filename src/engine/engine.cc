@@ -383,11 +383,7 @@ Status EngineImpl::close() {
     stop_committer();
     Status result;
     if (meta_ && !meta_->read_only()) {
-        std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
-        {
-            std::lock_guard<std::mutex> l(streams_mu_);
-            all.assign(streams_.begin(), streams_.end());
-        }
+        const auto all = streams_.all();
         for (auto& [ino, s] : all) {
             std::lock_guard<std::mutex> l(s->mu);
             Status st = close_stream(ino, *s);
@@ -457,10 +453,7 @@ void EngineImpl::abandon() {
     if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        streams_.clear();
-    }
+    streams_.clear();
     compactor_.reset();
     meta_.reset();  // aborts the open group
     segs_.reset();
