@@ -16,8 +16,9 @@
 //   write_behind.cc   deferred writes' metadata held in memory and applied
 //                     in batches (HeldBack)
 // Its parts with state of their own are classes it owns: StreamTable
-// (stream_table.h, the open write streams) and SpaceAdmission
-// (space_admission.h).
+// (stream_table.h, the open write streams), SpaceAdmission
+// (space_admission.h) and the IntervalThreads (interval_thread.h) that
+// run the committer and the control loop.
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
 // then held_mu_, pins_mu_ or WriteErrors' own.
@@ -52,6 +53,7 @@
 #include "engine/compaction.h"
 #include "engine/engine_test_hooks.h"
 #include "engine/inode_ops.h"
+#include "engine/interval_thread.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
 #include "engine/space_admission.h"
@@ -472,8 +474,10 @@ private:
     void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     Status count_crash_leftovers(const SuperState& committed);
-    void committer_loop();
-    void control_loop();
+    // A run of the committer thread (committer_), and of the control thread
+    // (control_): last_processed is the pass's progress at its last run.
+    void commit_round();
+    void control_round(std::uint64_t* last_processed);
     void stop_committer();
     Status publish_status();
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
@@ -502,14 +506,10 @@ private:
     StreamTable streams_{[this](InodeId ino) { return pinned(ino); }};
 
     std::mutex commit_mu_;  // one commit at a time
-    std::mutex committer_mu_;
-    std::condition_variable committer_cv_;
-    bool group_full_ = false;  // the open group reached commit_writes (committer_mu_)
     std::atomic<std::uint64_t> early_commits_{0};  // groups the committer committed at commit_writes or meta_dirty
     std::atomic<std::uint64_t> resident_trims_{0};  // metadata map dropped (meta_resident)
-    bool stop_ = false;
-    std::thread committer_;
-    std::thread control_;
+    IntervalThread committer_;  // woken when the open group reached commit_writes
+    IntervalThread control_;
     bool closed_ = false;
     SpaceAdmission space_;  // the ENOSPC admission of requests and sweeps
     std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)
