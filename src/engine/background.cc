@@ -120,7 +120,7 @@ void EngineImpl::count_set_aside(Txn& t, std::uint64_t* dirty, std::uint64_t* de
 }
 
 Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
-    std::shared_ptr<Stream> s = stream(ino);
+    std::shared_ptr<Stream> s = streams_.get(ino);
     Status st;
     bool gone = false;
     s->pass_at_lock.store(true, std::memory_order_relaxed);
@@ -131,7 +131,7 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     }
     s->pass_at_lock.store(false, std::memory_order_relaxed);
     s.reset();
-    drop_stream(ino, gone);  // a file nothing pins keeps no stream after its pass
+    streams_.drop(ino, gone);  // a file nothing pins keeps no stream after its pass
     return st;
 }
 

@@ -167,28 +167,19 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
     return st;
 }
 
-void EngineImpl::committer_loop() {
-    std::unique_lock<std::mutex> l(committer_mu_);
-    auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1));
-    while (!stop_) {
-        committer_cv_.wait_for(l, interval, [this] { return stop_ || group_full_; });
-        if (stop_) break;
-        group_full_ = false;
-        l.unlock();
-        if (meta_->pending_ops() > 0) {
-            // Counted by the group it commits: one an fsync committed
-            // first, whose request woke this loop, is not counted again.
-            bool reached_limit = false;
-            const bool committed = commit_now(&reached_limit).is_ok();
-            if (committed && reached_limit) ++early_commits_;  // errors resurface on fsync
-            if (committed) maybe_snapshot();
-            // Each metadata operation allocates and frees LMDB's ~3 MiB of
-            // page lists, between other threads' allocations: the heap
-            // keeps the freed holes resident, and more of them the longer
-            // the daemon runs. Give their pages back, off any request's path.
-            ::malloc_trim(0);
-        }
-        l.lock();
+void EngineImpl::commit_round() {
+    if (meta_->pending_ops() > 0) {
+        // Counted by the group it commits: one an fsync committed
+        // first, whose request woke this thread, is not counted again.
+        bool reached_limit = false;
+        const bool committed = commit_now(&reached_limit).is_ok();
+        if (committed && reached_limit) ++early_commits_;  // errors resurface on fsync
+        if (committed) maybe_snapshot();
+        // Each metadata operation allocates and frees LMDB's ~3 MiB of
+        // page lists, between other threads' allocations: the heap
+        // keeps the freed holes resident, and more of them the longer
+        // the daemon runs. Give their pages back, off any request's path.
+        ::malloc_trim(0);
     }
 }
 

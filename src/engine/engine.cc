@@ -2,7 +2,6 @@
 // The rest of EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
 
-#include "common/thread_name.h"
 #include "common/units.h"
 
 namespace hiodsfs {
@@ -94,15 +93,9 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     meta_options.group_writes = options.background_commit ? options.commit_writes : 0;
     meta_options.group_dirty_bytes = options.background_commit ? options.meta_dirty_bytes : 0;
     meta_options.resident_bytes = options.meta_resident_bytes;
-    meta_options.on_group_full = [this] {
-        // Under the metadata lock; the committer never waits for it while
-        // holding committer_mu_.
-        {
-            std::lock_guard<std::mutex> l(committer_mu_);
-            group_full_ = true;
-        }
-        committer_cv_.notify_all();  // the control loop shares the variable
-    };
+    // Under the metadata lock; the committer never waits for it while
+    // holding its own (IntervalThread).
+    meta_options.on_group_full = [this] { committer_.wake(); };
     const std::string fsck_hint = "; nothing was changed; hiodsfs-fsck " + dir + " tells more";
     Status opened = store_->library_dir("meta", fresh, &meta_dir_);
     if (opened) opened = store_->named(MetaStore::open(meta_dir_, meta_options, &meta_));
@@ -302,10 +295,10 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     deferred_.store(controller_->mode() == WriteMode::kDeferred);
     if (options.read_only) return Status::ok();
     if (options.background_commit)
-        committer_ = std::thread([this] {
-            name_this_thread("committer");
-            committer_loop();
-        });
+        committer_.start(
+            "committer",
+            std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1)),
+            [this] { commit_round(); });
     if (options.background_threads > 0) {
         pass_ = std::make_unique<BackgroundPass>(
             static_cast<DedupTarget*>(this), [this] { return background_speed(); },
@@ -313,10 +306,12 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         pass_->start();
     }
     if (options.background_commit)
-        control_ = std::thread([this] {
-            name_this_thread("mode-control");
-            control_loop();
-        });
+        control_.start(
+            "mode-control",
+            std::chrono::milliseconds(std::max<std::uint64_t>(opts_.control.interval_ms, 10)),
+            [this, last_processed = std::uint64_t{0}]() mutable {
+                control_round(&last_processed);
+            });
     if (reclaim_mode_ == ReclaimMode::kBackground) {
         reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
                                                  [this] { return background_speed(); });
@@ -331,13 +326,10 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
 }
 
 void EngineImpl::stop_committer() {
-    {
-        std::lock_guard<std::mutex> l(committer_mu_);
-        stop_ = true;
-    }
-    committer_cv_.notify_all();
-    if (committer_.joinable()) committer_.join();
-    if (control_.joinable()) control_.join();
+    committer_.request_stop();
+    control_.request_stop();
+    committer_.join();
+    control_.join();
 }
 
 std::string EngineImpl::tier_name() const {
@@ -383,11 +375,7 @@ Status EngineImpl::close() {
     stop_committer();
     Status result;
     if (meta_ && !meta_->read_only()) {
-        std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
-        {
-            std::lock_guard<std::mutex> l(streams_mu_);
-            all.assign(streams_.begin(), streams_.end());
-        }
+        const auto all = streams_.all();
         for (auto& [ino, s] : all) {
             std::lock_guard<std::mutex> l(s->mu);
             Status st = close_stream(ino, *s);
@@ -457,10 +445,7 @@ void EngineImpl::abandon() {
     if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        streams_.clear();
-    }
+    streams_.clear();
     compactor_.reset();
     meta_.reset();  // aborts the open group
     segs_.reset();
@@ -469,27 +454,18 @@ void EngineImpl::abandon() {
 
 // Every control interval: sample the load, let the controller pick the write
 // path and the background speed, and publish the status for hiodsfs-stat.
-void EngineImpl::control_loop() {
-    std::unique_lock<std::mutex> l(committer_mu_);
-    auto interval = std::chrono::milliseconds(std::max<std::uint64_t>(opts_.control.interval_ms, 10));
-    std::uint64_t last_processed = 0;
-    while (!stop_) {
-        committer_cv_.wait_for(l, interval, [this] { return stop_; });
-        if (stop_) break;
-        l.unlock();
-        SpaceCounters c;
-        if (counters(&c)) {
-            std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
-            IntervalSample s =
-                controller_->tick(c.backlog_records, c.backlog_bytes, processed - last_processed);
-            last_processed = processed;
-            if (controller_->setting() == ModeController::Setting::kHybrid)
-                deferred_.store(controller_->mode() == WriteMode::kDeferred);
-            (void)record_history(s, c);  // best effort: history is informational
-            stop_with_segments();        // a write refused since: stop now, not at the next commit
-            if (opts_.publish_status) (void)publish_status();
-        }
-        l.lock();
+void EngineImpl::control_round(std::uint64_t* last_processed) {
+    SpaceCounters c;
+    if (counters(&c)) {
+        std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
+        IntervalSample s =
+            controller_->tick(c.backlog_records, c.backlog_bytes, processed - *last_processed);
+        *last_processed = processed;
+        if (controller_->setting() == ModeController::Setting::kHybrid)
+            deferred_.store(controller_->mode() == WriteMode::kDeferred);
+        (void)record_history(s, c);  // best effort: history is informational
+        stop_with_segments();        // a write refused since: stop now, not at the next commit
+        if (opts_.publish_status) (void)publish_status();
     }
 }
 

@@ -15,6 +15,10 @@
 //                     re-chunking) and space reclaim (purge, compaction)
 //   write_behind.cc   deferred writes' metadata held in memory and applied
 //                     in batches (HeldBack)
+// Its parts with state of their own are classes it owns: StreamTable
+// (stream_table.h, the open write streams), SpaceAdmission
+// (space_admission.h) and the IntervalThreads (interval_thread.h) that
+// run the committer and the control loop.
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
 // then held_mu_, pins_mu_ or WriteErrors' own.
@@ -50,11 +54,13 @@
 #include "engine/engine_test_hooks.h"
 #include "engine/history_recorder.h"
 #include "engine/inode_ops.h"
+#include "engine/interval_thread.h"
 #include "engine/meta_tier.h"
 #include "engine/quarantine.h"
 #include "engine/space_admission.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
+#include "engine/stream_table.h"
 #include "engine/write_errors.h"
 #include "chunk/fingerprint.h"
 #include "common/parallel_loop.h"
@@ -79,10 +85,6 @@ inline constexpr auto kReorderWait = std::chrono::milliseconds(50);
 // operation waits for, then covers only that much (commit_locked).
 inline constexpr int kPreSyncRounds = 4;
 inline constexpr std::uint64_t kLockedSyncBytes = 4u << 20;
-// A read that finds its file's lock taken looks this often, this many
-// times, whether the pass's sweep holds it (EngineImpl::read).
-inline constexpr auto kReadLockPoll = std::chrono::microseconds(50);
-inline constexpr int kReadLockPolls = 200;
 // A read is planned this many times at most when chunks of its plan were
 // freed before it read them (read_locked).
 inline constexpr int kReadPlans = 4;
@@ -107,54 +109,6 @@ inline bool all_zero(const std::uint8_t* p, std::size_t n) {
         if (p[i] != 0) return false;
     return true;
 }
-
-// The open write stream of one file (see the comment at the top).
-struct Stream {
-    std::mutex mu;
-    std::condition_variable moved;  // a write to the file finished
-    std::atomic<int> writers{0};    // write requests inside write() for this file
-    std::atomic<int> waiters{0};    // other operations waiting for mu (lock_stream)
-    int streak = 0;                 // consecutive writes that continued the stream
-    std::multiset<std::uint64_t> waiting;  // offsets of writes waiting for a gap to fill
-    bool active = false;
-    std::uint64_t off = 0;  // file offset of buf[head]; always a cut point
-    std::vector<std::uint8_t> buf;
-    std::size_t head = 0;
-    std::unique_ptr<Chunker> chunker;
-    // The background pass holds the lock for a sweep (rechunk_locked), which
-    // may take seconds: every acknowledged byte of the file is then in its
-    // extents, so reads need not wait for it (EngineImpl::read). Odd while a
-    // sweep runs; a sweep's start and end each add one, so a read beside it
-    // can tell that it ended (and a writer may have come) meanwhile.
-    std::atomic<std::uint64_t> sweep_seq{0};
-    // The pass holds mu or is about to take it (its checks before a sweep
-    // included): flush and fsync that find mu taken poll it then, until the
-    // sweep begins, and otherwise queue for it (close_stream).
-    std::atomic<bool> pass_at_lock{false};
-    // The file was found to be a regular file (a file's type never changes):
-    // a held-back write needs no metadata lookup of its own.
-    bool regular = false;
-    // Overwrites inside the file that run without mu, each in a window
-    // [first, second) holding every byte it reads or remaps (write_path.cc,
-    // "Overwrites in windows"); guarded by mu. Everyone else who changes
-    // the file's bytes, size or stream waits for them under mu (whole()).
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
-    std::condition_variable window_left;  // a window was released
-    int whole_waiting = 0;  // operations waiting under mu for the windows: no new ones open
-    // Where the last write to the file ended: a write that starts there (an
-    // append, a rewrite in order) is no random overwrite, and takes no window.
-    std::uint64_t last_end = 0;
-
-    std::size_t size() const { return buf.size() - head; }
-    std::uint64_t end() const { return off + size(); }
-    const std::uint8_t* data() const { return buf.data() + head; }
-    void clear() {
-        active = false;
-        buf.clear();
-        buf.shrink_to_fit();
-        head = 0;
-    }
-};
 
 // What a read found in the metadata: the chunk pieces that cover
 // [off, off + n), in file order; the gaps between them are holes.
@@ -351,10 +305,6 @@ private:
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
                        ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr);
     bool pinned(InodeId ino);
-    // Forgets ino's stream once nothing holds or pins it. A stream is never
-    // replaced while in use: the pass re-chunking a file and a write after
-    // the kernel forgot and reopened it must serialize on the same lock.
-    void drop_stream(InodeId ino, bool file_gone = false);
     // nlink reached zero: free now (*freed), or when the last pin goes.
     Status release_inode(Txn& t, InodeId ino, bool* freed);
     // Commits t, then drops the stream of ino if release_inode freed it.
@@ -364,7 +314,6 @@ private:
     // write() but for what a failure stops.
     Status write_request(InodeId ino, std::uint64_t offset, const void* data, std::size_t len,
                          WriteTimes times);
-    std::shared_ptr<Stream> stream(InodeId ino);
     struct ChunkSpan {
         std::uint64_t off;
         const std::uint8_t* data;
@@ -439,7 +388,8 @@ private:
     // upd: a write whose times the emitted chunks' operation sets, if not yet set.
     Status close_stream(InodeId ino, Stream& s, bool force_inline = false, WriteUpdate* upd = nullptr,
                         ChunkBatch* batch = nullptr);
-    // The same for ino's stream, if it has one (taking its lock).
+    // The same for ino's stream, if it has one (taking its lock; not
+    // waiting for a sweep of the pass, StreamTable::lock_for_sync).
     Status close_stream(InodeId ino);
     // `reach` bounds the re-chunking around a write (kUnbounded: the pass,
     // which must leave canonical cut points however far that takes it).
@@ -526,8 +476,10 @@ private:
     void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     Status count_crash_leftovers(const SuperState& committed);
-    void committer_loop();
-    void control_loop();
+    // A run of the committer thread (committer_), and of the control thread
+    // (control_): last_processed is the pass's progress at its last run.
+    void commit_round();
+    void control_round(std::uint64_t* last_processed);
     void stop_committer();
     Status publish_status();
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
@@ -551,20 +503,15 @@ private:
     std::unique_ptr<MetaStore> meta_;
     std::uint32_t uid_ = 0, gid_ = 0;
 
-    std::mutex streams_mu_;
-    std::unordered_map<InodeId, std::shared_ptr<Stream>> streams_;
     std::mutex pins_mu_;
     std::unordered_map<InodeId, std::uint64_t> pins_;
+    StreamTable streams_{[this](InodeId ino) { return pinned(ino); }};
 
     std::mutex commit_mu_;  // one commit at a time
-    std::mutex committer_mu_;
-    std::condition_variable committer_cv_;
-    bool group_full_ = false;  // the open group reached commit_writes (committer_mu_)
     std::atomic<std::uint64_t> early_commits_{0};  // groups the committer committed at commit_writes or meta_dirty
     std::atomic<std::uint64_t> resident_trims_{0};  // metadata map dropped (meta_resident)
-    bool stop_ = false;
-    std::thread committer_;
-    std::thread control_;
+    IntervalThread committer_;  // woken when the open group reached commit_writes
+    IntervalThread control_;
     bool closed_ = false;
     SpaceAdmission space_;  // the ENOSPC admission of requests and sweeps
     std::uint64_t compaction_floor_ = 0;  // free bytes compaction leaves (SpaceBudget)

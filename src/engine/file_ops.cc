@@ -44,31 +44,17 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     return t->commit();
 }
 
-// For flush and fsync: a sweep of the pass that holds the stream's lock
-// emitted the stream's acknowledged bytes when it took it (rechunk_locked),
-// and no write gets in before it lets go, so they need not wait for it
-// (seconds for a large file), as reads do not (read()).
 Status EngineImpl::close_stream(InodeId ino) {
     std::shared_ptr<Stream> s;
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        auto it = streams_.find(ino);
-        if (it == streams_.end()) return Status::ok();
-        s = it->second;
-    }
-    std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
-    for (int polls = 0; !l.try_lock();) {
-        if (s->sweep_seq.load(std::memory_order_acquire) % 2 == 1) {
+    std::unique_lock<std::mutex> l;
+    switch (streams_.lock_for_sync(ino, &s, &l)) {
+        case StreamTable::SyncLock::kNoStream:
+            return Status::ok();
+        case StreamTable::SyncLock::kBesideSweep:
             syncs_beside_sweep_.fetch_add(1, std::memory_order_relaxed);
             return Status::ok();
-        }
-        // The pass takes the lock a moment before its sweep begins; anyone
-        // else (a write) lets go soon: queue for it.
-        if (!s->pass_at_lock.load(std::memory_order_relaxed) || ++polls > kReadLockPolls) {
-            l.lock();
+        case StreamTable::SyncLock::kLocked:
             break;
-        }
-        std::this_thread::sleep_for(kReadLockPoll);
     }
     return close_stream(ino, *s);
 }
@@ -95,11 +81,7 @@ Status EngineImpl::fsync(InodeId ino, bool /*datasync*/, WriteErrorCursor* seen)
 }
 
 Status EngineImpl::sync_all() {
-    std::vector<std::pair<InodeId, std::shared_ptr<Stream>>> all;
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        all.assign(streams_.begin(), streams_.end());
-    }
+    const auto all = streams_.all();
     for (auto& [ino, s] : all) {
         auto l = lock_stream(*s);
         HIODSFS_TRY(close_stream(ino, *s));
@@ -115,7 +97,7 @@ Status EngineImpl::fallocate(InodeId ino, int mode, std::uint64_t offset, std::u
     if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&
         mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
         return Status::error(EOPNOTSUPP, "fallocate mode not supported");
-    auto s = stream(ino);
+    auto s = streams_.get(ino);
     auto l = lock_stream(*s);
     Inode cur;
     HIODSFS_TRY(regular_file(ino, &cur));
@@ -141,8 +123,8 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
     *copied = 0;
     if (src_off > kMaxFileSize || dst_off > kMaxFileSize || len > kMaxFileSize)
         return Status::error(EFBIG, "clone past the maximum file size");
-    auto ss = stream(src);
-    auto ds = stream(dst);
+    auto ss = streams_.get(src);
+    auto ds = streams_.get(dst);
     // Lock both streams in inode order (once if they are the same file).
     std::unique_lock<std::mutex> l1, l2;
     if (src == dst) {
@@ -204,7 +186,7 @@ Status EngineImpl::clone_range(InodeId src, std::uint64_t src_off, InodeId dst,
 }
 
 Status EngineImpl::seek(InodeId ino, std::uint64_t offset, SeekWhence whence, std::uint64_t* out) {
-    auto s = stream(ino);
+    auto s = streams_.get(ino);
     auto l = lock_stream(*s);
     Inode cur;
     HIODSFS_TRY(regular_file(ino, &cur));

@@ -69,23 +69,8 @@ Status EngineImpl::commit_release(Txn& t, InodeId ino, bool freed) {
     // begin_read) and found the file before this one must still find the
     // bytes its stream holds, and one that takes the stream after this
     // finds the file gone.
-    if (freed) drop_stream(ino, true);
+    if (freed) streams_.drop(ino, true);
     return Status::ok();
-}
-
-void EngineImpl::drop_stream(InodeId ino, bool file_gone) {
-    std::lock_guard<std::mutex> l(streams_mu_);
-    auto it = streams_.find(ino);
-    // Copies are only made under streams_mu_, so a count of one (the map's)
-    // means nobody holds it and nobody can get it without this lock; its own
-    // lock is then free, and taking it orders this read of `active` after
-    // the last holder's writes. An active stream holds bytes not yet
-    // chunked: it stays unless the file itself is gone.
-    if (it == streams_.end() || it->second.use_count() != 1 || pinned(ino)) return;
-    std::unique_lock<std::mutex> sl(it->second->mu, std::try_to_lock);
-    if (!sl.owns_lock() || (!file_gone && it->second->active)) return;
-    sl.unlock();
-    streams_.erase(it);
 }
 
 // ---------------------------------------------------------------------------
@@ -114,7 +99,7 @@ Status EngineImpl::getattr(InodeId ino, Attr* out) {
 Status EngineImpl::setattr(InodeId ino, const SetAttr& ch, Attr* out) {
     if (ch.valid & SetAttr::kSize) {
         if (ch.size > kMaxFileSize) return Status::error(EFBIG, "file size too large");
-        auto s = stream(ino);
+        auto s = streams_.get(ino);
         auto l = lock_stream(*s);
         Inode in;
         HIODSFS_TRY(regular_file(ino, &in));
@@ -406,12 +391,7 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
     }
     write_errors_.forget_if_told(ino);
     // The kernel forgot the inode: close its stream, and free it if unlinked.
-    std::shared_ptr<Stream> s;
-    {
-        std::lock_guard<std::mutex> l(streams_mu_);
-        auto it = streams_.find(ino);
-        if (it != streams_.end()) s = it->second;
-    }
+    std::shared_ptr<Stream> s = streams_.find(ino);
     if (s) {
         auto l = lock_stream(*s);
         (void)close_stream(ino, *s);
@@ -425,7 +405,7 @@ void EngineImpl::unpin(InodeId ino, std::uint64_t count) {
     }
     t.reset();
     s.reset();
-    drop_stream(ino);
+    streams_.drop(ino);
 }
 
 // ---------------------------------------------------------------------------

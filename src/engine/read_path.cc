@@ -174,7 +174,7 @@ Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void
     // Measured so the background pass yields to streaming reads (the throttle).
     *got = 0;
     const MeasuredRequest measured(controller_->read_monitor(), got);
-    auto s = stream(ino);
+    auto s = streams_.get(ino);
     std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
     // The pass takes the lock a moment before its sweep begins: a read that
     // finds the lock taken looks again, a bounded while, before it queues

@@ -17,13 +17,6 @@
 
 namespace hiodsfs {
 
-std::shared_ptr<Stream> EngineImpl::stream(InodeId ino) {
-    std::lock_guard<std::mutex> l(streams_mu_);
-    auto& s = streams_[ino];
-    if (!s) s = std::make_shared<Stream>();
-    return s;
-}
-
 Status EngineImpl::regular_file(InodeId ino, Inode* out) {
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin_read(&t));
@@ -539,7 +532,7 @@ Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* 
     const MeasuredRequest measured(controller_->monitor(), std::uint64_t{len});
     std::optional<Admission> admission;
     HIODSFS_TRY(space_.admit_write(len, &admission));
-    auto s = stream(ino);
+    auto s = streams_.get(ino);
     s->writers.fetch_add(1);
     std::unique_lock<std::mutex> l(s->mu);
     struct Leave {
