@@ -43,6 +43,7 @@ std::vector<std::string> lockers(const test::CephCluster& c, const std::string& 
     INFO(info.describe());
     if (!info.ok() && info.err.find("No such file or directory") != std::string::npos)
         return {};  // not made yet
+    if (info.timed_out) return {"(the rados tool did not answer)"};  // asked again by wait_for
     REQUIRE(info.ok());
     const nlohmann::json lock = nlohmann::json::parse(info.out);
     std::vector<std::string> out;

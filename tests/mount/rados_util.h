@@ -42,10 +42,12 @@ inline void use_rados(MountFixture& fx, const test::CephCluster& c, const std::s
 }
 
 // The rados tool against the cluster's pool.
+// The rados tool gives up after 60 s (a call once hung for the whole
+// test's timeout with a paused client about): a caller that polls asks again.
 inline CmdResult rados_cmd(const test::CephCluster& c, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"rados", "-c", c.conf, "-p", c.pool};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run(argv);
+    return run(argv, {}, std::chrono::seconds(60));
 }
 
 // The pool's objects whose names start with prefix, by the rados tool.
