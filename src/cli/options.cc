@@ -267,6 +267,18 @@ const std::vector<OptionSpec>& option_table() {
                          size_text(engine.meta_compact_max_bytes) + ";\n0: never)",
                      size_option(0, 1ull << 50, "expected a size such as 256M or 4G, or 0 (never)",
                                  [](DaemonOptions& o, std::uint64_t v) { o.meta_compact_max_bytes = v; })});
+        t.push_back({"meta_map", "SIZE",
+                     "the address space the metadata is mapped in, the most\n"
+                     "it may grow to (default " + size_text(engine.lmdb_map_bytes) + "): lower it where\n"
+                     "virtual memory is limited (ulimit -v)",
+                     [](const OptionInput& in) {
+                         // No 0: a map of no size is no store.
+                         std::uint64_t v = 0;
+                         if (!parse_size(in.value, 1ull << 40, &v) || v < (64u << 20))
+                             return in.bad_value("expected a size from 64M to 1024G, such as 4G");
+                         in.out->meta_map_bytes = v;
+                         return true;
+                     }});
         t.push_back({"writeback_cache", "", "kernel writeback cache (default)", [](const OptionInput& in) {
                          in.out->writeback_cache = true;
                          return true;

@@ -42,6 +42,7 @@ struct DaemonOptions {
     std::uint64_t meta_resident_bytes = EngineOptions{}.meta_resident_bytes;
     std::uint64_t meta_dirty_bytes = EngineOptions{}.meta_dirty_bytes;
     std::uint64_t meta_compact_max_bytes = EngineOptions{}.meta_compact_max_bytes;
+    std::uint64_t meta_map_bytes = EngineOptions{}.lmdb_map_bytes;
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;
     unsigned threads = 10;

@@ -509,6 +509,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.meta_resident_bytes = opt.meta_resident_bytes;
     eo.meta_dirty_bytes = opt.meta_dirty_bytes;
     eo.meta_compact_max_bytes = opt.meta_compact_max_bytes;
+    eo.lmdb_map_bytes = opt.meta_map_bytes;
     eo.mode = opt.mode;
     eo.control = opt.control;
     eo.policy = opt.policy;

@@ -128,6 +128,9 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "-o", "commit_interval=soon"}).find("commit_interval") !=
           std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "commit_writes=-1"}).find("commit_writes") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "meta_map=1M"}).find("meta_map") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "meta_map=0"}).find("64M") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "meta_map=2048G"}).find("meta_map") != std::string::npos);
     CHECK(error_of({"/s", "/m", "--frobnicate"}).find("frobnicate") != std::string::npos);
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
@@ -251,4 +254,13 @@ TEST_CASE("every option is in --help, the manual page, README and the completion
         CHECK(readme.find("`" + key + (flag ? "`" : "=")) != std::string::npos);
         CHECK(std::regex_search(completion, std::regex("[\" ]" + key + (flag ? "[ \\n\"]" : "="))));
     }
+}
+
+TEST_CASE("meta_map sets the metadata's map, 1024G unless given") {
+    Parsed p = parse({"/s", "/m"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.meta_map_bytes == 1ull << 40);
+    p = parse({"/s", "/m", "-o", "meta_map=4G"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.meta_map_bytes == 4ull << 30);
 }

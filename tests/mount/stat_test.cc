@@ -15,6 +15,7 @@
 #include <functional>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "../stat/schema_check.h"
@@ -341,4 +342,36 @@ TEST_CASE("unmount packs the metadata: smaller file, the daemon says so, files i
     }
     INFO("metadata without compaction " << sizes[0] << " bytes, packed " << sizes[1]);
     CHECK(sizes[1] <= sizes[0] * 9 / 10);
+}
+
+namespace {
+
+// The address space the daemon maps data.mdb in: meta_map's, not 1 TiB.
+std::vector<std::uint64_t> data_mdb_mappings(pid_t pid, const std::string& store) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    std::vector<std::uint64_t> sizes;
+    std::string line;
+    while (std::getline(maps, line)) {
+        if (line.find(store + "/meta/data.mdb") == std::string::npos) continue;
+        const std::uint64_t from = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+        const std::uint64_t to = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+        sizes.push_back(to - from);
+    }
+    return sizes;
+}
+
+}  // namespace
+
+TEST_CASE("meta_map maps the metadata in that much address space, and the store works in it",
+          "[mount][stat]") {
+    MountFixture m({"meta_map=64M"});
+    const std::string data = random_bytes(4 * kMiB, 77);
+    write_file(m.path("f"), data);
+    const std::vector<std::uint64_t> sizes = data_mdb_mappings(m.daemon_pid(), m.store());
+    INFO("mappings of data.mdb: " << sizes.size());
+    REQUIRE_FALSE(sizes.empty());
+    CHECK(std::find(sizes.begin(), sizes.end(), 64ull << 20) != sizes.end());
+    for (std::uint64_t s : sizes) CHECK(s <= 64ull << 20);
+    m.remount();
+    CHECK(read_file(m.path("f")) == data);
 }
