@@ -1,0 +1,246 @@
+#include "chunk/codec.h"
+
+#include <lz4.h>
+#include <zstd.h>
+
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "common/little_endian.h"
+
+namespace hiodsfs {
+namespace {
+
+constexpr std::uint8_t kKnownMethods = 2;
+
+std::string bad_payload(const std::string& what) { return "compressed chunk: " + what; }
+
+}  // namespace
+
+bool Compression::stronger_than(CompressionMethod stored, int stored_level) const {
+    if (method == CompressionMethod::kNone || (method == stored && level <= stored_level)) return false;
+    if (stored == CompressionMethod::kNone) return true;
+    if (method == CompressionMethod::kZstd) return stored == CompressionMethod::kLz4 || level > stored_level;
+    return false;  // lz4 is never stronger than a zstd chunk
+}
+
+Status parse_compression(std::string_view text, Compression* out) {
+    Compression c;
+    auto bad = [&](const std::string& why) {
+        return Status::error(EINVAL, "compression '" + std::string(text) + "': " + why +
+                                         " (none, lz4, zstd or zstd:LEVEL with LEVEL 1-" +
+                                         std::to_string(kMaxZstdLevel) + ")");
+    };
+    if (text == "none") {
+        *out = c;
+        return Status::ok();
+    }
+    if (text == "lz4") {
+        c.method = CompressionMethod::kLz4;
+        *out = c;
+        return Status::ok();
+    }
+    if (text.substr(0, 4) != "zstd") return bad("unknown method");
+    c.method = CompressionMethod::kZstd;
+    c.level = kDefaultZstdLevel;
+    if (text.size() > 4) {
+        if (text[4] != ':' || text.size() == 5 || text.size() > 7) return bad("bad level");
+        int level = 0;
+        for (char ch : text.substr(5)) {
+            if (ch < '0' || ch > '9') return bad("bad level");
+            level = level * 10 + (ch - '0');
+        }
+        if (level < 1 || level > kMaxZstdLevel) return bad("level out of range");
+        c.level = level;
+    }
+    *out = c;
+    return Status::ok();
+}
+
+std::string compression_name(const Compression& c) {
+    switch (c.method) {
+        case CompressionMethod::kNone: return "none";
+        case CompressionMethod::kLz4: return "lz4";
+        case CompressionMethod::kZstd: return "zstd:" + std::to_string(c.level);
+    }
+    return "?";
+}
+
+Status Dictionary::make(std::uint32_t id, std::string bytes, std::shared_ptr<const Dictionary>* out) {
+    if (id == 0) return Status::error(EINVAL, "dictionary id 0 is reserved");
+    std::shared_ptr<Dictionary> d(new Dictionary(id, std::move(bytes)));
+    d->ddict_ = ZSTD_createDDict(d->bytes_.data(), d->bytes_.size());
+    if (d->ddict_ == nullptr) return Status::error(EINVAL, "dictionary " + std::to_string(id) + " is not one zstd accepts");
+    *out = std::move(d);
+    return Status::ok();
+}
+
+Dictionary::~Dictionary() {
+    ZSTD_freeDDict(static_cast<ZSTD_DDict*>(ddict_));
+    for (auto& [level, cdict] : cdicts_) ZSTD_freeCDict(static_cast<ZSTD_CDict*>(cdict));
+}
+
+void* Dictionary::compression_tables(int level) const {
+    std::lock_guard lock(cdict_mu_);
+    void*& slot = cdicts_[level];
+    if (slot == nullptr) slot = ZSTD_createCDict(bytes_.data(), bytes_.size(), level);
+    return slot;
+}
+
+void DictionarySet::add(std::shared_ptr<const Dictionary> d) {
+    std::unique_lock lock(mu_);
+    by_id_[d->id()] = std::move(d);
+}
+
+std::shared_ptr<const Dictionary> DictionarySet::find(std::uint32_t id) const {
+    std::shared_lock lock(mu_);
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Dictionary> DictionarySet::newest() const {
+    std::shared_lock lock(mu_);
+    return by_id_.empty() ? nullptr : by_id_.rbegin()->second;
+}
+
+std::size_t DictionarySet::size() const {
+    std::shared_lock lock(mu_);
+    return by_id_.size();
+}
+
+std::vector<std::uint32_t> DictionarySet::ids() const {
+    std::shared_lock lock(mu_);
+    std::vector<std::uint32_t> out;
+    for (const auto& [id, d] : by_id_) out.push_back(id);
+    return out;
+}
+
+bool read_codec_prefix(const char* payload, std::uint32_t len, CodecPrefix* out) {
+    if (len < kCodecPrefixBytes) return false;
+    const auto method = static_cast<std::uint8_t>(payload[0]);
+    if (method == 0 || method > kKnownMethods || payload[2] != 0 || payload[3] != 0) return false;
+    out->method = static_cast<CompressionMethod>(method);
+    out->level = static_cast<std::int8_t>(payload[1]);
+    out->dictionary = get_le32(payload + 4);
+    out->raw_length = get_le32(payload + 8);
+    return out->raw_length > 0;
+}
+
+ChunkEncoder::ChunkEncoder() : lz4_state_(static_cast<std::size_t>(LZ4_sizeofState())) {}
+
+ChunkEncoder::~ChunkEncoder() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(zstd_)); }
+
+bool looks_incompressible(const char* data, std::uint32_t len) {
+    // 1 KiB of bytes spread over the chunk (short chunks: all of it). An
+    // order-0 entropy near 8 bits leaves nothing for zstd's literals coder,
+    // and a chunk with repeats long enough for the match finder rarely
+    // scores it.
+    constexpr std::uint32_t kSample = 1024;
+    if (len < 256) return false;
+    const std::uint32_t n = len < kSample ? len : kSample;
+    const std::uint64_t stride = len / n;
+    std::array<std::uint32_t, 256> counts{};
+    for (std::uint32_t i = 0; i < n; ++i) ++counts[static_cast<std::uint8_t>(data[i * stride])];
+    double h = 0;
+    for (std::uint32_t c : counts) {
+        if (c == 0) continue;
+        const double p = double(c) / n;
+        h -= p * std::log2(p);
+    }
+    // A sample of n uniform bytes scores about 8 - 255 / (2 n ln 2) bits
+    // (7.8 for 1 KiB); text scores 4-6.
+    return h > 8.0 - 255.0 / (2.0 * n * std::log(2.0)) - 0.15;
+}
+
+ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, const Compression& c,
+                                           const Dictionary* dict) {
+    const Payload as_is{raw, len, false};
+    if (c.none() || len <= kCodecPrefixBytes) return as_is;
+    if (looks_incompressible(raw, len)) {
+        ++skipped_;
+        return as_is;
+    }
+    // Room only for a result worth keeping: a compressor that cannot fit
+    // fails early instead of finishing a useless job.
+    const auto limit = static_cast<std::uint32_t>(len * kWorthIt);
+    if (limit <= kCodecPrefixBytes) return as_is;
+    const std::uint32_t room = limit - kCodecPrefixBytes;
+    if (out_.size() < std::size_t{kCodecPrefixBytes} + room) out_.resize(kCodecPrefixBytes + std::size_t{room});
+    char* body = out_.data() + kCodecPrefixBytes;
+    std::size_t got = 0;
+    std::uint32_t dict_id = 0;
+    if (c.method == CompressionMethod::kLz4) {
+        const int n = LZ4_compress_fast_extState(lz4_state_.data(), raw, body, static_cast<int>(len),
+                                                 static_cast<int>(room), 1);
+        got = n > 0 ? static_cast<std::size_t>(n) : 0;
+    } else {
+        if (zstd_ == nullptr) zstd_ = ZSTD_createCCtx();
+        auto* cctx = static_cast<ZSTD_CCtx*>(zstd_);
+        std::size_t r;
+        if (dict != nullptr) {
+            r = ZSTD_compress_usingCDict(cctx, body, room, raw, len,
+                                         static_cast<const ZSTD_CDict*>(dict->compression_tables(c.level)));
+            dict_id = dict->id();
+        } else {
+            r = ZSTD_compressCCtx(cctx, body, room, raw, len, c.level);
+        }
+        got = ZSTD_isError(r) ? 0 : r;
+    }
+    if (got == 0) {
+        ++skipped_;
+        return as_is;
+    }
+    ++compressed_;
+    char* p = out_.data();
+    p[0] = static_cast<char>(c.method);
+    p[1] = static_cast<char>(static_cast<std::int8_t>(c.level));
+    p[2] = 0;
+    p[3] = 0;
+    put_le32(p + 4, dict_id);
+    put_le32(p + 8, len);
+    return Payload{p, static_cast<std::uint32_t>(kCodecPrefixBytes + got), true};
+}
+
+ChunkEncoder& thread_chunk_encoder() {
+    thread_local ChunkEncoder encoder;
+    return encoder;
+}
+
+Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,
+                    const DictionarySet* dicts) {
+    CodecPrefix p;
+    if (!read_codec_prefix(payload, len, &p)) return Status::error(EIO, bad_payload("unknown encoding"));
+    if (p.raw_length != expect_raw) {
+        return Status::error(EIO, bad_payload("holds " + std::to_string(p.raw_length) + " bytes, expected " +
+                                              std::to_string(expect_raw)));
+    }
+    const char* body = payload + kCodecPrefixBytes;
+    const std::size_t body_len = len - kCodecPrefixBytes;
+    if (p.method == CompressionMethod::kLz4) {
+        if (p.dictionary != 0) return Status::error(EIO, bad_payload("lz4 with a dictionary"));
+        const int n = LZ4_decompress_safe(body, out, static_cast<int>(body_len), static_cast<int>(expect_raw));
+        if (n < 0 || static_cast<std::uint32_t>(n) != expect_raw)
+            return Status::error(EIO, bad_payload("lz4 data is damaged"));
+        return Status::ok();
+    }
+    thread_local std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    std::size_t r;
+    if (p.dictionary != 0) {
+        std::shared_ptr<const Dictionary> d = dicts != nullptr ? dicts->find(p.dictionary) : nullptr;
+        if (d == nullptr) {
+            return Status::error(EIO, bad_payload("dictionary " + std::to_string(p.dictionary) +
+                                                  " is not in the store"));
+        }
+        r = ZSTD_decompress_usingDDict(dctx.get(), out, expect_raw, body, body_len,
+                                       static_cast<const ZSTD_DDict*>(d->decompression_tables()));
+    } else {
+        r = ZSTD_decompressDCtx(dctx.get(), out, expect_raw, body, body_len);
+    }
+    if (ZSTD_isError(r)) return Status::error(EIO, bad_payload(std::string("zstd: ") + ZSTD_getErrorName(r)));
+    if (r != expect_raw) return Status::error(EIO, bad_payload("zstd data makes too few bytes"));
+    return Status::ok();
+}
+
+}  // namespace hiodsfs

@@ -1,0 +1,153 @@
+// How a chunk is stored: as it is, or compressed with lz4 or zstd (with or
+// without a dictionary). An encoded chunk's payload starts with a 12-byte
+// prefix that says how to turn it back into the chunk:
+//   method u8 | level i8 | flags u8 (0) | reserved u8 (0) |
+//   dictionary id u32 (0: none) | raw length u32 | compressed bytes
+// (little-endian). The level is the one it was compressed at, so
+// compaction can tell a chunk stored below the store's background level.
+// The flags byte is kept for a later encryption of the compressed bytes.
+// A chunk that would not shrink below kWorthIt of its size is stored as it
+// is, so random or already-compressed data costs a sample, not a
+// compression.
+// Thread-safety: Compression and the functions are of their arguments
+// only; a ChunkEncoder is used by one thread at a time; a Dictionary and a
+// DictionarySet may be shared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+enum class CompressionMethod : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+
+struct Compression {
+    CompressionMethod method = CompressionMethod::kNone;
+    // zstd: 1..19 (ZSTD_maxCLevel's usual range without --ultra); lz4: 0.
+    int level = 0;
+    bool operator==(const Compression&) const = default;
+    bool none() const { return method == CompressionMethod::kNone; }
+    // Whether a chunk stored as `stored` is weaker than this (compaction
+    // recompresses it then): raw, lz4 against zstd, or a lower zstd level.
+    bool stronger_than(CompressionMethod stored, int stored_level) const;
+};
+
+inline constexpr int kDefaultZstdLevel = 3;
+inline constexpr int kMaxZstdLevel = 19;
+
+// "none", "lz4", "zstd" (level 3) or "zstd:N" (1..19); EINVAL with one line
+// naming what is wrong otherwise.
+Status parse_compression(std::string_view text, Compression* out);
+// The inverse: "none", "lz4", "zstd:3".
+std::string compression_name(const Compression& c);
+
+// A zstd dictionary a store trained from its chunks, known by its id
+// (1, 2, ...: the prefix's dictionary field). Its compression tables are
+// built once per level on first use.
+class Dictionary {
+public:
+    // EINVAL if bytes is not a dictionary zstd accepts.
+    static Status make(std::uint32_t id, std::string bytes, std::shared_ptr<const Dictionary>* out);
+    ~Dictionary();
+    Dictionary(const Dictionary&) = delete;
+    Dictionary& operator=(const Dictionary&) = delete;
+
+    std::uint32_t id() const { return id_; }
+    const std::string& bytes() const { return bytes_; }
+    // Opaque ZSTD_DDict* / ZSTD_CDict* (callers need no zstd header).
+    void* decompression_tables() const { return ddict_; }
+    void* compression_tables(int level) const;
+
+private:
+    Dictionary(std::uint32_t id, std::string bytes) : id_(id), bytes_(std::move(bytes)) {}
+    std::uint32_t id_;
+    std::string bytes_;
+    void* ddict_ = nullptr;
+    mutable std::mutex cdict_mu_;
+    mutable std::map<int, void*> cdicts_;
+};
+
+// The dictionaries a store holds, by id.
+class DictionarySet {
+public:
+    void add(std::shared_ptr<const Dictionary> d);
+    std::shared_ptr<const Dictionary> find(std::uint32_t id) const;
+    // The newest one (highest id), or null: what new chunks are compressed with.
+    std::shared_ptr<const Dictionary> newest() const;
+    std::size_t size() const;
+    std::vector<std::uint32_t> ids() const;
+
+private:
+    mutable std::shared_mutex mu_;
+    std::map<std::uint32_t, std::shared_ptr<const Dictionary>> by_id_;
+};
+
+inline constexpr std::uint32_t kCodecPrefixBytes = 12;
+// A chunk is stored encoded only if its payload, prefix included, is at
+// most this share of its size.
+inline constexpr double kWorthIt = 0.97;
+
+// What an encoded payload's prefix says.
+struct CodecPrefix {
+    CompressionMethod method = CompressionMethod::kNone;
+    int level = 0;
+    std::uint32_t dictionary = 0;
+    std::uint32_t raw_length = 0;
+};
+// False if the payload is too short or its prefix is not one this program
+// writes (unknown method or flags, raw length 0).
+bool read_codec_prefix(const char* payload, std::uint32_t len, CodecPrefix* out);
+
+// Compresses chunks; keeps its compression contexts and output buffer.
+class ChunkEncoder {
+public:
+    ChunkEncoder();
+    ~ChunkEncoder();
+    ChunkEncoder(const ChunkEncoder&) = delete;
+    ChunkEncoder& operator=(const ChunkEncoder&) = delete;
+
+    struct Payload {
+        const char* data = nullptr;  // the chunk itself, or this encoder's buffer
+        std::uint32_t length = 0;
+        bool encoded = false;
+    };
+    // The payload to store for a chunk: encoded when that saves enough,
+    // otherwise the chunk as it is. dict (zstd only) may be null. Valid
+    // until the next call.
+    Payload encode(const char* raw, std::uint32_t len, const Compression& c, const Dictionary* dict = nullptr);
+
+    // Calls since construction that compressed, and that a sample or the
+    // result sent back raw (for tests and counters).
+    std::uint64_t compressed() const { return compressed_; }
+    std::uint64_t skipped() const { return skipped_; }
+
+private:
+    void* zstd_ = nullptr;  // ZSTD_CCtx*
+    std::vector<char> lz4_state_;
+    std::vector<char> out_;
+    std::uint64_t compressed_ = 0, skipped_ = 0;
+};
+
+// One encoder per thread, for callers on thread pools.
+ChunkEncoder& thread_chunk_encoder();
+
+// Whether a sample of the chunk looks like random bytes (order-0 entropy
+// near 8 bits a byte): such a chunk is stored raw without trying.
+bool looks_incompressible(const char* data, std::uint32_t len);
+
+// Turns an encoded payload back into the chunk: out has room for
+// expect_raw bytes, which the prefix must state. EIO with one line when
+// the prefix, the dictionary (dicts may be null when none is used) or the
+// compressed bytes are wrong, or they do not make exactly expect_raw bytes.
+Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,
+                    const DictionarySet* dicts);
+
+}  // namespace hiodsfs
