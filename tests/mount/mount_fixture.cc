@@ -320,10 +320,7 @@ void MountFixture::mount() {
     std::vector<std::string> argv = {bin, source_.empty() ? store_ : source_, mnt_, "-f"};
     std::string opts;
     for (const auto& o : options_) opts += (opts.empty() ? "" : ",") + o;
-    // More options for every daemon of the run (scripts/test gives the TSan
-    // daemon a smaller metadata map: TSan has 1.5 TiB of addresses).
-    if (const char* more = std::getenv("HIODSFS_DAEMON_OPTIONS"); more != nullptr && *more != '\0')
-        opts += (opts.empty() ? "" : ",") + std::string(more);
+    if (const std::string more = run_daemon_options(); !more.empty()) opts += (opts.empty() ? "" : ",") + more;
     if (!opts.empty()) {
         argv.push_back("-o");
         argv.push_back(opts);
@@ -800,9 +797,15 @@ LoopExt4::~LoopExt4() {
     ::unlink(image.c_str());
 }
 
+std::string run_daemon_options() {
+    const char* more = std::getenv("HIODSFS_DAEMON_OPTIONS");
+    return more != nullptr ? more : "";
+}
+
 void ForegroundDaemon::start(const std::vector<std::string>& opts) {
     std::vector<std::string> argv = {daemon_binary(), store, mnt, "-f"};
     for (const auto& o : opts) argv.insert(argv.end(), {"-o", o});
+    if (const std::string more = run_daemon_options(); !more.empty()) argv.insert(argv.end(), {"-o", more});
     pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {

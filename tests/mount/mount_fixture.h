@@ -37,6 +37,10 @@ constexpr gid_t kGroup = 65534;
 
 // The daemon under test.
 std::string daemon_binary();
+// More -o options for every daemon of the run, from HIODSFS_DAEMON_OPTIONS
+// (scripts/test gives the TSan daemon a smaller metadata map: TSan has
+// 1.5 TiB of addresses); "" if none.
+std::string run_daemon_options();
 // An integer from the environment, or def when unset or not a number.
 long env_long(const char* name, long def);
 bool is_root();
