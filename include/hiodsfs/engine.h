@@ -28,6 +28,7 @@
 
 #include "hiodsfs/chunker.h"
 #include "hiodsfs/clock.h"
+#include "hiodsfs/compression.h"
 #include "hiodsfs/control.h"
 #include "hiodsfs/env.h"
 #include "hiodsfs/segment_store.h"
@@ -102,6 +103,13 @@ struct EngineOptions {
     // inline: deduplicate on the write path; deferred: write raw and let the
     // background pass deduplicate; hybrid: switch between them (controller).
     DedupMode mode = DedupMode::kInline;
+    // How new chunks are stored: `compression` by a write that deduplicates
+    // inline, `compression_background` by the background pass and by
+    // compaction, which also recompresses the chunks it moves that were
+    // stored weaker. Deferred writes are stored as they come: the pass
+    // rewrites them anyway, so the foreground pays nothing.
+    Compression compression;
+    Compression compression_background;
     // The write-rate goal and controller settings (hybrid mode), the
     // policy's name ("" = the default), and the clock (nullptr = system).
     ControlConfig control;

@@ -3,6 +3,10 @@
 //   header (24 B): magic u32 | payload length u32 | chunk id u64 |
 //                  crc32c(payload) u32 | crc32c(first 20 header bytes) u32
 //   payload
+// The magic says how the payload holds the chunk: "HDSG", as it is; "HDSZ",
+// encoded (compressed; the payload's prefix says how, chunk/codec.h). The
+// store neither compresses nor decodes: callers do, and the checksum covers
+// the payload as stored.
 // so a torn tail left by a crash is detected on open and ignored (appends
 // resume after the last intact record). A segment is never modified once
 // sealed; whole segments are removed by compaction.
@@ -109,7 +113,8 @@ struct SegmentRecord {
 
 class SegmentStore {
 public:
-    static constexpr std::uint32_t kRecordMagic = 0x48445347;  // "HDSG"
+    static constexpr std::uint32_t kRecordMagic = 0x48445347;         // "HDSG"
+    static constexpr std::uint32_t kEncodedRecordMagic = 0x4844535a;  // "HDSZ"
     static constexpr std::uint32_t kHeaderBytes = 24;
 
     // Opens (creating if needed) the segment directory `dir`. Scans the
@@ -136,10 +141,12 @@ public:
     // The same, with payload_crc = crc32c(data, len) computed by the caller
     // (a write computes it beside the chunk's fingerprint, on every core,
     // so the serial store of a request's chunks does not).
+    // encoded: the payload is a chunk/codec.h encoding (an "HDSZ" record).
     Status append(ChunkId chunk, const void* data, std::uint32_t len, std::uint32_t payload_crc,
-                  ChunkLocation* out);
+                  bool encoded, ChunkLocation* out);
     // Reads the whole payload of a record into out (loc.length bytes) and
-    // verifies its checksum and chunk id; EIO with a clear message otherwise.
+    // verifies its checksum, chunk id and kind (loc.encoded); EIO with a
+    // clear message otherwise.
     // *damaged (if given) tells a failure of the record itself (checks that
     // fail, bytes or segment gone) from an I/O error that may pass.
     Status read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged = nullptr);

@@ -9,7 +9,7 @@ namespace hiodsfs {
 
 struct SpaceCounters {
     std::uint64_t logical_bytes = 0;     // bytes mapped by file extents (holes excluded)
-    std::uint64_t stored_bytes = 0;      // payload bytes of live chunks
+    std::uint64_t stored_bytes = 0;      // payload bytes of live chunks (compressed ones as stored)
     std::uint64_t chunk_count = 0;       // live chunks
     std::uint64_t dead_bytes = 0;        // payload bytes of chunks whose last reference went
     std::uint64_t inode_count = 0;
@@ -20,6 +20,10 @@ struct SpaceCounters {
     std::uint64_t raw_bytes = 0;         // payload bytes of live chunks not yet deduplicated
     std::uint64_t disk_bytes = 0;        // segment files on disk (not a counter: measured)
     std::uint64_t file_count = 0;        // regular files (inodes; hard links count once)
+    // The bytes of the live chunks as written, before compression:
+    // logical / content is the deduplication's ratio, content / stored the
+    // compression's.
+    std::uint64_t content_bytes = 0;
 };
 
 }  // namespace hiodsfs

@@ -20,11 +20,14 @@ struct Digest {
     std::string hex() const;
 };
 
-// Where a chunk's bytes live: payload offset and length inside a segment.
+// Where a chunk's bytes live: payload offset and length inside a segment,
+// and how they are stored there: as they are, or encoded (compressed; the
+// payload's prefix says how, chunk/codec.h).
 struct ChunkLocation {
     SegmentId segment = 0;
     std::uint64_t offset = 0;  // of the payload, after the record header
-    std::uint32_t length = 0;
+    std::uint32_t length = 0;  // payload bytes
+    bool encoded = false;
     bool operator==(const ChunkLocation&) const = default;
 };
 

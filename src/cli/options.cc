@@ -161,6 +161,16 @@ std::function<bool(const OptionInput&)> seconds_option(double DaemonOptions::*fi
     };
 }
 
+std::function<bool(const OptionInput&)> compression_option(Compression DaemonOptions::*field) {
+    return [=](const OptionInput& in) {
+        Compression c;
+        Status st = parse_compression(in.value, &c);
+        if (!st) return in.bad_value("expected none, lz4, zstd or zstd:LEVEL with LEVEL 1-" + std::to_string(kMaxZstdLevel));
+        in.out->*field = c;
+        return true;
+    };
+}
+
 const std::vector<OptionSpec>& option_table() {
     static const std::vector<OptionSpec> table = [] {
         const ChunkingParams cdc;
@@ -225,6 +235,14 @@ const std::vector<OptionSpec>& option_table() {
                          in.out->policy = in.value;
                          return true;
                      }});
+        t.push_back({"compression", "METHOD",
+                     "how writes store new chunks: none, lz4 or zstd[:LEVEL]\n"
+                     "(LEVEL 1-19; default " + compression_name(DaemonOptions{}.compression) + ")",
+                     compression_option(&DaemonOptions::compression)});
+        t.push_back({"compression_background", "METHOD",
+                     "how the background pass and compaction store them\n"
+                     "(default " + compression_name(DaemonOptions{}.compression_background) + ")",
+                     compression_option(&DaemonOptions::compression_background)});
         t.push_back({"control_interval", "MS", "controller sampling interval (default 1000)",
                      uint_option(10, 60000, "expected milliseconds between 10 and 60000",
                                  [](DaemonOptions& o, std::uint64_t v) { o.control.interval_ms = v; })});

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
+#include "hiodsfs/compression.h"
 #include "hiodsfs/control.h"
 #include "hiodsfs/engine.h"
 #include "store/rados_source.h"
@@ -34,6 +35,11 @@ struct DaemonOptions {
     DedupMode mode = DedupMode::kHybrid;
     ControlConfig control;  // target_ops, target_bytes, control_interval
     std::string policy;     // "" = the engine's default
+    // How the write path and the background pass (and compaction) store
+    // new chunks (docs/benchmarks.md "Compression methods" has the figures
+    // the defaults come from).
+    Compression compression{CompressionMethod::kLz4, 0};
+    Compression compression_background{CompressionMethod::kZstd, 9};
     unsigned background_threads = 2;
     // Compact segments with less than this percentage live (0: only delete dead ones).
     unsigned compact_threshold = 50;

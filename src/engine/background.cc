@@ -120,6 +120,8 @@ void EngineImpl::count_set_aside(Txn& t, std::uint64_t* dirty, std::uint64_t* de
 }
 
 Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t length) {
+    // What the pass stores, it stores with the background compression.
+    const BackgroundScope background;
     std::shared_ptr<Stream> s = streams_.get(ino);
     Status st;
     bool gone = false;
@@ -348,8 +350,8 @@ void EngineImpl::mark_damaged(ChunkId id) {
     if (flag_damaged(*t, id, &rec) && t->commit()) damaged_chunks_.fetch_add(1);
 }
 
-Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged,
-                              bool* freed) {
+Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint32_t length, std::uint8_t* out,
+                              bool* damaged, bool* freed) {
     if (freed != nullptr) *freed = false;
     if (loc.segment == kLostSegment) {
         if (damaged != nullptr) *damaged = true;
@@ -358,7 +360,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
                      "'s bytes were lost with their segment "
                      "(hiodsfs-fsck --repair found it missing or cut short): write the file again");
     }
-    Status st = segs_->read(loc, id, out, damaged);
+    Status st = read_chunk_content(*segs_, &dicts_, id, loc, length, out, damaged);
     // A failed read of a chunk that compaction moved (and whose old segment
     // it deleted) after our lookup: read the new place. A location that did
     // not change means the error is real.
@@ -376,7 +378,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, 
         }
         if (rec.location() == loc) return st;
         loc = rec.location();
-        st = segs_->read(loc, id, out, damaged);
+        st = read_chunk_content(*segs_, &dicts_, id, loc, length, out, damaged);
     }
     return st;
 }

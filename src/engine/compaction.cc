@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "chunk/fingerprint.h"
 #include "engine/fsync_log.h"
 #include "meta/chunk_table.h"
 #include "meta/records.h"
@@ -28,8 +29,7 @@ Status segment_live(Txn& t, SegmentId seg, std::uint64_t* live, bool* present) {
 Status points_at(Txn& t, ChunkId id, const ChunkLocation& loc, ChunkRecord* rec, bool* yes) {
     bool found = false;
     HIODSFS_TRY(get_chunk(t, id, rec, &found));
-    *yes = found && rec->segment == loc.segment && rec->offset == loc.offset &&
-           rec->length == loc.length;
+    *yes = found && rec->location() == loc;
     return Status::ok();
 }
 }  // namespace
@@ -200,7 +200,8 @@ Status Compactor::copy_batch() {
             ++job.next;
             continue;
         }
-        HIODSFS_TRY(segs_->append(m.chunk, buf.data(), m.from.length, &m.to));
+        HIODSFS_TRY(segs_->append(m.chunk, buf.data(), m.from.length, crc32c(buf.data(), m.from.length),
+                                  m.from.encoded, &m.to));
         copied += m.from.length;
         ++job.next;
         if (targets.insert(m.to.segment).second) {
@@ -234,8 +235,7 @@ Status Compactor::finish_job() {
                 dead_copies += m.to.length;
                 continue;
             }
-            rec.segment = m.to.segment;
-            rec.offset = m.to.offset;
+            rec.set_location(m.to);
             HIODSFS_TRY(put_chunk(*t, m.chunk, rec));
             gained[m.to.segment] += m.to.length;
             moved += m.to.length;

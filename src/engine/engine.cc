@@ -218,6 +218,19 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
             HIODSFS_TRY(snapshot_to_tier(false));
         }
     }
+    // A format-4 store becomes 5 at its first read-write open, before it
+    // can hold an encoded chunk that an older hiodsfs would misread:
+    // FORMAT (and the tier's copy) first, then the metadata's copy below.
+    if (!fresh && !options.read_only && format.version < kFormatVersion) {
+        StoreFormat marked{kFormatVersion, chunking_, tier_name()};
+        if (tier != nullptr) HIODSFS_TRY(put_format(tier, store_format_text(marked)));
+        marked.log_open = format_log_open_;
+        HIODSFS_TRY(write_store_format(env_, dir, marked));
+        if (opts_.log)
+            opts_.log("hiodsfs: " + dir + " is now format " + std::to_string(kFormatVersion) + " (from " +
+                      std::to_string(format.version) + "): its new chunks may be compressed, and hiodsfs "
+                      "older than 0.6.0 refuses it");
+    }
     // A store an older hiodsfs made gets its copy of FORMAT now, one given
     // a tier its new tier line (after the first snapshot: this commit is
     // the journal's first record past it).

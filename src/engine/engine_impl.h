@@ -49,6 +49,7 @@
 
 #include "dedup/background_pass.h"
 #include "dedup/reclaimer.h"
+#include "engine/chunk_content.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
 #include "engine/engine_test_hooks.h"
@@ -118,6 +119,10 @@ struct ReadPlan {
         std::uint32_t chunk_off, length;
         ChunkId chunk;
         ChunkLocation loc;
+        std::uint32_t chunk_length;  // the chunk's bytes (loc.length is its payload's)
+        // The piece is the whole chunk, stored as it is: read straight into
+        // the request's buffer.
+        bool whole() const { return chunk_off == 0 && length == chunk_length && !loc.encoded; }
     };
     std::uint64_t off = 0;
     std::size_t n = 0;
@@ -287,23 +292,42 @@ private:
     // nlink is zero and nothing pins ino: free it now, or queue a large file
     // for the reclaimer.
     Status free_inode(Txn& t, InodeId ino);
-    // Reads chunk id at loc, or where compaction has moved it meanwhile.
-    // *damaged as SegmentStore::read says it.
+    // Reads chunk id (its `length` bytes) at loc, or where compaction has
+    // moved it meanwhile; decodes it if it is stored encoded.
+    // *damaged as read_chunk_content says it.
     // *freed (if given): the read failed and the chunk has no record any
     // more, freed after the caller looked it up (ids are never reused).
-    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint8_t* out, bool* damaged = nullptr,
-                      bool* freed = nullptr);
+    Status read_chunk(ChunkId id, ChunkLocation loc, std::uint32_t length, std::uint8_t* out,
+                      bool* damaged = nullptr, bool* freed = nullptr);
     // A chunk whose record failed its checks (checksum, header, or bytes
     // gone; not a passing I/O error) is flagged kDamaged and leaves the
     // fingerprint index: never shared again.
     void mark_damaged(ChunkId id);
 
     // ---- chunks and an inode's lifetime (namespace_ops.cc) ----
+    // What a new chunk's record holds, prepared before the metadata
+    // operation: its payload (the chunk's bytes, or their encoding) and
+    // the payload's crc32c.
+    struct ChunkPayload {
+        const std::uint8_t* data = nullptr;
+        std::uint32_t length = 0;
+        std::uint32_t crc = 0;
+        bool encoded = false;
+    };
     // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
     // gains (if given): the new chunk's live bytes go there, not to its segment.
-    // crc (if given) is crc32c(data, len), computed ahead.
+    // payload (if given): what to append if the chunk is new; else the bytes
+    // as they are, with crc (if given) = crc32c(data, len) computed ahead.
     Status store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len, const Digest& digest,
-                       ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr);
+                       ExtentRecord* out, SegmentGains* gains = nullptr, const std::uint32_t* crc = nullptr,
+                       const ChunkPayload* payload = nullptr);
+    // How this thread stores new chunks: the background pass's threads
+    // (BackgroundScope) with compression_background, writes with compression.
+    const Compression& write_compression() const;
+    struct BackgroundScope {
+        BackgroundScope();
+        ~BackgroundScope();
+    };
     bool pinned(InodeId ino);
     // nlink reached zero: free now (*freed), or when the last pin goes.
     Status release_inode(Txn& t, InodeId ino, bool* freed);
@@ -338,6 +362,16 @@ private:
         void resize(std::size_t n);
         void compute(std::size_t i, const ChunkSpan& c);  // thread-safe for distinct i
     };
+    // The encodings of the chunks of a request that the store does not hold
+    // yet (a duplicate is shared, never compressed), made on every core
+    // before the metadata operation. payloads[i].data is null for a chunk
+    // stored as it is.
+    struct ChunkEncodings {
+        std::vector<ChunkPayload> payloads;
+        std::vector<std::vector<std::uint8_t>> bytes;
+    };
+    Status encode_new_chunks(const std::vector<ChunkSpan>& chunks, const ChunkPrints& prints,
+                             const Compression& how, ChunkEncodings* out);
     // prints: computed already (feed hashes while it cuts); else here.
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                        WriteUpdate* upd = nullptr, const ChunkPrints* prints = nullptr);
@@ -526,6 +560,8 @@ private:
     // A large write's chunks are fingerprinted on the FUSE thread and these
     // helpers (emit_chunks); the background pass has its TBB arena.
     ParallelLoop digest_loop_{ParallelLoop::default_helpers()};
+    // The store's compression dictionaries (chunk/codec.h), for reads.
+    DictionarySet dicts_;
     WorkerThreads pool_threads_;  // the pass's pools' threads: joined by close()
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification

@@ -132,11 +132,13 @@ Status chunk_ref(Txn& t, ChunkId id, std::int64_t delta) {
         c.chunk_count -= 1;
         return Status::ok();
     }
-    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(rec.length)));
-    if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= rec.length;
-    c.stored_bytes -= rec.length;
+    const std::uint32_t stored = rec.stored_length();
+    HIODSFS_TRY(add_segment_live(t, rec.segment, -static_cast<std::int64_t>(stored)));
+    if (!(rec.flags & ChunkRecord::kIndexed)) c.raw_bytes -= stored;
+    c.stored_bytes -= stored;
+    c.content_bytes -= rec.length;
     c.chunk_count -= 1;
-    c.dead_bytes += rec.length;
+    c.dead_bytes += stored;
     return Status::ok();
 }
 

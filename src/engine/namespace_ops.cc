@@ -11,7 +11,7 @@ namespace hiodsfs {
 
 Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t len,
                                const Digest& digest, ExtentRecord* out, SegmentGains* gains,
-                               const std::uint32_t* crc) {
+                               const std::uint32_t* crc, const ChunkPayload* payload) {
     auto& c = t.super().counters;
     ChunkId same = 0;
     ChunkRecord same_rec;
@@ -26,25 +26,30 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     }
     ChunkId id = t.super().next_chunk++;
     ChunkLocation loc;
-    HIODSFS_TRY(crc != nullptr ? segs_->append(id, data, len, *crc, &loc) : segs_->append(id, data, len, &loc));
-    t.dead_if_aborted(len);
+    if (payload != nullptr && payload->encoded) {
+        HIODSFS_TRY(segs_->append(id, payload->data, payload->length, payload->crc, true, &loc));
+    } else {
+        HIODSFS_TRY(crc != nullptr ? segs_->append(id, data, len, *crc, false, &loc)
+                                   : segs_->append(id, data, len, &loc));
+    }
+    t.dead_if_aborted(loc.length);
     ChunkRecord rec;
-    rec.segment = loc.segment;
-    rec.offset = loc.offset;
     rec.length = len;
+    rec.set_location(loc);
     rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;
     HIODSFS_TRY(put_chunk(t, id, rec));
     HIODSFS_TRY(index_chunk(t, id, digest, &slot));
     if (gains == nullptr) {
-        HIODSFS_TRY(add_segment_live(t, loc.segment, len));
+        HIODSFS_TRY(add_segment_live(t, loc.segment, loc.length));
     } else if (!gains->empty() && gains->back().first == loc.segment) {
-        gains->back().second += len;
+        gains->back().second += loc.length;
     } else {
-        gains->emplace_back(loc.segment, len);
+        gains->emplace_back(loc.segment, loc.length);
     }
-    c.stored_bytes += len;
+    c.stored_bytes += loc.length;
+    c.content_bytes += len;
     c.chunk_count += 1;
     *out = ExtentRecord{id, 0, len};
     return Status::ok();

@@ -28,7 +28,8 @@ Status EngineImpl::plan_read(Txn& t, InodeId ino, const Inode& in, std::uint64_t
                                           std::to_string(m.e.chunk));
         }
         plan->pieces.push_back(ReadPlan::Piece{a, static_cast<std::uint32_t>(m.e.chunk_off + (a - m.start)),
-                                               static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location()});
+                                               static_cast<std::uint32_t>(b - a), m.e.chunk, rec.location(),
+                                               rec.length});
     }
     return Status::ok();
 }
@@ -86,38 +87,45 @@ Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std:
         else
             std::memset(out, 0, n);
     }
-    // Whether a piece is a whole chunk, read straight into out.
-    auto whole = [](const Piece& p) { return p.chunk_off == 0 && p.length == p.loc.length; };
     thread_local std::vector<std::uint8_t> chunk_buf;
+    // A chunk that fails its checks is EIO for the whole request, never
+    // wrong bytes; counted for hiodsfs-stat.
+    auto failed = [&](const Piece& p, const Status& st, bool damaged) {
+        if (quiet) return st;
+        read_errors_.fetch_add(1);
+        if (damaged) mark_damaged(p.chunk);
+        return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
+    };
+    // The part of a piece's chunk the request wants, from the chunk's bytes.
+    auto take = [&](const Piece& p, const std::uint8_t* chunk) {
+        std::memcpy(out + (p.file_off - off), chunk + p.chunk_off, p.length);
+    };
     auto read_piece = [&](const Piece& p) {
         std::uint8_t* dst = out + (p.file_off - off);
-        if (!whole(p)) chunk_buf.resize(p.loc.length);
-        // A chunk that fails its checks is EIO for the whole request, never
-        // wrong bytes; counted for hiodsfs-stat.
+        if (!p.whole()) chunk_buf.resize(p.chunk_length);
         bool damaged = false, freed = false;
-        Status st = read_chunk(p.chunk, p.loc, whole(p) ? dst : chunk_buf.data(), &damaged, &freed);
+        Status st = read_chunk(p.chunk, p.loc, p.chunk_length, p.whole() ? dst : chunk_buf.data(), &damaged, &freed);
         if (!st) {
             if (freed && replan != nullptr) {
                 *replan = true;
                 return st;
             }
-            if (quiet) return st;
-            read_errors_.fetch_add(1);
-            if (damaged) mark_damaged(p.chunk);
-            return Status::error(EIO, "file " + std::to_string(ino) + ": " + st.message());
+            return failed(p, st, damaged);
         }
-        if (!whole(p)) std::memcpy(dst, chunk_buf.data() + p.chunk_off, p.length);
+        if (!p.whole()) take(p, chunk_buf.data());
         return Status::ok();
     };
     // A file written in order has its chunks back to back in a segment:
-    // each run of them is read with one system call, whole chunks straight
-    // into out. A run that fails (a damaged record, a chunk compaction
-    // moved, bytes still in the write buffer) is read again chunk by chunk,
-    // which says what failed and acts on it.
+    // each run of them is read with one system call, whole chunks stored
+    // as they are straight into out, the payloads of the others (encoded,
+    // or wanted in part) into a buffer, then decoded. A run that fails (a
+    // damaged record, a chunk compaction moved, bytes still in the write
+    // buffer, an encoding that does not decode) is read again chunk by
+    // chunk, which says what failed and acts on it.
     thread_local std::vector<ChunkLocation> run_locs;
     thread_local std::vector<ChunkId> run_ids;
     thread_local std::vector<char*> run_dests;
-    thread_local std::vector<char> partial;  // chunks of which the request wants a part
+    thread_local std::vector<char> payloads;  // the run's records not read straight into out
     for (std::size_t i = 0; i < pieces.size();) {
         std::size_t j = i + 1;
         std::uint64_t run_bytes = pieces[i].loc.length;
@@ -128,10 +136,10 @@ Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std:
         }
         bool run_ok = false;
         if (j - i > 1) {
-            std::size_t partial_bytes = 0;
+            std::size_t payload_bytes = 0;
             for (std::size_t k = i; k < j; ++k)
-                if (!whole(pieces[k])) partial_bytes += pieces[k].loc.length;
-            partial.resize(partial_bytes);
+                if (!pieces[k].whole()) payload_bytes += pieces[k].loc.length;
+            payloads.resize(payload_bytes);
             run_locs.clear();
             run_ids.clear();
             run_dests.clear();
@@ -140,22 +148,30 @@ Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std:
                 const Piece& p = pieces[k];
                 run_locs.push_back(p.loc);
                 run_ids.push_back(p.chunk);
-                if (whole(p)) {
+                if (p.whole()) {
                     run_dests.push_back(reinterpret_cast<char*>(out + (p.file_off - off)));
                 } else {
-                    run_dests.push_back(partial.data() + at);
+                    run_dests.push_back(payloads.data() + at);
                     at += p.loc.length;
                 }
             }
             run_ok = segs_->read_run(run_locs.data(), run_ids.data(), j - i, run_dests.data()).is_ok();
-            if (run_ok) {
-                reads_coalesced_.fetch_add(1, std::memory_order_relaxed);
-                for (std::size_t k = i; k < j; ++k) {
-                    const Piece& p = pieces[k];
-                    if (!whole(p))
-                        std::memcpy(out + (p.file_off - off), run_dests[k - i] + p.chunk_off, p.length);
+            for (std::size_t k = i; run_ok && k < j; ++k) {
+                const Piece& p = pieces[k];
+                const char* payload = run_dests[k - i];
+                if (p.whole()) continue;
+                if (!p.loc.encoded) {
+                    take(p, reinterpret_cast<const std::uint8_t*>(payload));
+                    continue;
                 }
+                // A whole chunk decodes straight into out.
+                const bool all = p.chunk_off == 0 && p.length == p.chunk_length;
+                if (!all) chunk_buf.resize(p.chunk_length);
+                std::uint8_t* dst = all ? out + (p.file_off - off) : chunk_buf.data();
+                run_ok = decode_chunk_content(&dicts_, p.chunk, p.loc, payload, p.chunk_length, dst).is_ok();
+                if (run_ok && !all) take(p, chunk_buf.data());
             }
+            if (run_ok) reads_coalesced_.fetch_add(1, std::memory_order_relaxed);
         }
         if (!run_ok) {
             for (std::size_t k = i; k < j; ++k) HIODSFS_TRY(read_piece(pieces[k]));

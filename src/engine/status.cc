@@ -15,6 +15,7 @@ std::string EngineImpl::status_json() {
     nlohmann::ordered_json j;
     j["logical_bytes"] = c.logical_bytes;
     j["stored_bytes"] = c.stored_bytes;
+    j["content_bytes"] = c.content_bytes;
     j["disk_bytes"] = c.disk_bytes;
     j["dead_bytes"] = c.dead_bytes;
     j["raw_bytes"] = c.raw_bytes;

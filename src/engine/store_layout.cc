@@ -130,7 +130,7 @@ Status parse_store_format(const std::string& text, const std::string& where, Sto
 }
 
 Status check_format_version(const std::string& store, const StoreFormat& format) {
-    if (format.version == kFormatVersion) return Status::ok();
+    if (format.version >= kOldestOpenableFormat && format.version <= kFormatVersion) return Status::ok();
     if (format.version < kFormatVersion)
         return Status::error(EPROTO, "store " + store + " has format version " +
                                          std::to_string(format.version) + ", older than this hiodsfs's " +
@@ -226,7 +226,10 @@ Status write_format_copy(Txn& t, const StoreFormat& format) {
 }
 
 bool same_format(const StoreFormat& a, const StoreFormat& b) {
-    return a.version == b.version && a.chunking == b.chunking;
+    // 4 and 5 are one format as far as the metadata goes: a read-write open
+    // marks FORMAT 5 before the copy, and a crash between leaves them apart.
+    auto openable = [](std::uint32_t v) { return v >= kOldestOpenableFormat && v <= kFormatVersion; };
+    return (a.version == b.version || (openable(a.version) && openable(b.version))) && a.chunking == b.chunking;
 }
 
 }  // namespace hiodsfs

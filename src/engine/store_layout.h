@@ -40,7 +40,8 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
 // The record's text, and the record from a text (`where` names it in errors).
 std::string store_format_text(const StoreFormat& format);
 Status parse_store_format(const std::string& text, const std::string& where, StoreFormat* out);
-// EPROTO with one line when the store's format version is not this program's.
+// EPROTO with one line when this program cannot open a store of this format
+// version (kOldestOpenableFormat up to kFormatVersion it can).
 Status check_format_version(const std::string& store, const StoreFormat& format);
 // Writes STORE/FORMAT durably (a new temporary file, never one found there:
 // sync, rename, sync dir).
@@ -53,7 +54,7 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
 inline constexpr std::string_view kFormatCopyKey = "format";
 Status read_format_copy(Txn& t, StoreFormat* out, bool* found);
 Status write_format_copy(Txn& t, const StoreFormat& format);
-// Same version and chunking (log_open is FORMAT's alone). The tier line is not compared: FORMAT gains
+// Same version (4 and 5 count as one) and chunking (log_open is FORMAT's alone). The tier line is not compared: FORMAT gains
 // it when a store is given a tier, a moment apart from the copy, and
 // check_tier() already holds a tiered store to it.
 bool same_format(const StoreFormat& a, const StoreFormat& b);

@@ -191,15 +191,15 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         for (std::size_t k = f.first; k < f.end; ++k) {
             const HeldWrite& h = w[k];
             ChunkRecord rec;
-            rec.segment = h.loc.segment;
-            rec.offset = h.loc.offset;
-            rec.length = h.loc.length;
+            rec.length = h.loc.length;  // stored as it came
+            rec.set_location(h.loc);
             rec.set_refs(1);
             rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
             HIODSFS_TRY(put_chunk(*t, h.chunk, rec));
             if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
             gains.back().second += h.loc.length;
             sup.counters.stored_bytes += h.loc.length;
+            sup.counters.content_bytes += h.loc.length;
             sup.counters.raw_bytes += h.loc.length;
             sup.counters.chunk_count += 1;
         }

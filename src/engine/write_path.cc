@@ -49,6 +49,58 @@ void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
     crcs[i] = crc32c(c.data, c.len);
 }
 
+namespace {
+// The pass's threads store with compression_background (BackgroundScope).
+thread_local int background_scopes = 0;
+}  // namespace
+
+EngineImpl::BackgroundScope::BackgroundScope() { ++background_scopes; }
+EngineImpl::BackgroundScope::~BackgroundScope() { --background_scopes; }
+
+const Compression& EngineImpl::write_compression() const {
+    return background_scopes > 0 ? opts_.compression_background : opts_.compression;
+}
+
+Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const ChunkPrints& prints,
+                                     const Compression& how, ChunkEncodings* out) {
+    const std::size_t n = chunks.size();
+    out->payloads.assign(n, ChunkPayload{});
+    out->bytes.resize(n);
+    // Which chunks the store lacks, in a read of the metadata: compressing
+    // a duplicate would be work thrown away. One that another writer
+    // stores meanwhile is shared all the same (store_chunk looks again).
+    std::vector<std::size_t> fresh;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
+        for (std::size_t i = 0; i < n; ++i) {
+            if (prints.zero[i]) continue;
+            ChunkId same = 0;
+            ChunkRecord rec;
+            HIODSFS_TRY(find_indexed_chunk(*t, prints.digests[i], &same, &rec));
+            if (same == 0) fresh.push_back(i);
+        }
+    }
+    const std::shared_ptr<const Dictionary> dict =
+        how.method == CompressionMethod::kZstd ? dicts_.newest() : nullptr;
+    auto encode = [&](std::size_t k) {
+        const std::size_t i = fresh[k];
+        const ChunkSpan& c = chunks[i];
+        const ChunkEncoder::Payload p = thread_chunk_encoder().encode(
+            reinterpret_cast<const char*>(c.data), static_cast<std::uint32_t>(c.len), how, dict.get());
+        if (!p.encoded) return;
+        std::vector<std::uint8_t>& b = out->bytes[i];
+        b.assign(p.data, p.data + p.length);
+        out->payloads[i] = ChunkPayload{b.data(), p.length, crc32c(b.data(), b.size()), true};
+    };
+    if (fresh.size() >= 2) {
+        digest_loop_.run(fresh.size(), encode);
+    } else {
+        for (std::size_t k = 0; k < fresh.size(); ++k) encode(k);
+    }
+    return Status::ok();
+}
+
 Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                                WriteUpdate* upd, const ChunkPrints* prints) {
     if (chunks.empty()) return Status::ok();
@@ -67,6 +119,9 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     }
     const std::vector<Digest>& digests = prints->digests;
     const std::vector<char>& zero = prints->zero;
+    ChunkEncodings encodings;
+    const Compression& how = write_compression();
+    if (!how.none()) HIODSFS_TRY(encode_new_chunks(chunks, *prints, how, &encodings));
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;
@@ -97,8 +152,10 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
             continue;
         }
         ExtentRecord e;
+        const ChunkPayload* payload = nullptr;
+        if (!encodings.payloads.empty() && encodings.payloads[i].data != nullptr) payload = &encodings.payloads[i];
         HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains,
-                                &prints->crcs[i]));
+                                &prints->crcs[i], payload));
         if (!run.empty() && c.off != run_end) HIODSFS_TRY(map_run());
         if (run.empty()) run_off = run_end = c.off;
         run.push_back(e);

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "chunk/codec.h"
 #include "fsck/fsck.h"
 #include "fsck/lost_segments.h"
 #include "hiodsfs/env.h"
@@ -135,6 +136,8 @@ private:
 
     Txn& t_;
     SegmentStore& segs_;
+    // The store's compression dictionaries, to decode chunks stored with one.
+    const DictionarySet* dicts_ = nullptr;
     Env* const env_;
     const FsckOptions& o_;
     const bool repair_, scrub_;

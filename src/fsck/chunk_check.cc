@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "chunk/fingerprint.h"
+#include "chunk/codec.h"
+#include "engine/chunk_content.h"
 #include "engine/chunk_index.h"
 #include "fsck/checker.h"
 #include "meta/chunk_table.h"
@@ -120,14 +122,22 @@ Status Checker::recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
                 return Status::error(EUCLEAN, "no intact copy in the segments: data lost");
             const SegmentRecord& r = it->second;
             ChunkInfo ci;
-            ci.r.segment = r.location.segment;
-            ci.r.offset = r.location.offset;
             ci.r.length = r.location.length;
+            if (r.location.encoded) {
+                // An encoded record's prefix says how long the chunk is.
+                std::vector<char> payload(r.location.length);
+                HIODSFS_TRY(segs_.read(r.location, id, payload.data()));
+                CodecPrefix prefix;
+                if (!read_codec_prefix(payload.data(), r.location.length, &prefix))
+                    return Status::error(EUCLEAN, "its encoded record cannot be read: data lost");
+                ci.r.length = prefix.raw_length;
+            }
+            ci.r.set_location(r.location);
             ci.r.set_refs(uses.size());
             ci.counted = uses.size();
             // Indexed again unless another chunk is indexed with its content.
             std::vector<std::uint8_t> buf(ci.r.length);
-            HIODSFS_TRY(segs_.read(r.location, id, buf.data()));
+            HIODSFS_TRY(read_chunk_content(segs_, dicts_, id, r.location, ci.r.length, buf.data()));
             Digest d = thread_sha256().digest(buf.data(), buf.size());
             ChunkId other = 0;
             ChunkRecord other_rec;
@@ -151,7 +161,7 @@ Status Checker::drop_chunk(ChunkId id) {
     const ChunkRecord& r = chunks_.at(id).r;
     HIODSFS_TRY(del_chunk(t_, id));
     HIODSFS_TRY(unindex_chunk(t_, id, r));
-    if (!r.lost()) t_.super().counters.dead_bytes += r.length;
+    if (!r.lost()) t_.super().counters.dead_bytes += r.stored_length();
     chunks_.erase(id);
     return Status::ok();
 }

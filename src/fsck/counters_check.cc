@@ -119,11 +119,12 @@ Status Checker::check_counters() {
     SpaceCounters want = s.counters;
     want.logical_bytes = 0;
     for (const auto& [ino, sums] : extent_sums_) want.logical_bytes += sums.first;
-    want.stored_bytes = want.raw_bytes = 0;
+    want.stored_bytes = want.raw_bytes = want.content_bytes = 0;
     for (const auto& [id, ci] : chunks_) {
         if (ci.r.lost()) continue;  // stored nowhere
-        want.stored_bytes += ci.r.length;
-        if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.length;
+        want.stored_bytes += ci.r.stored_length();
+        want.content_bytes += ci.r.length;
+        if (!(ci.r.flags & ChunkRecord::kIndexed)) want.raw_bytes += ci.r.stored_length();
     }
     want.chunk_count = chunks_.size();
     want.inode_count = inodes_.size();
@@ -138,6 +139,7 @@ Status Checker::check_counters() {
     static const Field fields[] = {
         {"logical bytes", &SpaceCounters::logical_bytes},
         {"stored bytes", &SpaceCounters::stored_bytes},
+        {"chunk content bytes", &SpaceCounters::content_bytes},
         {"not-deduplicated bytes", &SpaceCounters::raw_bytes},
         {"chunk count", &SpaceCounters::chunk_count},
         {"inode count", &SpaceCounters::inode_count},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chunk/fingerprint.h"
+#include "engine/chunk_content.h"
 #include "engine/chunk_index.h"
 #include "fsck/checker.h"
 #include "fsck/lost_segments.h"
@@ -95,7 +96,8 @@ Status Checker::heal(const std::map<ChunkId, std::string>& bad) {
         g.r.set_refs(g.r.refs() + b.counted);
         HIODSFS_TRY(put_chunk(t_, good_id, g.r));
         auto& counters = t_.super().counters;
-        counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.length);
+        counters.stored_bytes -= std::min<std::uint64_t>(counters.stored_bytes, b.r.stored_length());
+        counters.content_bytes -= std::min<std::uint64_t>(counters.content_bytes, b.r.length);
         counters.chunk_count -= std::min<std::uint64_t>(counters.chunk_count, 1);
         // Its segment's live bytes lose it, as when a chunk dies in use.
         const std::string sk = key_u64(b.r.segment);
@@ -104,7 +106,7 @@ Status Checker::heal(const std::map<ChunkId, std::string>& bad) {
         HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
         if (found && sv.size() == 8) {
             const std::uint64_t live = get_be64(sv);
-            HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.length))));
+            HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.stored_length()))));
         }
         HIODSFS_TRY(drop_chunk(bad_id));
     }
@@ -124,7 +126,7 @@ Status Checker::intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out) {
             it->second.r.length != r.length || !(it->second.r.digest == r.digest))
             continue;
         std::vector<std::uint8_t> buf(r.length);
-        if (!segs_.read(it->second.r.location(), id, buf.data())) continue;
+        if (!read_chunk_content(segs_, dicts_, id, it->second.r.location(), r.length, buf.data())) continue;
         if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) {
             *out = id;
             return Status::ok();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "chunk/fingerprint.h"
+#include "engine/chunk_content.h"
 #include "engine/fsync_log.h"
 #include "fsck/checker.h"
 #include "fsck/lost_segments.h"
@@ -66,7 +67,7 @@ Status Checker::check_segments() {
     for (const auto& [id, ci] : chunks_) {
         if (ci.r.lost()) continue;  // in no segment: named below, as damaged
         order.emplace_back(ci.r.location(), id);
-        total_bytes += ci.r.length;
+        total_bytes += ci.r.stored_length();
     }
     const bool local = o_.tier == nullptr;
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
@@ -99,10 +100,11 @@ Status Checker::check_segments() {
             st = check_in_object(loc, id, sizes[loc.segment]);
             progress("segments", done, order.size());
         } else if (scrub_) {
-            buf.resize(loc.length);
-            st = segs_.read(loc, id, buf.data());
+            const ChunkRecord& r = chunks_.at(id).r;
+            buf.resize(r.length);
+            // Decoded, when encoded: the fingerprint is of the chunk's bytes.
+            st = read_chunk_content(segs_, dicts_, id, loc, r.length, buf.data());
             if (st) {
-                const ChunkRecord& r = chunks_.at(id).r;
                 if ((r.flags & ChunkRecord::kIndexed) &&
                     !(thread_sha256().digest(buf.data(), buf.size()) == r.digest))
                     st = Status::error(EIO, "content does not match its SHA-256 fingerprint");
@@ -137,7 +139,7 @@ Status Checker::check_segments() {
     // Live payload bytes per segment.
     std::map<SegmentId, std::uint64_t> live;
     for (const auto& [id, ci] : chunks_)
-        if (!ci.r.lost()) live[ci.r.segment] += ci.r.length;
+        if (!ci.r.lost()) live[ci.r.segment] += ci.r.stored_length();
     std::map<SegmentId, std::uint64_t> recorded;
     {
         Cursor c = t_.cursor(Db::kSegments);

@@ -532,6 +532,14 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
         report->bytes_after = file_size(at("meta/data.mdb"));
         return Status::ok();
     }
+    if (format.version >= kOldestOpenableFormat) {
+        // Format 4's metadata is format 5's: only FORMAT says 5 now (the
+        // metadata's copy follows at the next read-write mount).
+        format.version = kFormatVersion;
+        HIODSFS_TRY(write_store_format(env, dir, format));
+        report->bytes_before = report->bytes_after = file_size(at("meta/data.mdb"));
+        return Status::ok();
+    }
     if (is_dir(at(old_name))) {
         // An upgrade to format 2 by an older hiodsfs, interrupted after its
         // copy was complete, left a copy this one must not put in place:

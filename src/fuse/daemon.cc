@@ -513,6 +513,8 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.mode = opt.mode;
     eo.control = opt.control;
     eo.policy = opt.policy;
+    eo.compression = opt.compression;
+    eo.compression_background = opt.compression_background;
     eo.background_threads = opt.background_threads;
     eo.compact_threshold = opt.compact_threshold / 100.0;
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.

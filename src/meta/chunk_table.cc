@@ -12,15 +12,24 @@ namespace {
 // A record's first byte: ChunkRecord's flags in bits 0-1, then
 constexpr std::uint8_t kFollows = 4;  // same segment as the previous record, payload after its end: only the gap is stored
 constexpr std::uint8_t kSameGap = 8;  // with kFollows: the gap of the previous record that had one (not stored)
-// and in bits 4-7 the reference count up to 14; 15 means 15 + a varint.
+// and the reference count in the high bits (all-ones: that much plus a
+// varint). A format-4 block has 4 bits of it (up to 14 inline); a block
+// with an encoded chunk (format 5) starts with two zero bytes where a
+// format-4 block's map is never zero, and its records have
+constexpr std::uint8_t kEncodedBit = 16;  // stored length follows the length
+// and 3 bits of reference count (up to 6 inline).
 // Chunks written in a row are one after another, a record header apart,
 // and most have one or two users: such a record's fields cost 3 bytes.
-constexpr unsigned kRefsShift = 4;
-constexpr std::uint64_t kRefsInline = 15;
+struct LeadLayout {
+    unsigned refs_shift;
+    std::uint64_t refs_inline;  // the all-ones value of the refs field
+};
+constexpr LeadLayout kFormat4Lead{4, 15};
+constexpr LeadLayout kFormat5Lead{5, 7};
 static_assert(ChunkRecord::kKnownFlags < kFollows);
 
 bool follows(const ChunkRecord& prev, const ChunkRecord& r) {
-    return r.segment == prev.segment && r.offset >= prev.offset + prev.length;
+    return r.segment == prev.segment && r.offset >= prev.offset + prev.stored_length();
 }
 
 // The block's chunks as a vector, or an error naming a damaged block.
@@ -40,7 +49,13 @@ Status load_block(Txn& t, const std::string& key, ChunkId id, std::vector<Stored
 
 void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::size_t n) {
     out.clear();
-    out.reserve(2 + n * 40);
+    out.reserve(4 + n * 40);
+    bool any_encoded = false;
+    for (std::size_t i = 0; i < n; ++i) any_encoded = any_encoded || chunks[i].second.encoded();
+    // Blocks without an encoded chunk keep format 4's form, so a store that
+    // never compressed stays byte for byte what format 4 wrote.
+    const LeadLayout lay = any_encoded ? kFormat5Lead : kFormat4Lead;
+    if (any_encoded) out.append(2, '\0');
     std::uint16_t map = 0;
     for (std::size_t i = 0; i < n; ++i) map |= std::uint16_t(1u << (chunks[i].first % kChunksPerBlock));
     out.push_back(static_cast<char>(map & 0xff));
@@ -50,11 +65,13 @@ void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::siz
     for (std::size_t i = 0; i < n; ++i) {
         const ChunkRecord& r = chunks[i].second;
         const bool after = i > 0 && follows(chunks[i - 1].second, r);
-        const std::uint64_t gap = after ? r.offset - (chunks[i - 1].second.offset + chunks[i - 1].second.length) : 0;
+        const std::uint64_t gap =
+            after ? r.offset - (chunks[i - 1].second.offset + chunks[i - 1].second.stored_length()) : 0;
         const bool same_gap = after && have_gap && gap == last_gap;
-        const std::uint64_t refs = std::min(r.ref_count, kRefsInline);
+        const std::uint64_t refs = std::min(r.ref_count, lay.refs_inline);
         const unsigned lead = (r.flags & ChunkRecord::kKnownFlags) | (after ? kFollows : 0) |
-                              (same_gap ? kSameGap : 0) | refs << kRefsShift;
+                              (same_gap ? kSameGap : 0) | (r.encoded() ? kEncodedBit : 0) |
+                              refs << lay.refs_shift;
         out.push_back(static_cast<char>(lead));
         if (after && !same_gap) {
             put_varint(&out, gap);
@@ -65,7 +82,8 @@ void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::siz
             put_varint(&out, r.offset);
         }
         put_varint(&out, r.length);
-        if (refs == kRefsInline) put_varint(&out, r.ref_count - kRefsInline);
+        if (r.encoded()) put_varint(&out, r.stored);
+        if (refs == lay.refs_inline) put_varint(&out, r.ref_count - lay.refs_inline);
         if (r.flags & ChunkRecord::kIndexed)
             out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
     }
@@ -91,57 +109,66 @@ std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
 
 bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<StoredChunk>* out) {
     if (in.size() < 2 || block > std::numeric_limits<ChunkId>::max() / kChunksPerBlock) return false;
-    const auto map = static_cast<std::uint16_t>(static_cast<std::uint8_t>(in[0]) |
-                                                static_cast<std::uint8_t>(in[1]) << 8);
+    const bool format5 = in[0] == 0 && in[1] == 0;
+    const LeadLayout lay = format5 ? kFormat5Lead : kFormat4Lead;
+    std::size_t pos = format5 ? 2 : 0;
+    if (in.size() < pos + 2) return false;
+    const auto map = static_cast<std::uint16_t>(static_cast<std::uint8_t>(in[pos]) |
+                                                static_cast<std::uint8_t>(in[pos + 1]) << 8);
     if (map == 0) return false;
-    std::size_t pos = 2;
+    pos += 2;
     const ChunkRecord* prev = nullptr;
     std::uint64_t last_gap = 0;
     bool have_gap = false;
     const std::size_t first = out->size();
+    auto fail = [&] {
+        out->resize(first);
+        return false;
+    };
     for (ChunkId slot = 0; slot < kChunksPerBlock; ++slot) {
         if (!(map & (1u << slot))) continue;
-        if (pos >= in.size()) return false;
+        if (pos >= in.size()) return fail();
         ChunkRecord r;
         const auto lead = static_cast<std::uint8_t>(in[pos++]);
         r.flags = lead & ChunkRecord::kKnownFlags;
+        const bool encoded = format5 && (lead & kEncodedBit);
         if (lead & kFollows) {
             std::uint64_t gap = last_gap;
-            if (prev == nullptr) return false;
+            if (prev == nullptr) return fail();
             if (lead & kSameGap) {
-                if (!have_gap) return false;
+                if (!have_gap) return fail();
             } else if (!get_varint(in, &pos, &gap)) {
-                return false;
+                return fail();
             }
             last_gap = gap;
             have_gap = true;
-            const std::uint64_t end = prev->offset + prev->length;
-            if (gap > std::numeric_limits<std::uint64_t>::max() - end) return false;
+            const std::uint64_t end = prev->offset + prev->stored_length();
+            if (gap > std::numeric_limits<std::uint64_t>::max() - end) return fail();
             r.segment = prev->segment;
             r.offset = end + gap;
         } else if ((lead & kSameGap) || !get_varint_as(in, &pos, &r.segment) || !get_varint_as(in, &pos, &r.offset)) {
-            return false;
+            return fail();
         }
-        r.ref_count = lead >> kRefsShift;
+        r.ref_count = lead >> lay.refs_shift;
         std::uint64_t more_refs = 0;
-        if (!get_varint_as(in, &pos, &r.length) ||
-            (r.ref_count == kRefsInline && !get_varint(in, &pos, &more_refs)) ||
-            more_refs > ChunkRecord::kMaxRefs - kRefsInline ||
-            r.offset > std::numeric_limits<std::uint64_t>::max() - r.length)
-            return false;
+        // An encoded chunk is smaller than its bytes (chunk/codec.h): a
+        // stored length of 0 or not below the length is damage.
+        if (!get_varint_as(in, &pos, &r.length) || (encoded && !get_varint_as(in, &pos, &r.stored)) ||
+            (encoded && (r.stored == 0 || r.stored >= r.length)) ||
+            (r.ref_count == lay.refs_inline && !get_varint(in, &pos, &more_refs)) ||
+            more_refs > ChunkRecord::kMaxRefs - lay.refs_inline ||
+            r.offset > std::numeric_limits<std::uint64_t>::max() - r.stored_length())
+            return fail();
         r.ref_count += more_refs;
         if (r.flags & ChunkRecord::kIndexed) {
-            if (in.size() - pos < r.digest.bytes.size()) return false;
+            if (in.size() - pos < r.digest.bytes.size()) return fail();
             std::copy_n(in.data() + pos, r.digest.bytes.size(), r.digest.bytes.data());
             pos += r.digest.bytes.size();
         }
         out->emplace_back(block * kChunksPerBlock + slot, r);
         prev = &out->back().second;
     }
-    if (pos != in.size() || (block == 0 && (map & 1))) {  // no chunk has id 0
-        out->resize(first);
-        return false;
-    }
+    if (pos != in.size() || (block == 0 && (map & 1))) return fail();  // no chunk has id 0
     return true;
 }
 

@@ -10,6 +10,8 @@
 // fingerprinted, the SHA-256. One key, LMDB node and page slot per 16
 // chunks instead of per chunk, and 3 bytes of fields for chunks written
 // in a row: about 36 bytes a chunk with its digest, against 56 in format 3.
+// Format 5: a block that holds an encoded (compressed) chunk starts with
+// two zero bytes, and its records say the stored length too (chunk_table.cc).
 // Engine and fsck see single records; only this file knows the blocks.
 // Thread-safety: as the Txn the caller holds.
 #pragma once

@@ -21,8 +21,12 @@ namespace hiodsfs {
 // The version STORE/FORMAT records; 1 had fixed-size records and the full
 // SHA-256 as the fingerprint index's key, 2 the numbers in keys as 8
 // big-endian bytes (3: meta/keys.h), 3 a chunk record per LMDB record
-// (4: meta/chunk_table.h).
-constexpr std::uint32_t kFormatVersion = 4;
+// (4: meta/chunk_table.h), 4 no encoded (compressed) chunks (5).
+constexpr std::uint32_t kFormatVersion = 5;
+// Format 4 is format 5 without encoded chunks: this hiodsfs opens it as it
+// is, and a read-write open marks it 5 (an older hiodsfs would misread
+// the chunks it may then hold). Older formats need hiodsfs-fsck --upgrade.
+constexpr std::uint32_t kOldestOpenableFormat = 4;
 
 struct InodeRecord {
     std::uint32_t mode = 0;  // the S_IFMT type and the 07777 bits (all encode() keeps)
@@ -62,12 +66,24 @@ struct ChunkRecord {
     // number of extents a store can hold makes it wrap.
     static constexpr std::uint64_t kMaxRefs = (std::uint64_t{1} << 56) - 1;
     SegmentId segment = 0;
-    std::uint32_t length = 0;
+    std::uint32_t length = 0;  // the chunk's bytes
+    // Encoded (compressed): its payload's bytes in the segment; 0: the
+    // chunk is stored as it is, `length` bytes.
+    std::uint32_t stored = 0;
     std::uint64_t offset = 0;  // payload offset in the segment
     std::uint64_t ref_count = 0;
     std::uint8_t flags = 0;
     Digest digest;  // stored only while kIndexed is set
-    ChunkLocation location() const { return ChunkLocation{segment, offset, length}; }
+    bool encoded() const { return stored != 0; }
+    // The bytes it takes in its segment (the record header aside).
+    std::uint32_t stored_length() const { return encoded() ? stored : length; }
+    ChunkLocation location() const { return ChunkLocation{segment, offset, stored_length(), encoded()}; }
+    // Where the payload of a chunk of `length` bytes now is.
+    void set_location(const ChunkLocation& loc) {
+        segment = loc.segment;
+        offset = loc.offset;
+        stored = loc.encoded ? loc.length : 0;
+    }
     bool lost() const { return segment == kLostSegment; }
     // Number of extents that refer to this chunk.
     std::uint64_t refs() const { return ref_count; }

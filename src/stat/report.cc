@@ -30,41 +30,6 @@ namespace hiodsfs::stat {
 using nlohmann::json;
 
 // ---------------------------------------------------------------------------
-// Derived figures
-
-std::uint64_t Report::saved_bytes() const {
-    return logical_bytes > stored_bytes ? logical_bytes - stored_bytes : 0;
-}
-
-double Report::ratio() const {
-    return stored_bytes == 0 ? 1.0 : static_cast<double>(logical_bytes) / static_cast<double>(stored_bytes);
-}
-
-double Report::mean_chunk_bytes() const {
-    return chunk_count == 0 ? 0.0 : static_cast<double>(stored_bytes) / static_cast<double>(chunk_count);
-}
-
-std::uint64_t Report::reclaimable_bytes() const {
-    const std::uint64_t live = stored_bytes + chunk_count * SegmentStore::kHeaderBytes;
-    return disk_bytes > live ? disk_bytes - live : 0;
-}
-
-double Report::drain_rate() const {
-    if (background_bytes_per_s > 0) return background_bytes_per_s;
-    // Between two batches the last interval may show nothing: fall back to
-    // the last history sample's average.
-    if (!history.empty()) return history.back().background_bytes_per_s;
-    return 0;
-}
-
-std::optional<double> Report::drain_eta_s() const {
-    if (backlog_bytes == 0 && backlog_records == 0) return 0.0;
-    const double rate = drain_rate();
-    if (rate <= 0) return std::nullopt;
-    return static_cast<double>(backlog_bytes) / rate;
-}
-
-// ---------------------------------------------------------------------------
 // Loading
 
 namespace {
@@ -259,6 +224,7 @@ Status report_from(const json& status, Report* r) {
         return Status::error(EINVAL, "status is not a hiodsfs status object");
     r->logical_bytes = st.u("logical_bytes");
     r->stored_bytes = st.u("stored_bytes");
+    r->content_bytes = st.has("content_bytes") ? st.u("content_bytes") : r->stored_bytes;
     r->disk_bytes = st.u("disk_bytes");
     r->dead_bytes = st.u("dead_bytes");
     r->raw_bytes = st.u("raw_bytes");
@@ -517,12 +483,18 @@ std::string format_text(const Report& r, const Style& style) {
     o += paint("Space", "1") + "\n";
     line(&o, "logical", human_bytes(static_cast<double>(r.logical_bytes)),
          "what the files hold (" + grouped(r.file_count) + " files, " + grouped(r.inode_count) + " inodes)");
-    line(&o, "stored", human_bytes(static_cast<double>(r.stored_bytes)), "live chunk bytes");
+    line(&o, "stored", human_bytes(static_cast<double>(r.stored_bytes)),
+         "live chunk bytes, " + human_bytes(static_cast<double>(r.content_bytes)) + " before compression");
     line(&o, "on disk", human_bytes(static_cast<double>(r.disk_bytes)),
          grouped(r.segment_count) + " segment files, dead space included");
     char ratio[48];
     std::snprintf(ratio, sizeof(ratio), "ratio %.2f : 1", r.ratio());
     line(&o, "saved", human_bytes(static_cast<double>(r.saved_bytes())), ratio, &paint, "32");
+    char factors[32];
+    std::snprintf(factors, sizeof(factors), "%.2f : 1", r.dedup_ratio());
+    line(&o, "dedup", factors, "logical / chunk bytes");
+    std::snprintf(factors, sizeof(factors), "%.2f : 1", r.compression_ratio());
+    line(&o, "compression", factors, "chunk bytes / stored");
     line(&o, "reclaimable", human_bytes(static_cast<double>(r.reclaimable_bytes())),
          human_bytes(static_cast<double>(r.dead_bytes)) + " of dead chunks; compaction gives it back");
     line(&o, "chunks", grouped(r.chunk_count),
@@ -701,8 +673,11 @@ std::string format_json(const Report& r, bool with_history) {
     j["space"] = {{"logical_bytes", r.logical_bytes},
                   {"stored_bytes", r.stored_bytes},
                   {"disk_bytes", r.disk_bytes},
+                  {"content_bytes", r.content_bytes},
                   {"saved_bytes", r.saved_bytes()},
                   {"ratio", json_number(r.ratio())},
+                  {"dedup_ratio", json_number(r.dedup_ratio())},
+                  {"compression_ratio", json_number(r.compression_ratio())},
                   {"dead_bytes", r.dead_bytes},
                   {"reclaimable_bytes", r.reclaimable_bytes()},
                   {"raw_bytes", r.raw_bytes},

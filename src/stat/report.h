@@ -40,7 +40,9 @@ struct Report {
     std::string setting;      // inline | deferred | hybrid ("" when not mounted)
     std::string mode;         // inline | deferred | "not mounted"
     std::optional<double> mode_since;  // unix time
-    std::uint64_t logical_bytes = 0, stored_bytes = 0, disk_bytes = 0, dead_bytes = 0,
+    // content_bytes: the live chunks' bytes before compression (a status
+    // without it is from before compression: stored_bytes).
+    std::uint64_t logical_bytes = 0, stored_bytes = 0, content_bytes = 0, disk_bytes = 0, dead_bytes = 0,
                   raw_bytes = 0, chunk_count = 0, file_count = 0, inode_count = 0,
                   segment_count = 0, dedup_hits = 0, cloned_bytes = 0, backlog_records = 0,
                   backlog_bytes = 0, read_errors = 0, store_dir_bytes = 0;
@@ -70,6 +72,10 @@ struct Report {
     // Derived figures.
     std::uint64_t saved_bytes() const;
     double ratio() const;  // logical / stored (1 when nothing is stored)
+    // The two factors of ratio(), as zpool's dedupratio and zfs's
+    // compressratio: logical / content, and content / stored.
+    double dedup_ratio() const;
+    double compression_ratio() const;
     double mean_chunk_bytes() const;
     std::uint64_t reclaimable_bytes() const;   // disk bytes not holding live records
     double drain_rate() const;                 // background bytes/s used for the ETA

@@ -18,7 +18,7 @@ void Appender::set_active(SegmentId id, std::shared_ptr<File> file, std::uint64_
 }
 
 Status Appender::append_locked(std::unique_lock<std::mutex>& lock, const char* header,
-                               const void* data, std::uint32_t len, ChunkLocation* out) {
+                               const void* data, std::uint32_t len, bool encoded, ChunkLocation* out) {
     const std::uint64_t record = SegmentStore::kHeaderBytes + std::uint64_t{len};
     if (!buffer_.empty() && buffer_.size() + record > write_buffer_bytes_) {
         HIODSFS_TRY(hand_off_locked(lock));
@@ -28,7 +28,7 @@ Status Appender::append_locked(std::unique_lock<std::mutex>& lock, const char* h
     buffer_.insert(buffer_.end(), header, header + SegmentStore::kHeaderBytes);
     const char* bytes = static_cast<const char*>(data);
     if (len > 0) buffer_.insert(buffer_.end(), bytes, bytes + len);
-    *out = ChunkLocation{active_, at + SegmentStore::kHeaderBytes, len};
+    *out = ChunkLocation{active_, at + SegmentStore::kHeaderBytes, len, encoded};
     return Status::ok();
 }
 

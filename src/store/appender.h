@@ -84,7 +84,7 @@ public:
     // last one; a full buffer goes to the flusher first. *out is where the
     // payload lands, readable at once.
     Status append_locked(std::unique_lock<std::mutex>& lock, const char* header, const void* data,
-                         std::uint32_t len, ChunkLocation* out);
+                         std::uint32_t len, bool encoded, ChunkLocation* out);
     // Writes everything in memory to the file (after the flusher's write in
     // progress). On failure the bytes are kept: their locations stay
     // readable from memory and the next attempt rewrites the same offsets.

@@ -29,15 +29,22 @@ struct RecordHeader {
         return RecordHeader{get_le32(p), get_le32(p + 4), get_le64(p + 8), get_le32(p + 16),
                             get_le32(p + 20)};
     }
-    // The magic and the header's own checksum are right, so its fields can be trusted.
-    static bool intact(const char* p) {
-        return get_le32(p) == SegmentStore::kRecordMagic && get_le32(p + 20) == crc32c(p, 20);
+    static bool known_magic(std::uint32_t m) {
+        return m == SegmentStore::kRecordMagic || m == SegmentStore::kEncodedRecordMagic;
     }
+    // The magic and the header's own checksum are right, so its fields can be trusted.
+    static bool intact(const char* p) { return known_magic(get_le32(p)) && get_le32(p + 20) == crc32c(p, 20); }
+    bool encoded() const { return magic == SegmentStore::kEncodedRecordMagic; }
 };
 
-inline void encode_record_header(char* p, ChunkId chunk, std::uint32_t len,
-                                 std::uint32_t payload_crc) {
-    put_le32(p, SegmentStore::kRecordMagic);
+// The magics' last three bytes, which both share: a scan for records
+// looks for them.
+inline constexpr char kMagicTail[3] = {0x53, 0x44, 0x48};
+static_assert((SegmentStore::kRecordMagic >> 8) == (SegmentStore::kEncodedRecordMagic >> 8));
+
+inline void encode_record_header(char* p, ChunkId chunk, std::uint32_t len, std::uint32_t payload_crc,
+                                 bool encoded) {
+    put_le32(p, encoded ? SegmentStore::kEncodedRecordMagic : SegmentStore::kRecordMagic);
     put_le32(p + 4, len);
     put_le64(p + 8, chunk);
     put_le32(p + 16, payload_crc);
@@ -62,7 +69,7 @@ Status check_header_fields(const char* hdr, const ChunkLocation& loc, ChunkId ch
                            const Where& where) {
     const RecordHeader h = RecordHeader::decode(hdr);
     auto fail = [&](const std::string& what) { return Status::error(EIO, where() + ": " + what); };
-    if (h.magic != SegmentStore::kRecordMagic) {
+    if (!RecordHeader::known_magic(h.magic)) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "bad record magic 0x%08" PRIx32, h.magic);
         return fail(buf);
@@ -76,6 +83,9 @@ Status check_header_fields(const char* hdr, const ChunkLocation& loc, ChunkId ch
         return fail("record holds chunk " + std::to_string(h.chunk) + ", expected chunk " +
                     std::to_string(chunk));
     }
+    if (h.encoded() != loc.encoded)
+        return fail(h.encoded() ? "record is encoded, the location says stored as is"
+                                : "record is stored as is, the location says encoded");
     return Status::ok();
 }
 

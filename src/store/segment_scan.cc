@@ -80,8 +80,6 @@ Status scan_tail(ScanReader& r, TailScan* out) {
     // A crash leaves garbage only at the end. An intact header after the
     // break means damage in the middle, and the bytes after it must be kept.
     constexpr std::size_t kOverlap = SegmentStore::kHeaderBytes - 1;
-    char magic[4];
-    put_le32(magic, SegmentStore::kRecordMagic);
     std::vector<char> block;
     for (std::uint64_t start = pos + 1; start + SegmentStore::kHeaderBytes <= end;) {
         const std::size_t len =
@@ -91,9 +89,10 @@ Status scan_tail(ScanReader& r, TailScan* out) {
         const char* p = block.data();
         const char* stop = block.data() + len;
         while (stop - p >= static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) {
-            const void* hit = memmem(p, static_cast<std::size_t>(stop - p), magic, sizeof magic);
+            // Either magic: their shared last three bytes, one byte on.
+            const void* hit = memmem(p + 1, static_cast<std::size_t>(stop - p - 1), kMagicTail, sizeof kMagicTail);
             if (hit == nullptr) break;
-            p = static_cast<const char*>(hit);
+            p = static_cast<const char*>(hit) - 1;
             if (stop - p < static_cast<std::ptrdiff_t>(SegmentStore::kHeaderBytes)) break;
             if (RecordHeader::intact(p)) {
                 out->intact_after_break = true;
@@ -121,7 +120,7 @@ Status walk_records(ScanReader& r, SegmentId segment, bool verify_payload,
         SegmentRecord rec;
         rec.segment = segment;
         rec.header_offset = pos;
-        rec.location = ChunkLocation{segment, pos + SegmentStore::kHeaderBytes, h.length};
+        rec.location = ChunkLocation{segment, pos + SegmentStore::kHeaderBytes, h.length, h.encoded()};
         rec.chunk = h.chunk;
         if (verify_payload) {
             payload.resize(h.length);

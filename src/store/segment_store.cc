@@ -282,15 +282,15 @@ Status SegmentStore::open(Env* env, const std::string& dir, const SegmentStoreOp
 
 Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len,
                             ChunkLocation* out) {
-    return append(chunk, data, len, crc32c(data, len), out);
+    return append(chunk, data, len, crc32c(data, len), false, out);
 }
 
 Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, std::uint32_t payload_crc,
-                            ChunkLocation* out) {
+                            bool encoded, ChunkLocation* out) {
     if (chunk == 0) return Status::error(EINVAL, "segment store: chunk id 0 is not valid");
     // The whole header depends only on the record, so it is built unlocked.
     char hdr[kHeaderBytes];
-    encode_record_header(hdr, chunk, len, payload_crc);
+    encode_record_header(hdr, chunk, len, payload_crc, encoded);
     const std::uint64_t record = kHeaderBytes + std::uint64_t{len};
 
     Impl& m = *impl_;
@@ -302,7 +302,7 @@ Status SegmentStore::append(ChunkId chunk, const void* data, std::uint32_t len, 
     // After a roll-over the buffer is empty: append_locked hands nothing off.
     if (used > 0 && used + record > m.options.max_segment_bytes)
         HIODSFS_TRY(m.roll_over_locked(lock));
-    return w.append_locked(lock, hdr, data, len, out);
+    return w.append_locked(lock, hdr, data, len, encoded, out);
 }
 
 Status SegmentStore::read(const ChunkLocation& loc, ChunkId chunk, void* out, bool* damaged) {

@@ -253,9 +253,12 @@ inline std::vector<std::string> check_invariants(const std::string& store, bool 
         }
     }
     const std::map<ChunkId, ChunkRecord> chunks = all_chunk_records(*t);
-    std::uint64_t stored = 0;
-    for (const auto& [id, r] : chunks)
-        if (!r.lost()) stored += r.length;  // bytes lost with their segment are stored nowhere
+    std::uint64_t stored = 0, content = 0;
+    for (const auto& [id, r] : chunks) {
+        if (r.lost()) continue;  // bytes lost with their segment are stored nowhere
+        stored += r.stored_length();
+        content += r.length;
+    }
     for (const auto& [id, n] : refs) {
         auto it = chunks.find(id);
         if (it == chunks.end()) problems.push_back("extent refers to missing chunk " + std::to_string(id));
@@ -289,6 +292,8 @@ inline std::vector<std::string> check_invariants(const std::string& store, bool 
         problems.push_back("logical_bytes " + std::to_string(cnt.logical_bytes) + " != " + std::to_string(logical));
     if (cnt.stored_bytes != stored)
         problems.push_back("stored_bytes " + std::to_string(cnt.stored_bytes) + " != " + std::to_string(stored));
+    if (cnt.content_bytes != content)
+        problems.push_back("content_bytes " + std::to_string(cnt.content_bytes) + " != " + std::to_string(content));
     if (cnt.chunk_count != chunks.size()) problems.push_back("chunk_count mismatch");
     t.reset();
     m.reset();

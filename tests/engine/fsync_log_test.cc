@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "engine/fsync_log.h"
+#include "engine/store_layout.h"
 #include "engine_test_util.h"
 #include "fsck/fsck.h"
 #include "store/fault_env.h"
@@ -13,6 +14,11 @@ using namespace hiodsfs;
 using namespace hiodsfs::test;
 
 namespace {
+
+// What FORMAT says of a closed store, and of one open with an fsync log.
+const std::string kFormatLine = "format " + std::to_string(kFormatVersion);
+const std::string kLogOpenFormatLine = "format " + std::to_string(kLogOpenVersionOffset + kFormatVersion);
+
 
 const ChunkingParams kLogTestChunking = ChunkingParams::cdc(1024, 4096, 16384);
 
@@ -248,14 +254,14 @@ TEST_CASE("fsck checks the state before unapplied fsyncs and says so; --repair a
     for (const auto& p : check.problems) UNSCOPED_INFO(p.what);
     CHECK(check.exit_code() == 0);
     CHECK(has_note(check, "1 fsync log records are not in the metadata yet"));
-    CHECK(format_line_of(dir.store()) == "format 1004");  // a check writes nothing
+    CHECK(format_line_of(dir.store()) == kLogOpenFormatLine);  // a check writes nothing
     fo.repair = true;
     FsckReport repair;
     REQUIRE(run_fsck(fo, &repair).is_ok());
     CHECK(repair.exit_code() == 0);
     CHECK(has_note(repair, "applied 1 fsync log records"));
     // Nothing left for 0.3.0 to miss: the mark goes.
-    CHECK(format_line_of(dir.store()) == "format 4");
+    CHECK(format_line_of(dir.store()) == kFormatLine);
     logged.clear();
     auto e = open_engine(o);
     CHECK_FALSE(any_line_mentions(logged, "fsync log"));  // nothing left to apply
@@ -396,7 +402,7 @@ TEST_CASE("fsyncs of four threads at once each survive a power loss", "[engine][
 }
 
 
-TEST_CASE("FORMAT says format 1004 while an fsync log may hold records, so 0.3.0 refuses; 4 after a clean close",
+TEST_CASE("FORMAT says format 1005 while an fsync log may hold records, so 0.3.0 refuses; 5 after a clean close",
           "[engine][log][trust]") {
     TempDir dir;
     std::vector<std::string> logged;
@@ -406,31 +412,31 @@ TEST_CASE("FORMAT says format 1004 while an fsync log may hold records, so 0.3.0
     InodeId ino = 0;
     {
         auto e = open_engine(o);
-        CHECK(format_line_of(dir.store()) == "format 1004");
+        CHECK(format_line_of(dir.store()) == kLogOpenFormatLine);
         ino = make_file(*e, "f").ino;
         write_all(*e, ino, 0, d);
         REQUIRE(e->fsync(ino, false).is_ok());
         e->abandon();  // a crash: the record is not committed
     }
-    CHECK(format_line_of(dir.store()) == "format 1004");
+    CHECK(format_line_of(dir.store()) == kLogOpenFormatLine);
     {
         auto e = open_engine(o);
         CHECK(any_line_mentions(logged, "applied 1 fsync log records"));
         CHECK(read_all(*e, ino) == d);
         REQUIRE(e->close().is_ok());
     }
-    CHECK(format_line_of(dir.store()) == "format 4");
+    CHECK(format_line_of(dir.store()) == kFormatLine);
     CHECK(check_invariants(dir.store()).empty());
     // A read-only open writes nothing; a store without the log is never marked.
     EngineOptions ro = o;
     ro.read_only = true;
     REQUIRE(open_engine(ro)->close().is_ok());
-    CHECK(format_line_of(dir.store()) == "format 4");
+    CHECK(format_line_of(dir.store()) == kFormatLine);
     EngineOptions no_log = o;
     no_log.fsync_log = false;
     {
         auto e = open_engine(no_log);
-        CHECK(format_line_of(dir.store()) == "format 4");
+        CHECK(format_line_of(dir.store()) == kFormatLine);
         REQUIRE(e->close().is_ok());
     }
 }
@@ -442,7 +448,7 @@ TEST_CASE("where FORMAT cannot be marked (a full disk), fsyncs commit instead an
     std::vector<std::string> logged;
     EngineOptions o = log_test_options(dir.store(), &fenv, &logged);
     REQUIRE(open_engine(o)->close().is_ok());
-    REQUIRE(format_line_of(dir.store()) == "format 4");
+    REQUIRE(format_line_of(dir.store()) == kFormatLine);
     std::mt19937_64 rng(43);
     const auto d = random_bytes(rng, 30000);
     InodeId ino = 0;
@@ -451,7 +457,7 @@ TEST_CASE("where FORMAT cannot be marked (a full disk), fsyncs commit instead an
         auto e = open_engine(o);
         fenv.clear_faults();
         CHECK(any_line_mentions(logged, "commit the metadata this time: FORMAT could not be marked"));
-        CHECK(format_line_of(dir.store()) == "format 4");
+        CHECK(format_line_of(dir.store()) == kFormatLine);
         ino = make_file(*e, "f").ino;
         write_all(*e, ino, 0, d);
         REQUIRE(e->fsync(ino, false).is_ok());

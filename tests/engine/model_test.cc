@@ -43,10 +43,15 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
     EngineOptions opts = options_for(dir.store(), params);
     opts.segments.max_segment_bytes = 1u << 20;
     opts.background_threads = 0;  // the test runs the pass itself, at random moments
+    // Writes store lz4 and the pass zstd, so the model sees raw, lz4 and zstd chunks mixed.
+    opts.compression = Compression{CompressionMethod::kLz4, 0};
+    opts.compression_background = Compression{CompressionMethod::kZstd, 3};
     auto e = open_engine(opts);
     Model m;
-    // A pool of data that writes copy from, so duplicates are common.
+    // A pool of data that writes copy from, so duplicates are common: half
+    // random bytes, half bytes of a small alphabet that compress.
     auto pool = random_bytes(rng, 1u << 20);
+    for (std::size_t i = pool.size() / 2; i < pool.size(); ++i) pool[i] = static_cast<std::uint8_t>('a' + pool[i] % 6);
     const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
     auto pick = [&](std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng); };
     auto existing = [&]() -> std::string {

@@ -73,6 +73,7 @@ TEST_CASE("the super record is little-endian fields in a fixed order, and older 
         c.raw_bytes = 10;
         c.disk_bytes = 11;
         c.file_count = 12;
+        c.content_bytes = 19;
         t->super().next_ino = 13;
         t->super().next_chunk = 14;
         t->super().next_dirty = 15;
@@ -85,9 +86,19 @@ TEST_CASE("the super record is little-endian fields in a fixed order, and older 
                  }).is_ok());
     }
     // What the store holds does not depend on the struct's layout.
+    // Format 5: the journal seq (0: none) and content_bytes follow.
     CHECK(super_record(dir.meta()) ==
-          super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1ull << 40}));
+          super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1ull << 40, 0, 19}));
 
+    SECTION("format 4: no chunk was compressed, so the content is what is stored") {
+        const std::string old = super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17});
+        super_record(dir.meta(), &old);
+        auto m = open_meta(dir.meta());
+        const SuperState s = m->super_snapshot();
+        CHECK(s.counters.content_bytes == 2);
+        CHECK(s.frontier_offset == 17);
+        CHECK(s.journal_seq == 0);
+    }
     SECTION("before the frontier was recorded") {
         const std::string old = super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
         super_record(dir.meta(), &old);
@@ -130,7 +141,8 @@ SuperState numbered_state() {
           &s.counters.dead_bytes, &s.counters.inode_count, &s.counters.dedup_hits,
           &s.counters.cloned_bytes, &s.counters.backlog_records, &s.counters.backlog_bytes,
           &s.counters.raw_bytes, &s.counters.disk_bytes, &s.counters.file_count, &s.next_ino,
-          &s.next_chunk, &s.next_dirty, &s.frontier_segment, &s.frontier_offset})
+          &s.next_chunk, &s.next_dirty, &s.frontier_segment, &s.frontier_offset, &s.journal_seq,
+          &s.counters.content_bytes})
         *f = ++n;
     return s;
 }
@@ -141,24 +153,21 @@ bool same_state(const SuperState& a, const SuperState& b) {
 
 }  // namespace
 
-TEST_CASE("a super record decodes to the state it was encoded from, the journal seq only when set",
-          "[meta][super-record]") {
+TEST_CASE("a super record decodes to the state it was encoded from", "[meta][super-record]") {
     SuperState s = numbered_state();
-    const std::string plain = encode_super(s);
-    CHECK(plain == super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}));
+    const std::string all = encode_super(s);
+    CHECK(all == super_record_le64s({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
     SuperState back;
     bool has_file_count = false;
-    REQUIRE(decode_super(plain, &back, &has_file_count));
+    REQUIRE(decode_super(all, &back, &has_file_count));
     CHECK(has_file_count);
     CHECK(same_state(back, s));
-    CHECK(back.journal_seq == 0);
-
-    s.journal_seq = 1ull << 50;
-    const std::string journaled = encode_super(s);
-    CHECK(journaled == plain + super_record_le64s({1ull << 50}));
-    REQUIRE(decode_super(journaled, &back, &has_file_count));
-    CHECK(same_state(back, s));
-    CHECK(back.journal_seq == 1ull << 50);
+    CHECK(back.journal_seq == 18);
+    CHECK(back.counters.content_bytes == 19);
+    // Format 4's journaled layout: the seq, no content_bytes.
+    REQUIRE(decode_super(all.substr(0, 18 * 8), &back, &has_file_count));
+    CHECK(back.journal_seq == 18);
+    CHECK(back.counters.content_bytes == back.counters.stored_bytes);
 }
 
 TEST_CASE("decode_super reads every older layout and refuses any other size", "[meta][super-record]") {
@@ -179,7 +188,7 @@ TEST_CASE("decode_super reads every older layout and refuses any other size", "[
     CHECK(s.next_dirty == 15);
     CHECK(s.frontier_segment == 0);
     CHECK(s.frontier_offset == 0);
-    for (const std::size_t bytes : std::vector<std::size_t>{0, 8, 13 * 8, 16 * 8, 19 * 8, 17 * 8 - 1, 17 * 8 + 1}) {
+    for (const std::size_t bytes : std::vector<std::size_t>{0, 8, 13 * 8, 16 * 8, 20 * 8, 17 * 8 - 1, 17 * 8 + 1}) {
         INFO(bytes << " bytes");
         const std::string v = (all + all).substr(0, bytes);
         CHECK_FALSE(decode_super(v, &s, &has_file_count));

@@ -76,6 +76,7 @@ stat::Report sample_report() {
     r.mode_since = 1.7e9 + 0.25;
     r.logical_bytes = 10'000'000'000ull;
     r.stored_bytes = 4'000'000'000ull;
+    r.content_bytes = 5'000'000'000ull;  // compressed to 0.8
     r.chunk_count = 500'000;
     r.disk_bytes = r.stored_bytes + 24 * r.chunk_count + 123'456;
     r.dead_bytes = 100'000;
@@ -106,7 +107,9 @@ TEST_CASE("report: derived figures", "[stat]") {
     stat::Report r = sample_report();
     CHECK(r.saved_bytes() == 6'000'000'000ull);
     CHECK(r.ratio() == Approx(2.5));
-    CHECK(r.mean_chunk_bytes() == Approx(8000));
+    CHECK(r.dedup_ratio() == Approx(2.0));
+    CHECK(r.compression_ratio() == Approx(1.25));
+    CHECK(r.mean_chunk_bytes() == Approx(10000));  // before compression
     CHECK(r.reclaimable_bytes() == 123'456);
     REQUIRE(r.drain_eta_s());
     CHECK(*r.drain_eta_s() == Approx(5));

@@ -78,11 +78,11 @@ TEST_CASE("segment store: an append with the payload's checksum given stores tha
         REQUIRE_OK(SegmentStore::open(Env::posix(), dir, small_options(1 << 20, 4096), &s));
         given.id = 1;
         given.data = good;
-        REQUIRE_OK(s->append(1, good.data(), 5000, crc32c(good.data(), good.size()), &given.loc));
+        REQUIRE_OK(s->append(1, good.data(), 5000, crc32c(good.data(), good.size()), false, &given.loc));
         // A checksum that is not the payload's: the record must not read.
         wrong.id = 2;
         wrong.data = bad;
-        REQUIRE_OK(s->append(2, bad.data(), 5000, crc32c(good.data(), good.size()), &wrong.loc));
+        REQUIRE_OK(s->append(2, bad.data(), 5000, crc32c(good.data(), good.size()), false, &wrong.loc));
         REQUIRE_OK(read_back(*s, given));
         CHECK(read_back(*s, wrong).err() == EIO);  // from the write buffer
         REQUIRE_OK(s->sync());
