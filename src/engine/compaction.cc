@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "chunk/codec.h"
 #include "chunk/fingerprint.h"
 #include "engine/fsync_log.h"
 #include "meta/chunk_table.h"
@@ -55,6 +56,7 @@ CompactionStats Compactor::stats() const {
     s.chunks_moved = chunks_moved_.load();
     s.bytes_moved = bytes_moved_.load();
     s.bytes_freed = bytes_freed_.load();
+    s.chunks_recompressed = chunks_recompressed_.load();
     return s;
 }
 
@@ -64,6 +66,7 @@ Status Compactor::step(bool full_speed, bool* did_work) {
     bool found = false;
     const double threshold = full_speed && threshold_ > 0 ? std::max(threshold_, kIdleThreshold) : threshold_;
     HIODSFS_TRY(pick(threshold, &found));
+    if (!found && full_speed && !recompress_to_.none()) HIODSFS_TRY(pick_weak(&found));
     *did_work = found;
     return Status::ok();
 }
@@ -147,6 +150,71 @@ Status Compactor::pick(double threshold, bool* found) {
     return start_job(best->seg, best->size);
 }
 
+bool Compactor::weaker(const ChunkRecord& rec) const {
+    if (!rec.encoded() || !(rec.flags & ChunkRecord::kIndexed) || (rec.flags & ChunkRecord::kDamaged)) return false;
+    const Compression c = rec.compression();
+    return recompress_to_.stronger_than(c.method, c.level);
+}
+
+void Compactor::recompress(Move& m, std::vector<std::uint8_t>& payload, bool* encoded) {
+    // The chunk's bytes; one that does not decode moves as it is (a read
+    // of it reports the damage and flags it).
+    thread_local std::vector<std::uint8_t> content;
+    const char* bytes = reinterpret_cast<const char*>(payload.data());
+    if (m.from.encoded) {
+        content.resize(m.length);
+        if (!decode_chunk(bytes, m.from.length, reinterpret_cast<char*>(content.data()), m.length, dicts_)) return;
+        bytes = reinterpret_cast<const char*>(content.data());
+    } else if (m.from.length != m.length) {
+        return;
+    }
+    const std::shared_ptr<const Dictionary> dict =
+        recompress_to_.method == CompressionMethod::kZstd && dicts_ != nullptr ? dicts_->newest() : nullptr;
+    const ChunkEncoder::Payload p = thread_chunk_encoder().encode(bytes, m.length, recompress_to_, dict.get());
+    // Not smaller than it was: it stays as it is.
+    if (p.length >= m.from.length) return;
+    std::vector<std::uint8_t> out(p.data, p.data + p.length);
+    payload.swap(out);
+    *encoded = p.encoded;
+    m.codec = p.encoded ? ChunkRecord::codec_byte(recompress_to_) : 0;
+}
+
+Status Compactor::pick_weak(bool* found) {
+    *found = false;
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    const SegmentId active = segs_->active_segment();
+    for (const auto& [seg, size] : files) {
+        if (seg == 0 || seg == active || skip_.count(seg) != 0 || looked_at_.count(seg) != 0) continue;
+        // A segment only the tier holds would be fetched whole to look at it.
+        if (!segs_->in_directory(seg)) continue;
+        looked_at_.insert(seg);
+        *found = true;  // looking was the work of this step
+        std::vector<Move> records;
+        HIODSFS_TRY(segs_->scan(seg, false, [&](const SegmentRecord& r) {
+            if (r.chunk != kLogRecord && r.location.encoded) records.push_back(Move{r.chunk, r.location, {}});
+            return true;
+        }));
+        std::uint64_t live = 0, weak = 0;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin_read(&t));
+            bool present = false;
+            HIODSFS_TRY(segment_live(*t, seg, &live, &present));
+            if (!present) return Status::ok();
+            for (const Move& m : records) {
+                ChunkRecord rec;
+                bool live_here = false;
+                HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+                if (live_here && weaker(rec)) weak += rec.stored_length();
+            }
+        }
+        if (weak == 0 || weak * 4 < live || (room_for_ && !room_for_(live))) return Status::ok();
+        return start_job(seg, size);
+    }
+    return Status::ok();
+}
+
 Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
     Job job;
     job.seg = seg;
@@ -165,7 +233,13 @@ Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
             ChunkRecord rec;
             bool live_here = false;
             HIODSFS_TRY(points_at(*t, records[i].chunk, records[i].from, &rec, &live_here));
-            if (live_here) job.moves.push_back(records[i]);
+            if (!live_here) continue;
+            Move m = records[i];
+            m.length = rec.length;
+            m.codec = rec.codec;
+            m.recompress = weaker(rec) || (!rec.encoded() && (rec.flags & ChunkRecord::kIndexed) &&
+                                           !(rec.flags & ChunkRecord::kDamaged) && !recompress_to_.none());
+            job.moves.push_back(m);
         }
     }
     job_ = std::move(job);
@@ -200,8 +274,10 @@ Status Compactor::copy_batch() {
             ++job.next;
             continue;
         }
-        HIODSFS_TRY(segs_->append(m.chunk, buf.data(), m.from.length, crc32c(buf.data(), m.from.length),
-                                  m.from.encoded, &m.to));
+        bool encoded = m.from.encoded;
+        if (m.recompress) recompress(m, buf, &encoded);
+        const auto len = static_cast<std::uint32_t>(buf.size());
+        HIODSFS_TRY(segs_->append(m.chunk, buf.data(), len, crc32c(buf.data(), len), encoded, &m.to));
         copied += m.from.length;
         ++job.next;
         if (targets.insert(m.to.segment).second) {
@@ -221,7 +297,9 @@ Status Compactor::finish_job() {
     // Whatever happens below, this job is over: a switch folded into the
     // group must never be applied twice.
     job_.reset();
-    std::uint64_t moved = 0, moved_chunks = 0, dead_copies = 0, live_left = 0;
+    // moved: the old payload bytes of what moved (its segment loses them);
+    // moved_to: the new ones (recompressed chunks take fewer).
+    std::uint64_t moved = 0, moved_to = 0, moved_chunks = 0, dead_copies = 0, live_left = 0, recompressed = 0;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin(&t));
@@ -236,11 +314,17 @@ Status Compactor::finish_job() {
                 continue;
             }
             rec.set_location(m.to);
+            rec.codec = m.to.encoded ? m.codec : 0;
             HIODSFS_TRY(put_chunk(*t, m.chunk, rec));
             gained[m.to.segment] += m.to.length;
-            moved += m.to.length;
+            moved += m.from.length;
+            moved_to += m.to.length;
             ++moved_chunks;
+            if (m.recompress && m.to.length != m.from.length) ++recompressed;
         }
+        // Chunks stored anew take what they take now.
+        auto& counters = t->super().counters;
+        counters.stored_bytes = counters.stored_bytes + moved_to - moved;
         for (const auto& [seg, bytes] : gained) HIODSFS_TRY(add_segment_live(*t, seg, bytes));
         std::uint64_t live = 0;
         bool present = false;
@@ -257,6 +341,7 @@ Status Compactor::finish_job() {
     }
     chunks_moved_ += moved_chunks;
     bytes_moved_ += moved;
+    chunks_recompressed_ += recompressed;
     if (live_left != 0) {
         skip_.insert(job.seg);
         return Status::error(EUCLEAN, "compaction of " + seg_name(job.seg) + ": " +

@@ -24,6 +24,13 @@
 // copy of a chunk that died meanwhile is dead space). Readers that looked up
 // the old location may find the file deleted: the engine's read path looks
 // the chunk up again and reads the new place.
+// Recompression (set_recompression): a chunk it moves that is stored weaker
+// than the background compression (lz4, a lower zstd level, or as it is) is
+// stored anew at that level; and while reclaim may run at full speed, a
+// sealed segment whose live chunks are a quarter or more encoded weaker is
+// compacted for that alone (each segment is looked at once per open). A
+// chunk stored as it is does not count: it may be one that does not
+// compress, and copying it again would gain nothing.
 // Thread-safety: one thread at a time calls step()/run_until_idle().
 #pragma once
 
@@ -34,7 +41,9 @@
 #include <set>
 #include <vector>
 
+#include "chunk/codec.h"
 #include "meta/meta_store.h"
+#include "meta/records.h"
 #include "hiodsfs/segment_store.h"
 #include "hiodsfs/status.h"
 
@@ -49,6 +58,7 @@ struct CompactionStats {
     std::uint64_t chunks_moved = 0;
     std::uint64_t bytes_moved = 0;
     std::uint64_t bytes_freed = 0;  // file bytes of deleted segments
+    std::uint64_t chunks_recompressed = 0;
 };
 
 class Compactor {
@@ -77,6 +87,12 @@ public:
     void set_room_for(std::function<bool(std::uint64_t bytes)> room_for) {
         room_for_ = std::move(room_for);
     }
+    // Chunks it moves are stored with `to` when they are weaker (none: as
+    // they are); dicts (the store's, outliving this) decodes them.
+    void set_recompression(const Compression& to, const DictionarySet* dicts) {
+        recompress_to_ = to;
+        dicts_ = dicts;
+    }
 
     // One bounded piece of work: pick a segment and scan it, or copy one
     // batch, or switch, commit and delete. *did_work false: nothing to do.
@@ -96,6 +112,9 @@ private:
     struct Move {
         ChunkId chunk = 0;
         ChunkLocation from, to;
+        std::uint32_t length = 0;  // the chunk's bytes
+        bool recompress = false;   // stored weaker than recompress_to_
+        std::uint8_t codec = 0;    // how `to` holds it, if encoded
     };
     struct Job {
         SegmentId seg = 0;
@@ -106,6 +125,14 @@ private:
     };
 
     Status pick(double threshold, bool* found);
+    // A sealed segment worth compacting for its weakly stored chunks: one
+    // not looked at yet is looked at (*found: there was work).
+    Status pick_weak(bool* found);
+    // Whether chunk rec is stored weaker than recompress_to_ (and may be
+    // stored anew: fingerprinted, not damaged, encoded).
+    bool weaker(const ChunkRecord& rec) const;
+    // The payload m.to gets: m.from's, or its chunk stored anew.
+    void recompress(Move& m, std::vector<std::uint8_t>& payload, bool* encoded);
     Status start_job(SegmentId seg, std::uint64_t file_bytes);
     Status copy_batch();
     Status finish_job();
@@ -126,8 +153,11 @@ private:
     // Segments that could not be compacted (unreadable chunk, live bytes the
     // scan did not find): left alone until the store is reopened.
     std::set<SegmentId> skip_;
+    Compression recompress_to_;
+    const DictionarySet* dicts_ = nullptr;
+    std::set<SegmentId> looked_at_;  // by pick_weak, this open
     std::atomic<std::uint64_t> segments_deleted_{0}, segments_compacted_{0}, chunks_moved_{0},
-        bytes_moved_{0}, bytes_freed_{0};
+        bytes_moved_{0}, bytes_freed_{0}, chunks_recompressed_{0};
 };
 
 }  // namespace hiodsfs

@@ -256,9 +256,11 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         compactor_ = std::make_unique<Compactor>(meta_.get(), segs_.get(),
                                                  [this] { return commit_now(); },
                                                  options.compact_threshold);
-    if (compactor_)
+    if (compactor_) {
         compactor_->set_room_for(
             [this](std::uint64_t bytes) { return space_.check(bytes, compaction_floor_).is_ok(); });
+        compactor_->set_recompression(options.compression_background, &dicts_);
+    }
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
         // crashed, and large deletes still queued: freed now, except that

@@ -313,6 +313,7 @@ private:
         std::uint32_t length = 0;
         std::uint32_t crc = 0;
         bool encoded = false;
+        std::uint8_t codec = 0;  // encoded: ChunkRecord::codec_byte of how
     };
     // Stores (or finds) one chunk's bytes; *out is an extent of the whole chunk.
     // gains (if given): the new chunk's live bytes go there, not to its segment.

@@ -36,6 +36,7 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     ChunkRecord rec;
     rec.length = len;
     rec.set_location(loc);
+    if (loc.encoded) rec.codec = payload->codec;
     rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;

@@ -16,7 +16,7 @@ constexpr std::uint8_t kSameGap = 8;  // with kFollows: the gap of the previous 
 // varint). A format-4 block has 4 bits of it (up to 14 inline); a block
 // with an encoded chunk (format 5) starts with two zero bytes where a
 // format-4 block's map is never zero, and its records have
-constexpr std::uint8_t kEncodedBit = 16;  // stored length follows the length
+constexpr std::uint8_t kEncodedBit = 16;  // the stored length and the codec byte follow the length
 // and 3 bits of reference count (up to 6 inline).
 // Chunks written in a row are one after another, a record header apart,
 // and most have one or two users: such a record's fields cost 3 bytes.
@@ -82,7 +82,10 @@ void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::siz
             put_varint(&out, r.offset);
         }
         put_varint(&out, r.length);
-        if (r.encoded()) put_varint(&out, r.stored);
+        if (r.encoded()) {
+            put_varint(&out, r.stored);
+            out.push_back(static_cast<char>(r.codec));
+        }
         if (refs == lay.refs_inline) put_varint(&out, r.ref_count - lay.refs_inline);
         if (r.flags & ChunkRecord::kIndexed)
             out.append(reinterpret_cast<const char*>(r.digest.bytes.data()), r.digest.bytes.size());
@@ -150,12 +153,20 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
             return fail();
         }
         r.ref_count = lead >> lay.refs_shift;
+        if (!get_varint_as(in, &pos, &r.length)) return fail();
+        if (encoded) {
+            // An encoded chunk is smaller than its bytes (chunk/codec.h), and
+            // its codec byte names a method and level the codec has.
+            if (!get_varint_as(in, &pos, &r.stored) || r.stored == 0 || r.stored >= r.length || pos >= in.size())
+                return fail();
+            r.codec = static_cast<std::uint8_t>(in[pos++]);
+            const Compression c = r.compression();
+            const bool known = (c.method == CompressionMethod::kLz4 && c.level == 0) ||
+                               (c.method == CompressionMethod::kZstd && c.level >= 1 && c.level <= kMaxZstdLevel);
+            if (!known) return fail();
+        }
         std::uint64_t more_refs = 0;
-        // An encoded chunk is smaller than its bytes (chunk/codec.h): a
-        // stored length of 0 or not below the length is damage.
-        if (!get_varint_as(in, &pos, &r.length) || (encoded && !get_varint_as(in, &pos, &r.stored)) ||
-            (encoded && (r.stored == 0 || r.stored >= r.length)) ||
-            (r.ref_count == lay.refs_inline && !get_varint(in, &pos, &more_refs)) ||
+        if ((r.ref_count == lay.refs_inline && !get_varint(in, &pos, &more_refs)) ||
             more_refs > ChunkRecord::kMaxRefs - lay.refs_inline ||
             r.offset > std::numeric_limits<std::uint64_t>::max() - r.stored_length())
             return fail();

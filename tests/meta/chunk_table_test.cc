@@ -34,8 +34,8 @@ ChunkRecord random_record(std::mt19937_64& rng) {
 }
 
 bool same(const ChunkRecord& a, const ChunkRecord& b) {
-    return a.location() == b.location() && a.refs() == b.refs() && a.flags == b.flags &&
-           ((a.flags & ChunkRecord::kIndexed) == 0 || a.digest == b.digest);
+    return a.location() == b.location() && a.length == b.length && a.refs() == b.refs() && a.flags == b.flags &&
+           a.compression() == b.compression() && ((a.flags & ChunkRecord::kIndexed) == 0 || a.digest == b.digest);
 }
 
 // Chunks as the write path stores them: one after another in a segment.
@@ -203,4 +203,60 @@ TEST_CASE("a damaged chunk block reads as missing, is left for fsck by a delete"
                 CHECK_FALSE(b.value_ok);
                 return Status::ok();
             }).is_ok());
+}
+
+TEST_CASE("a block with an encoded chunk is format 5's: stored length and codec round-trip, damage is refused",
+          "[meta][chunks][compression]") {
+    std::mt19937_64 rng(12);
+    auto chunks = written_in_order(32, 16, rng);
+    const std::string raw_block = encode_chunk_block(chunks.data(), chunks.size());
+    CHECK(raw_block[0] != 0);  // no encoded chunk: format 4's form
+    // Every third chunk compressed, with lz4 or a zstd level; the next one
+    // follows its payload, so gaps are counted from the stored length.
+    std::uint64_t offset = 64;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        ChunkRecord& r = chunks[i].second;
+        r.offset = offset;
+        if (i % 3 == 0) {
+            r.stored = r.length / 3;
+            r.codec = ChunkRecord::codec_byte(i % 2 ? Compression{CompressionMethod::kLz4, 0}
+                                                    : Compression{CompressionMethod::kZstd, static_cast<int>(1 + i)});
+        }
+        if (i == 5) r.set_refs(100);  // past format 5's inline count of 6
+        if (i == 6) r.set_refs(6);
+        offset += r.stored_length() + 24;
+    }
+    const std::string v = encode_chunk_block(chunks.data(), chunks.size());
+    CHECK(v[0] == 0);
+    CHECK(v[1] == 0);
+    std::vector<StoredChunk> back;
+    REQUIRE(decode_chunk_block(2, v, &back));
+    REQUIRE(back.size() == 16);
+    for (std::size_t i = 0; i < 16; ++i) {
+        INFO("chunk " << i);
+        CHECK(back[i].second.encoded() == (i % 3 == 0));
+        CHECK(same(back[i].second, chunks[i].second));
+    }
+    for (std::size_t n = 0; n < v.size(); ++n) CHECK_FALSE(decode_chunk_block(2, std::string_view(v).substr(0, n), &back));
+    // The first record is encoded: its fields are the map (2), lead (1),
+    // segment (1), offset (1), length, stored length, codec byte.
+    std::size_t pos = 2 + 2 + 1 + 1 + 1;
+    std::size_t length_bytes = 1;
+    while (static_cast<std::uint8_t>(v[pos + length_bytes - 1]) & 0x80) ++length_bytes;
+    std::size_t stored_bytes = 1;
+    while (static_cast<std::uint8_t>(v[pos + length_bytes + stored_bytes - 1]) & 0x80) ++stored_bytes;
+    const std::size_t codec_at = pos + length_bytes + stored_bytes;
+    REQUIRE(static_cast<std::uint8_t>(v[codec_at]) == chunks[0].second.codec);
+    for (std::uint8_t codec : {std::uint8_t{0}, std::uint8_t{3 << 5}, std::uint8_t{1 << 5 | 2}, std::uint8_t{2 << 5},
+                               std::uint8_t{2 << 5 | 20}}) {
+        std::string bad = v;
+        bad[codec_at] = static_cast<char>(codec);
+        INFO("codec byte " << int(codec));
+        CHECK_FALSE(decode_chunk_block(2, bad, &back));
+    }
+    // A stored length not below the length is damage.
+    ChunkRecord big = chunks[0].second;
+    big.stored = big.length;
+    std::vector<StoredChunk> one{{33, big}};
+    CHECK_FALSE(decode_chunk_block(2, encode_chunk_block(one.data(), 1), &back));
 }
