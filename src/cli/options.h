@@ -39,7 +39,7 @@ struct DaemonOptions {
     // new chunks (docs/benchmarks.md "Compression methods" has the figures
     // the defaults come from).
     Compression compression{CompressionMethod::kLz4, 0};
-    Compression compression_background{CompressionMethod::kZstd, 9};
+    Compression compression_background{CompressionMethod::kZstd, 6};
     unsigned background_threads = 2;
     // Compact segments with less than this percentage live (0: only delete dead ones).
     unsigned compact_threshold = 50;

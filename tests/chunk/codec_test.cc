@@ -12,7 +12,7 @@ using namespace hiodsfs;
 namespace {
 
 // Text-like bytes: words from a small vocabulary, compressible by any method.
-std::string text_bytes(std::size_t n, unsigned seed) {
+std::string word_bytes(std::size_t n, unsigned seed) {
     static const char* words[] = {"alpha ", "beta ", "gamma ", "delta\n", "epsilon ", "zeta; ", "eta ",
                                   "theta(", ") ", "iota, "};
     std::mt19937 rng(seed);
@@ -22,7 +22,7 @@ std::string text_bytes(std::size_t n, unsigned seed) {
     return s;
 }
 
-std::string random_bytes(std::size_t n, unsigned seed) {
+std::string noise_bytes(std::size_t n, unsigned seed) {
     std::mt19937_64 rng(seed);
     std::string s(n, '\0');
     for (auto& c : s) c = static_cast<char>(rng());
@@ -71,17 +71,17 @@ TEST_CASE("compression options parse and name themselves", "[codec]") {
 }
 
 TEST_CASE("every method and level round-trips a chunk", "[codec]") {
-    const std::string raw = text_bytes(8192, 1);
+    const std::string raw = word_bytes(8192, 1);
     round_trip(raw, parse("lz4"));
     for (int level : {1, 3, 9, 19}) round_trip(raw, Compression{CompressionMethod::kZstd, level});
     // Sizes a chunker makes: small, odd, the largest.
-    for (std::size_t n : {300u, 4097u, 65536u, 1u << 20}) round_trip(text_bytes(n, 7), parse("zstd:3"));
+    for (std::size_t n : {300u, 4097u, 65536u, 1u << 20}) round_trip(word_bytes(n, 7), parse("zstd:3"));
 }
 
 TEST_CASE("a chunk that does not shrink is stored as it is", "[codec]") {
     ChunkEncoder enc;
     for (const char* method : {"lz4", "zstd:3", "zstd:19"}) {
-        const std::string raw = random_bytes(8192, 3);
+        const std::string raw = noise_bytes(8192, 3);
         ChunkEncoder::Payload p = enc.encode(raw.data(), 8192, parse(method), nullptr);
         CHECK_FALSE(p.encoded);
         CHECK(p.data == raw.data());
@@ -90,18 +90,18 @@ TEST_CASE("a chunk that does not shrink is stored as it is", "[codec]") {
     CHECK(enc.compressed() == 0);
     CHECK(enc.skipped() == 3);
     // "none" never compresses, and a tiny chunk is not worth a prefix.
-    const std::string text = text_bytes(8192, 2);
+    const std::string text = word_bytes(8192, 2);
     CHECK_FALSE(enc.encode(text.data(), 8192, parse("none")).encoded);
     CHECK_FALSE(enc.encode(text.data(), 10, parse("zstd")).encoded);
 }
 
 TEST_CASE("the entropy sample tells random bytes from text", "[codec]") {
     for (std::size_t n : {256u, 1000u, 4096u, 65536u}) {
-        CHECK(looks_incompressible(random_bytes(n, 5).data(), static_cast<std::uint32_t>(n)));
-        CHECK_FALSE(looks_incompressible(text_bytes(n, 5).data(), static_cast<std::uint32_t>(n)));
+        CHECK(looks_incompressible(noise_bytes(n, 5).data(), static_cast<std::uint32_t>(n)));
+        CHECK_FALSE(looks_incompressible(word_bytes(n, 5).data(), static_cast<std::uint32_t>(n)));
     }
     // Half random, half zeros compresses to about half: worth trying.
-    std::string half = random_bytes(8192, 6);
+    std::string half = noise_bytes(8192, 6);
     std::fill(half.begin() + 4096, half.end(), '\0');
     CHECK_FALSE(looks_incompressible(half.data(), 8192));
 }
@@ -111,7 +111,7 @@ TEST_CASE("a dictionary is named in the payload and needed to read it", "[codec]
     std::string samples;
     std::vector<std::size_t> sizes;
     for (unsigned i = 0; i < 400; ++i) {
-        const std::string s = text_bytes(1024, 100 + i);
+        const std::string s = word_bytes(1024, 100 + i);
         samples += s;
         sizes.push_back(s.size());
     }
@@ -126,7 +126,7 @@ TEST_CASE("a dictionary is named in the payload and needed to read it", "[codec]
     dicts.add(dict);
     CHECK(dicts.newest()->id() == 7);
 
-    const std::string raw = text_bytes(2048, 9);
+    const std::string raw = word_bytes(2048, 9);
     round_trip(raw, parse("zstd:3"), dict.get(), &dicts);
 
     ChunkEncoder enc;
@@ -144,7 +144,7 @@ TEST_CASE("a dictionary is named in the payload and needed to read it", "[codec]
 }
 
 TEST_CASE("damaged compressed bytes are EIO, never a crash", "[codec]") {
-    const std::string raw = text_bytes(16384, 11);
+    const std::string raw = word_bytes(16384, 11);
     for (const char* method : {"lz4", "zstd:3"}) {
         ChunkEncoder enc;
         ChunkEncoder::Payload p = enc.encode(raw.data(), 16384, parse(method));
