@@ -309,7 +309,7 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
     for (const auto& r : roots) {
         struct stat st{};
         if (::stat(r.c_str(), &st) != 0) return Status::from_errno(errno, r);
-        if (::nftw(r.c_str(), collect, 32, FTW_PHYS) != 0) return Status::from_errno(errno, "walk " + r);
+        if (::nftw(r.c_str(), collect, 32, FTW_PHYS | FTW_MOUNT) != 0) return Status::from_errno(errno, "walk " + r);
     }
     g_files = nullptr;
     out->skipped = g_skipped;

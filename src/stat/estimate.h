@@ -2,7 +2,8 @@
 // Every regular file is chunked and fingerprinted exactly as the engine's
 // inline path does (the same Chunker, SHA-256, all-zero chunks become holes,
 // hard links counted once), and the distinct chunks are added up, for one or
-// several chunkings in one pass over the data.
+// several chunkings in one pass over the data. The walk follows no symlink
+// and stays on each root's file system.
 //
 // A cache remembers each file's chunk fingerprints (a 16-byte prefix of the
 // SHA-256 and the length) keyed by path, device, inode, size, mtime and

@@ -1,11 +1,14 @@
 // hiodsfs-stat --estimate without a mount: exact figures on trees whose
 // duplication is known, and the cache (re-runs read nothing, changed files
-// are read again, an interrupted run leaves a usable cache).
+// are read again, an interrupted run leaves a usable cache), and a walk
+// that stays on one file system.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../skip.h"
 #include "stat/estimate.h"
 
 using namespace hiodsfs;
@@ -171,4 +175,31 @@ TEST_CASE("estimate: the cache makes a re-run read nothing, and survives an inte
     CHECK(damaged.cache_note.find("damaged") != std::string::npos);
     CHECK(damaged.bytes_read == damaged.apparent_bytes);
     CHECK(damaged.results[0].stored_bytes == third.results[0].stored_bytes);
+}
+
+TEST_CASE("estimate: the walk stays on the roots' file systems", "[stat][estimate]") {
+    EstimateTmpDir d;
+    const std::string root = d.path + "/tree";
+    std::filesystem::create_directories(root + "/mnt");
+    write_file(root + "/here", std::string(10000, 'h'));
+    if (::mount("tmpfs", (root + "/mnt").c_str(), "tmpfs", 0, "size=1m") != 0)
+        SKIP_TEST("cannot mount a tmpfs here: " << std::strerror(errno));
+    struct Unmount {
+        std::string path;
+        ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+    } unmount{root + "/mnt"};
+    write_file(root + "/mnt/elsewhere", std::string(20000, 'e'));
+
+    stat::EstimateOptions o;
+    o.roots = {root};
+    o.chunkings = {ChunkingParams::fixed(4096)};
+    stat::EstimateReport r;
+    REQUIRE(stat::run_estimate(o, &r));
+    CHECK(r.files == 1);
+    CHECK(r.apparent_bytes == 10000);
+    // Given as a root, the other file system is walked.
+    o.roots = {root + "/mnt"};
+    REQUIRE(stat::run_estimate(o, &r));
+    CHECK(r.files == 1);
+    CHECK(r.apparent_bytes == 20000);
 }
