@@ -4,8 +4,8 @@
 #include <zstd.h>
 
 #include <cassert>
-#include <ctime>
 
+#include "common/cpu_time.h"
 #include "hiodsfs/segment_store.h"
 
 namespace hiodsfs::stat {
@@ -16,12 +16,6 @@ namespace {
 // helpers; large enough that the caller rarely waits, small in memory.
 constexpr std::size_t kBatchChunks = 1024;
 constexpr std::size_t kBatchBytes = std::size_t{32} << 20;
-
-double thread_cpu_seconds() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 }  // namespace
 
