@@ -17,18 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "stat_test_util.h"
+
+using namespace hiodsfs;
 using nlohmann::json;
 
 namespace {
 
-struct CliTmpDir {
-    std::string path;
-    CliTmpDir() {
-        char tmpl[] = "/tmp/hiodsfs-estimate-cli-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~CliTmpDir() { std::filesystem::remove_all(path); }
-};
+using test::ScratchDir;
 
 struct StatRun {
     int code = -1;
@@ -39,7 +35,7 @@ struct StatRun {
 };
 
 // Runs hiodsfs-stat with args (each quoted for the shell); stderr apart.
-StatRun run_stat(const CliTmpDir& d, const std::vector<std::string>& args) {
+StatRun run_stat(const ScratchDir& d, const std::vector<std::string>& args) {
     const std::string err_file = d.path + "/stderr";
     std::string cmd = HIODSFS_STAT_BIN;
     for (const auto& a : args) cmd += " '" + a + "'";
@@ -76,7 +72,7 @@ void make_tree(const std::string& root) {
 
 TEST_CASE("hiodsfs-stat --estimate: bad input is one line and a non-zero exit",
           "[stat][estimate][cli]") {
-    CliTmpDir d;
+    ScratchDir d;
     make_tree(d.path + "/tree");
     SECTION("a directory that is not there") {
         StatRun r = run_stat(d, {"--estimate", "--no-cache", d.path + "/missing"});
@@ -111,7 +107,7 @@ TEST_CASE("hiodsfs-stat --estimate: bad input is one line and a non-zero exit",
 
 TEST_CASE("hiodsfs-stat --estimate --json: the figures of every method; the text names them",
           "[stat][estimate][cli]") {
-    CliTmpDir d;
+    ScratchDir d;
     const std::string tree = d.path + "/tree";
     make_tree(tree);
     StatRun r =
@@ -160,7 +156,7 @@ TEST_CASE("hiodsfs-stat --estimate --json: the figures of every method; the text
 
 TEST_CASE("hiodsfs-stat --compression is in --help, the man page, the completion and the README",
           "[stat][estimate][cli]") {
-    CliTmpDir d;
+    ScratchDir d;
     StatRun help = run_stat(d, {"--help"});
     REQUIRE(help.code == 0);
     CHECK(help.out.find("--compression LIST") != std::string::npos);

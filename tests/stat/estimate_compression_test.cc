@@ -18,26 +18,14 @@
 #include "chunk/fingerprint.h"
 #include "hiodsfs/segment_store.h"
 #include "stat/estimate.h"
+#include "stat_test_util.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-struct CompressionTmpDir {
-    std::string path;
-    CompressionTmpDir() {
-        char tmpl[] = "/tmp/hiodsfs-estimate-zip-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~CompressionTmpDir() { std::filesystem::remove_all(path); }
-};
-
-void put_file(const std::string& path, const std::string& data) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
-    ::close(fd);
-}
+using test::ScratchDir;
+using test::write_whole_file;
 
 // Prose-like text from a vocabulary large enough that no two 4 KiB blocks
 // are equal, small enough that every method finds repeats.
@@ -118,15 +106,15 @@ void check_consistent(const stat::EstimateReport& r) {
 TEST_CASE(
     "estimate: dedup and compression figures equal a chunk-by-chunk model of the store's codec",
     "[stat][estimate][compression]") {
-    CompressionTmpDir d;
+    ScratchDir d;
     const std::string root = d.path + "/tree";
     std::filesystem::create_directories(root + "/docs");
     const std::string text = prose(200 * 1024 + 123, 1), other = prose(96 * 1024, 2),
                       random = noise(256 * 1024, 3);
-    put_file(root + "/docs/a.txt", text);
-    put_file(root + "/docs/b.txt", text);  // identical: stored once
-    put_file(root + "/random.bin", random);
-    put_file(root + "/other.txt", other);
+    write_whole_file(root + "/docs/a.txt", text);
+    write_whole_file(root + "/docs/b.txt", text);  // identical: stored once
+    write_whole_file(root + "/random.bin", random);
+    write_whole_file(root + "/other.txt", other);
     const auto methods = methods_of({"lz4", "zstd:3", "zstd:9"});
     const Model want = model_of({text, text, random, other}, methods);
 
@@ -174,7 +162,7 @@ TEST_CASE(
     // Random bytes alone: every chunk stays raw, and costs a record header.
     stat::EstimateOptions ro = o;
     std::filesystem::create_directories(d.path + "/noise");
-    put_file(d.path + "/noise/random.bin", random);
+    write_whole_file(d.path + "/noise/random.bin", random);
     ro.roots = {d.path + "/noise"};
     REQUIRE(stat::run_estimate(ro, &r));
     check_consistent(r);
@@ -194,13 +182,13 @@ TEST_CASE(
 
 TEST_CASE("estimate: the cache carries compressed sizes, for the methods they were measured with",
           "[stat][estimate][compression]") {
-    CompressionTmpDir d;
+    ScratchDir d;
     const std::string root = d.path + "/tree";
     std::filesystem::create_directories(root);
     for (unsigned i = 0; i < 6; ++i)
-        put_file(root + "/t" + std::to_string(i), prose(64 * 1024 + i * 999, 10 + i));
-    put_file(root + "/copy", prose(64 * 1024, 10));
-    put_file(root + "/random", noise(100 * 1024, 5));
+        write_whole_file(root + "/t" + std::to_string(i), prose(64 * 1024 + i * 999, 10 + i));
+    write_whole_file(root + "/copy", prose(64 * 1024, 10));
+    write_whole_file(root + "/random", noise(100 * 1024, 5));
     stat::EstimateOptions o;
     o.roots = {root};
     o.chunkings = {ChunkingParams::cdc(2048, 8192, 32768)};
@@ -246,7 +234,7 @@ TEST_CASE("estimate: the cache carries compressed sizes, for the methods they we
 
     // A file that changed is read again; its new chunks are encoded, the
     // rest come from the cache.
-    put_file(root + "/t0", prose(64 * 1024, 77));
+    write_whole_file(root + "/t0", prose(64 * 1024, 77));
     stat::EstimateReport changed;
     REQUIRE(stat::run_estimate(other, &changed));
     CHECK(changed.files_read == 1);
