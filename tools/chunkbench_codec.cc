@@ -5,6 +5,7 @@
 #include <lz4.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zdict.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -151,8 +152,9 @@ double sum(const std::vector<double>& v) {
 // The codec as the write path uses it: encode, then append the payload (the
 // copy into the segment buffer is part of the cost); then reads: decode
 // into a reply buffer, or copy a chunk stored raw.
-bool measure_codec(const Chunks& c, const Compression& method, int repeat, Figures* f,
-                   std::string* error) {
+bool measure_codec(const Chunks& c, const Compression& method, const DictionarySet* dicts,
+                   int repeat, Figures* f, std::string* error) {
+    const std::shared_ptr<const Dictionary> dict = dicts != nullptr ? dicts->newest() : nullptr;
     const auto slices = slices_of(c);
     ChunkEncoder encoder;
     std::vector<char> payloads;
@@ -168,7 +170,8 @@ bool measure_codec(const Chunks& c, const Compression& method, int repeat, Figur
         for (std::size_t s = 0; s < slices.size(); ++s) {
             const double t0 = thread_cpu_seconds();
             for (std::size_t i = slices[s].first; i < slices[s].second; ++i) {
-                const ChunkEncoder::Payload p = encoder.encode(c.data(i), c.len(i), method);
+                const ChunkEncoder::Payload p =
+                    encoder.encode(c.data(i), c.len(i), method, dict.get());
                 payloads.insert(payloads.end(), p.data, p.data + p.length);
                 payload_ends[i] = payloads.size();
                 encoded[i] = p.encoded;
@@ -190,7 +193,7 @@ bool measure_codec(const Chunks& c, const Compression& method, int repeat, Figur
             std::memcpy(out.data(), payloads.data() + at, len);
             return Status::ok();
         }
-        return decode_chunk(payloads.data() + at, len, out.data(), c.len(i), nullptr);
+        return decode_chunk(payloads.data() + at, len, out.data(), c.len(i), dicts);
     };
     // Checked once, untimed: every chunk comes back as it was.
     for (std::size_t i = 0; i < c.count(); ++i) {
@@ -282,16 +285,50 @@ void print_row(const std::string& name, const Figures& f, std::size_t chunks) {
     std::fflush(stdout);
 }
 
+// A dictionary as a store would train one: from every 100th distinct chunk.
+bool train_dictionary(const Chunks& c, std::size_t bytes, DictionarySet* out, std::string* error) {
+    std::string samples;
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < c.count(); i += 100) {
+        samples.append(c.data(i), c.len(i));
+        sizes.push_back(c.len(i));
+    }
+    std::string dict(bytes, '\0');
+    const std::size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(),
+                                                sizes.data(), static_cast<unsigned>(sizes.size()));
+    if (ZDICT_isError(n)) {
+        *error = std::string("training a dictionary: ") + ZDICT_getErrorName(n);
+        return false;
+    }
+    dict.resize(n);
+    std::shared_ptr<const Dictionary> d;
+    const Status st = Dictionary::make(1, std::move(dict), &d);
+    if (!st) {
+        *error = st.message();
+        return false;
+    }
+    out->add(std::move(d));
+    return true;
+}
+
 bool run_methods(const Chunks& c, const CodecBenchOptions& o, bool with_unsampled) {
     print_header();
+    DictionarySet dicts;
+    std::string error;
+    if (o.dictionary_kib > 0 && !train_dictionary(c, o.dictionary_kib << 10, &dicts, &error)) {
+        std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", error.c_str());
+        return false;
+    }
     for (const auto& m : o.methods) {
-        Figures f;
-        std::string error;
-        if (!measure_codec(c, m, o.repeat, &f, &error)) {
-            std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", error.c_str());
-            return false;
+        for (const bool with_dict : {false, true}) {
+            if (with_dict && (dicts.size() == 0 || m.method != CompressionMethod::kZstd)) continue;
+            Figures f;
+            if (!measure_codec(c, m, with_dict ? &dicts : nullptr, o.repeat, &f, &error)) {
+                std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", error.c_str());
+                return false;
+            }
+            print_row(compression_name(m) + (with_dict ? " + dictionary" : ""), f, c.count());
         }
-        print_row(compression_name(m), f, c.count());
     }
     if (with_unsampled) {
         for (const auto& m : o.methods)

@@ -6,7 +6,7 @@
 //   hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]
 //                      [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]
 //   hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]
-//                      [--repeat N] [--cdc cdc:MIN/AVG/MAX] [DIR...]
+//                      [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] [DIR...]
 //
 // Defaults: 1024 MiB, 3 repeats, 2 threads, 64 MiB slices, the default CDC
 // parameters and fixed:4096. The compression mode is in chunkbench_codec.h
@@ -61,7 +61,8 @@ void usage() {
         "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]\n"
         "                          [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]\n"
         "       hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]\n"
-        "                          [--repeat N] [--cdc cdc:MIN/AVG/MAX] [DIR...]\n");
+        "                          [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] "
+        "[DIR...]\n");
 }
 
 bool parse_args(int argc, char** argv, Options* o) {
@@ -70,7 +71,7 @@ bool parse_args(int argc, char** argv, Options* o) {
     opts.add_options()("help,h", "")("size", po::value<long>())("repeat", po::value<long>())(
         "threads", po::value<long>())("slice", po::value<long>())("cdc", po::value<std::string>())(
         "fixed", po::value<std::string>())("compression", "")("methods", po::value<std::string>())(
-        "random", po::value<long>())("limit", po::value<long>())(
+        "random", po::value<long>())("limit", po::value<long>())("dictionary", po::value<long>())(
         "dirs", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("dirs", -1);
@@ -84,8 +85,9 @@ bool parse_args(int argc, char** argv, Options* o) {
     if (vm.count("help")) return false;
     o->compression = vm.count("compression") != 0;
     const std::vector<std::string> other_mode =
-        o->compression ? std::vector<std::string>{"size", "threads", "slice", "fixed"}
-                       : std::vector<std::string>{"methods", "random", "limit", "dirs"};
+        o->compression
+            ? std::vector<std::string>{"size", "threads", "slice", "fixed"}
+            : std::vector<std::string>{"methods", "random", "limit", "dictionary", "dirs"};
     for (const auto& name : other_mode) {
         if (!vm.count(name)) continue;
         const std::string what = name == "dirs" ? "DIR" : "--" + name;
@@ -93,7 +95,7 @@ bool parse_args(int argc, char** argv, Options* o) {
                      o->compression ? "without" : "with");
         return false;
     }
-    for (const char* name : {"random", "limit"}) {
+    for (const char* name : {"random", "limit", "dictionary"}) {
         if (!vm.count(name)) continue;
         const long n = vm[name].as<long>();
         if (n < 0 || n > (1 << 20)) {
@@ -101,8 +103,10 @@ bool parse_args(int argc, char** argv, Options* o) {
                          name, n);
             return false;
         }
-        (std::string_view(name) == "random" ? o->codec.random_mib : o->codec.limit_mib) =
-            static_cast<std::size_t>(n);
+        const std::string_view a = name;
+        (a == "random"  ? o->codec.random_mib
+         : a == "limit" ? o->codec.limit_mib
+                        : o->codec.dictionary_kib) = static_cast<std::size_t>(n);
     }
     o->codec.methods = hiodsfs::bench::default_bench_methods();
     if (vm.count("methods")) {
