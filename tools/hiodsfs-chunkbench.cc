@@ -1,12 +1,17 @@
 // hiodsfs-chunkbench: per-core throughput of the chunkers, of SHA-256 and
-// of the segment records' CRC-32C on random data, so performance claims in
-// docs/chunking.md and docs/benchmarks.md are reproducible.
+// of the segment records' CRC-32C on random data, and (--compression) of
+// the chunk codec on a tree's chunks and on random bytes, so performance
+// claims in docs/chunking.md and docs/benchmarks.md are reproducible.
 //
 //   hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]
 //                      [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]
+//   hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]
+//                      [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] [DIR...]
 //
 // Defaults: 1024 MiB, 3 repeats, 2 threads, 64 MiB slices, the default CDC
-// parameters and fixed:4096. Two figures per line:
+// parameters and fixed:4096. The compression mode is in chunkbench_codec.h
+// (defaults: lz4 and zstd at 1, 3, 6, 9 and 19, 256 MiB of random bytes).
+// Two figures per line of the first mode:
 //  - per core (CPU): bytes / thread CPU time, where each --slice of the data
 //    counts with its best time over the repeats. On a shared machine this is
 //    what one core does when nothing else runs on it.
@@ -28,11 +33,15 @@
 
 #include "hiodsfs/chunker.h"
 #include "chunk/fingerprint.h"
+#include "chunkbench_codec.h"
+#include "common/cpu_time.h"
+#include "stat/estimate.h"
 
 namespace {
 
 using hiodsfs::Chunker;
 using hiodsfs::ChunkingParams;
+using hiodsfs::thread_cpu_seconds;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -42,12 +51,18 @@ struct Options {
     std::size_t slice_mib = 64;
     ChunkingParams cdc{};
     ChunkingParams fixed = ChunkingParams::fixed(4096);
+    bool compression = false;
+    hiodsfs::bench::CodecBenchOptions codec;
 };
 
 void usage() {
-    std::fprintf(stderr,
-                 "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]\n"
-                 "                          [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]\n");
+    std::fprintf(
+        stderr,
+        "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]\n"
+        "                          [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]\n"
+        "       hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]\n"
+        "                          [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] "
+        "[DIR...]\n");
 }
 
 bool parse_args(int argc, char** argv, Options* o) {
@@ -55,15 +70,55 @@ bool parse_args(int argc, char** argv, Options* o) {
     po::options_description opts;
     opts.add_options()("help,h", "")("size", po::value<long>())("repeat", po::value<long>())(
         "threads", po::value<long>())("slice", po::value<long>())("cdc", po::value<std::string>())(
-        "fixed", po::value<std::string>());
+        "fixed", po::value<std::string>())("compression", "")("methods", po::value<std::string>())(
+        "random", po::value<long>())("limit", po::value<long>())("dictionary", po::value<long>())(
+        "dirs", po::value<std::vector<std::string>>());
+    po::positional_options_description pos;
+    pos.add("dirs", -1);
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+        po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
     } catch (const po::error& e) {
         std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", e.what());
         return false;
     }
     if (vm.count("help")) return false;
+    o->compression = vm.count("compression") != 0;
+    const std::vector<std::string> other_mode =
+        o->compression
+            ? std::vector<std::string>{"size", "threads", "slice", "fixed"}
+            : std::vector<std::string>{"methods", "random", "limit", "dictionary", "dirs"};
+    for (const auto& name : other_mode) {
+        if (!vm.count(name)) continue;
+        const std::string what = name == "dirs" ? "DIR" : "--" + name;
+        std::fprintf(stderr, "hiodsfs-chunkbench: %s goes %s --compression\n", what.c_str(),
+                     o->compression ? "without" : "with");
+        return false;
+    }
+    for (const char* name : {"random", "limit", "dictionary"}) {
+        if (!vm.count(name)) continue;
+        const long n = vm[name].as<long>();
+        if (n < 0 || n > (1 << 20)) {
+            std::fprintf(stderr, "hiodsfs-chunkbench: --%s wants 0 or a positive number, got %ld\n",
+                         name, n);
+            return false;
+        }
+        const std::string_view a = name;
+        (a == "random"  ? o->codec.random_mib
+         : a == "limit" ? o->codec.limit_mib
+                        : o->codec.dictionary_kib) = static_cast<std::size_t>(n);
+    }
+    o->codec.methods = hiodsfs::bench::default_bench_methods();
+    if (vm.count("methods")) {
+        const auto st = hiodsfs::stat::parse_compression_list(vm["methods"].as<std::string>(),
+                                                              &o->codec.methods);
+        if (!st.is_ok() || o->codec.methods.empty()) {
+            std::fprintf(stderr, "hiodsfs-chunkbench: %s\n",
+                         st.is_ok() ? "--methods: none measures nothing" : st.message().c_str());
+            return false;
+        }
+    }
+    if (vm.count("dirs")) o->codec.roots = vm["dirs"].as<std::vector<std::string>>();
     for (const char* name : {"size", "repeat", "threads", "slice"}) {
         if (!vm.count(name)) continue;
         const long n = vm[name].as<long>();
@@ -87,20 +142,9 @@ bool parse_args(int argc, char** argv, Options* o) {
         }
         (std::string_view(name) == "cdc" ? o->cdc : o->fixed) = p;
     }
+    o->codec.chunking = o->cdc;
+    o->codec.repeat = o->repeat;
     return true;
-}
-
-std::vector<std::uint8_t> make_random_data(std::size_t n) {
-    std::vector<std::uint8_t> out(n);
-    std::uint64_t s = 0x243F6A8885A308D3ull;
-    for (std::size_t i = 0; i + 8 <= n; i += 8) {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        std::memcpy(out.data() + i, &z, 8);
-    }
-    return out;
 }
 
 // What a pass produced; folded into the output so nothing is optimised away.
@@ -109,12 +153,6 @@ struct PassResult {
     std::uint64_t check = 0;
     double cpu_seconds = 0;  // of the busiest thread
 };
-
-double thread_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // Chunks [data, data+len); with a Sha256, also fingerprints each chunk right
 // after it is cut, while it is still in cache, as the write path does.
@@ -259,11 +297,12 @@ int main(int argc, char** argv) {
         usage();
         return 2;
     }
+    if (o.compression) return hiodsfs::bench::run_codec_bench(o.codec);
     const std::size_t bytes = o.size_mib << 20;
     std::printf("hiodsfs-chunkbench: %zu MiB random data, %d repeats, %zu MiB slices, %s, %s\n",
                 o.size_mib, o.repeat, o.slice_mib, o.fixed.describe().c_str(),
                 o.cdc.describe().c_str());
-    const auto data = make_random_data(bytes);
+    const auto data = hiodsfs::bench::make_random_data(bytes);
     const std::uint8_t* d = data.data();
 
     const auto fixed = [&](const std::uint8_t* p, std::size_t n) {

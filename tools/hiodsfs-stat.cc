@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +32,8 @@ extern "C" void on_signal(int) { g_stop.store(true); }
 
 const char* const kUsage =
     "usage: hiodsfs-stat [--json] [--history] [--watch [SEC]] [--no-color] STORE|MOUNTPOINT\n"
-    "       hiodsfs-stat --estimate [-o CHUNKING] [--compare] [--cache PATH | --no-cache] [--json] DIR...\n"
+    "       hiodsfs-stat --estimate [-o CHUNKING] [--compare] [--compression LIST]\n"
+    "                    [--cache PATH | --no-cache] [--json] DIR...\n"
     "\n"
     "Shows what a hiodsfs store holds and saves, and what the daemon is doing\n"
     "(mounted or not; a mounted store is read from the status the daemon\n"
@@ -42,12 +44,18 @@ const char* const kUsage =
     "  --history         activity samples over time and space saved per day\n"
     "  --watch [SEC]     refresh every SEC seconds (default 2) until interrupted\n"
     "  --no-color        no colours (also when NO_COLOR is set or not on a terminal)\n"
-    "  --estimate        chunk and fingerprint DIR... as hiodsfs would and report\n"
-    "                    the stored size and ratio it would get\n"
+    "  --estimate        chunk and fingerprint DIR... as hiodsfs would (no symlink\n"
+    "                    followed, one file system) and report the stored size and\n"
+    "                    ratios it would get\n"
     "  -o CHUNKING       chunking for --estimate, as the daemon takes it:\n"
     "                    chunking=cdc|fixed, chunk_size=, cdc_min=, cdc_avg=, cdc_max=\n"
     "                    (default: the daemon's default, cdc 2K/8K/32K)\n"
     "  --compare         also estimate fixed 4K-32K and CDC 4K-32K in the same pass\n"
+    "  --compression LIST\n"
+    "                    compress the distinct chunks of the -o chunking with each\n"
+    "                    method of LIST and report the sizes, ratios and CPU time\n"
+    "                    (lz4, zstd, zstd:1-19; default lz4,zstd:3,zstd:9; none: no\n"
+    "                    compression figures)\n"
     "  --cache PATH      the estimate cache (default $XDG_CACHE_HOME/hiodsfs/estimate.cache\n"
     "                    or ~/.cache/hiodsfs/estimate.cache); files whose size, mtime,\n"
     "                    ctime and inode are unchanged are not read again\n"
@@ -94,14 +102,21 @@ bool parse_chunking(const std::vector<std::string>& opts, ChunkingParams* out, s
     return true;
 }
 
-int run_estimate_cmd(const std::vector<std::string>& dirs, const std::vector<std::string>& chunk_opts,
-                     bool compare, const std::string& cache, bool no_cache, bool json) {
+int run_estimate_cmd(const std::vector<std::string>& dirs,
+                     const std::vector<std::string>& chunk_opts, bool compare,
+                     const std::optional<std::string>& compression, const std::string& cache,
+                     bool no_cache, bool json) {
     if (dirs.empty()) return fail("--estimate needs at least one directory");
     stat::EstimateOptions eo;
     eo.roots = dirs;
     ChunkingParams main;
     std::string error;
     if (!parse_chunking(chunk_opts, &main, &error)) return fail(error);
+    eo.compressions = stat::default_estimate_compressions();
+    if (compression) {
+        Status st = stat::parse_compression_list(*compression, &eo.compressions);
+        if (!st) return fail(st.message());
+    }
     eo.chunkings.push_back(main);
     if (compare)
         for (const auto& c : stat::comparison_chunkings())
@@ -156,7 +171,8 @@ int show(const std::string& target, bool json, bool history, bool color) {
 int main(int argc, char** argv) {
     po::options_description opts;
     opts.add_options()("json", "")("history", "")("watch", po::value<double>()->implicit_value(2.0), "")(
-        "no-color", "")("estimate", "")("compare", "")("cache", po::value<std::string>(), "")("no-cache", "")(
+        "no-color", "")("estimate", "")("compare", "")("compression", po::value<std::string>(), "")(
+        "cache", po::value<std::string>(), "")("no-cache", "")(
         "option,o", po::value<std::vector<std::string>>(), "")("help,h", "")("version,V", "")(
         "paths", po::value<std::vector<std::string>>(), "");
     po::positional_options_description pos;
@@ -190,12 +206,15 @@ int main(int argc, char** argv) {
 
     if (vm.count("estimate")) {
         if (vm.count("watch") || vm.count("history")) return fail("--estimate does not go with --watch or --history");
-        return run_estimate_cmd(paths, chunk_opts, vm.count("compare") != 0,
-                                vm.count("cache") ? vm["cache"].as<std::string>() : "", vm.count("no-cache") != 0,
-                                json);
+        std::optional<std::string> compression;
+        if (vm.count("compression")) compression = vm["compression"].as<std::string>();
+        return run_estimate_cmd(paths, chunk_opts, vm.count("compare") != 0, compression,
+                                vm.count("cache") ? vm["cache"].as<std::string>() : "",
+                                vm.count("no-cache") != 0, json);
     }
-    if (!chunk_opts.empty() || vm.count("compare") || vm.count("cache") || vm.count("no-cache"))
-        return fail("-o, --compare, --cache and --no-cache go with --estimate");
+    if (!chunk_opts.empty() || vm.count("compare") || vm.count("compression") ||
+        vm.count("cache") || vm.count("no-cache"))
+        return fail("-o, --compare, --compression, --cache and --no-cache go with --estimate");
     if (paths.size() != 1) return fail("give one STORE or MOUNTPOINT (see hiodsfs-stat --help)");
     const bool color = !json && use_color(vm.count("no-color") != 0);
     const bool history = vm.count("history") != 0;

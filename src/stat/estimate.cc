@@ -20,23 +20,15 @@
 
 #include "chunk/fingerprint.h"
 #include "common/units.h"
+#include "hiodsfs/segment_store.h"
 #include "stat/report.h"
 
 namespace hiodsfs::stat {
 
 namespace {
 
-using Key = std::array<std::uint8_t, 16>;
-struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-        std::size_t h;
-        std::memcpy(&h, k.data(), sizeof(h));
-        return h;
-    }
-};
-
 struct ChunkRef {
-    Key key{};            // all zero with len 0 never occurs; zero chunks are kept out
+    ChunkKey key{};  // all zero with len 0 never occurs; zero chunks are kept out
     std::uint32_t len = 0;
 };
 
@@ -45,7 +37,11 @@ struct FileEntry {
     std::map<std::string, std::vector<ChunkRef>> chunks;  // by chunking description
 };
 
+// The file entries, then (optionally: older versions wrote none and skip
+// it) the compressed sizes: kSizesSection, the codec tag, the methods, and
+// per chunk its key, length and payload size under each method.
 constexpr char kCacheMagic[] = "HIODSFS-ESTIMATE-CACHE 1\n";
+constexpr char kSizesSection[] = "compressed sizes";
 
 // ---- cache file ----
 
@@ -75,6 +71,7 @@ public:
         return true;
     }
     bool done() const { return p_ == s_.size(); }
+    std::string rest() const { return std::string(s_.substr(p_)); }
 
 private:
     std::string_view s_;
@@ -83,8 +80,10 @@ private:
 
 // Loads the cache; a missing file is an empty cache, a damaged one is
 // ignored with a note (it is only a cache).
-void load_cache(const std::string& path, std::map<std::string, FileEntry>* out, bool* loaded, std::string* note) {
+void load_cache(const std::string& path, std::map<std::string, FileEntry>* out, std::string* sizes,
+                bool* loaded, std::string* note) {
     out->clear();
+    sizes->clear();
     *loaded = false;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -143,7 +142,56 @@ void load_cache(const std::string& path, std::map<std::string, FileEntry>* out, 
         }
         (*out)[p] = std::move(e);
     }
+    *sizes = r.rest();
     *loaded = true;
+}
+
+// Puts the sizes of a cache's last section into the estimate, if they were
+// measured by this codec with these methods; false if they were not.
+bool load_sizes(std::string_view section, CompressionEstimate* est) {
+    Reader r(section);
+    std::string name, tag, method;
+    std::uint32_t methods = 0;
+    std::uint64_t rows = 0;
+    if (!r.str(&name) || name != kSizesSection || !r.str(&tag) ||
+        tag != CompressionEstimate::codec_tag() || !r.u32(&methods) ||
+        methods != est->methods().size())
+        return false;
+    for (const auto& m : est->methods())
+        if (!r.str(&method) || method != compression_name(m)) return false;
+    if (!r.u64(&rows)) return false;
+    std::vector<std::uint32_t> payloads(methods);
+    for (std::uint64_t i = 0; i < rows; ++i) {
+        ChunkKey key;
+        std::uint32_t len = 0;
+        if (!r.raw(key.data(), key.size()) || !r.u32(&len)) return false;
+        for (auto& p : payloads)
+            if (!r.u32(&p)) return false;
+        est->remember(key, len, payloads);
+    }
+    return true;
+}
+
+// The sizes section for the chunks in keep.
+std::string save_sizes(const CompressionEstimate& est,
+                       const std::unordered_set<ChunkKey, ChunkKeyHash>& keep) {
+    std::string o;
+    put_str(&o, kSizesSection);
+    put_str(&o, CompressionEstimate::codec_tag());
+    put_u32(&o, static_cast<std::uint32_t>(est.methods().size()));
+    for (const auto& m : est.methods()) put_str(&o, compression_name(m));
+    const std::size_t count_at = o.size();
+    put_u64(&o, 0);
+    std::uint64_t rows = 0;
+    est.for_each_row([&](const ChunkKey& key, std::uint32_t len, const std::uint32_t* payloads) {
+        if (keep.count(key) == 0) return;
+        o.append(reinterpret_cast<const char*>(key.data()), key.size());
+        put_u32(&o, len);
+        for (std::size_t m = 0; m < est.methods().size(); ++m) put_u32(&o, payloads[m]);
+        ++rows;
+    });
+    std::memcpy(o.data() + count_at, &rows, sizeof(rows));
+    return o;
 }
 
 Status mkdirs(const std::string& dir) {
@@ -158,7 +206,8 @@ Status mkdirs(const std::string& dir) {
 
 // Writes the cache to a temporary file, syncs it and renames it over the old
 // one: whatever happens meanwhile, the cache on disk is whole.
-Status save_cache(const std::string& path, const std::map<std::string, FileEntry>& files) {
+Status save_cache(const std::string& path, const std::map<std::string, FileEntry>& files,
+                  const std::string& sizes) {
     auto slash = path.rfind('/');
     if (slash != std::string::npos) HIODSFS_TRY(mkdirs(path.substr(0, slash)));
     std::string body;
@@ -180,6 +229,7 @@ Status save_cache(const std::string& path, const std::map<std::string, FileEntry
             }
         }
     }
+    body += sizes;
     std::string data = kCacheMagic + body;
     put_u32(&data, crc32c(body.data(), body.size()));
     std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -244,6 +294,7 @@ struct Stream {
     std::unique_ptr<Chunker> chunker;
     std::vector<std::uint8_t> pending;
     std::vector<ChunkRef>* out = nullptr;
+    CompressionEstimate* compression = nullptr;  // the first chunking's, when asked
     void emit(Sha256& sha) {
         if (pending.empty()) return;
         if (!all_zero(pending.data(), pending.size())) {  // all-zero chunks become holes
@@ -252,6 +303,7 @@ struct Stream {
             std::memcpy(ref.key.data(), d.bytes.data(), 16);
             ref.len = static_cast<std::uint32_t>(pending.size());
             out->push_back(ref);
+            if (compression != nullptr) compression->add(ref.key, pending.data(), ref.len);
         }
         pending.clear();
     }
@@ -277,6 +329,38 @@ std::vector<ChunkingParams> comparison_chunkings() {
     for (std::uint32_t k : {4u, 8u, 16u, 32u}) out.push_back(ChunkingParams::fixed(k * 1024));
     for (std::uint32_t k : {4u, 8u, 16u, 32u}) out.push_back(ChunkingParams::cdc(k * 256, k * 1024, k * 4096));
     return out;
+}
+
+std::vector<Compression> default_estimate_compressions() {
+    return {Compression{CompressionMethod::kLz4, 0}, Compression{CompressionMethod::kZstd, 3},
+            Compression{CompressionMethod::kZstd, 9}};
+}
+
+Status parse_compression_list(const std::string& text, std::vector<Compression>* out) {
+    std::vector<Compression> list;
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t comma = text.find(',', start);
+        const std::string item =
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        Compression c;
+        if (item.empty())
+            return Status::error(EINVAL, "--compression '" + text + "': an empty method");
+        HIODSFS_TRY(parse_compression(item, &c));
+        if (std::find(list.begin(), list.end(), c) != list.end())
+            return Status::error(EINVAL,
+                                 "--compression '" + text + "': " + compression_name(c) + " twice");
+        list.push_back(c);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    const bool has_none = std::find_if(list.begin(), list.end(),
+                                       [](const Compression& c) { return c.none(); }) != list.end();
+    if (has_none && list.size() > 1)
+        return Status::error(EINVAL, "--compression '" + text + "': none goes alone");
+    if (has_none) list.clear();
+    *out = std::move(list);
+    return Status::ok();
 }
 
 std::string default_cache_path() {
@@ -309,7 +393,7 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
     for (const auto& r : roots) {
         struct stat st{};
         if (::stat(r.c_str(), &st) != 0) return Status::from_errno(errno, r);
-        if (::nftw(r.c_str(), collect, 32, FTW_PHYS) != 0) return Status::from_errno(errno, "walk " + r);
+        if (::nftw(r.c_str(), collect, 32, FTW_PHYS | FTW_MOUNT) != 0) return Status::from_errno(errno, "walk " + r);
     }
     g_files = nullptr;
     out->skipped = g_skipped;
@@ -321,7 +405,14 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
         if (seen.insert({f.st.st_dev, f.st.st_ino}).second) unique.push_back(std::move(f));
 
     std::map<std::string, FileEntry> cache, next;
-    if (!opt.cache_path.empty()) load_cache(opt.cache_path, &cache, &out->cache_loaded, &out->cache_note);
+    std::string cached_sizes;  // the cache's compressed sizes, as they are on disk
+    if (!opt.cache_path.empty())
+        load_cache(opt.cache_path, &cache, &cached_sizes, &out->cache_loaded, &out->cache_note);
+    // Distinct chunks of the first chunking are encoded as they are first
+    // seen; chunks of cached files need their sizes from the cache.
+    const bool compressing = !opt.compressions.empty();
+    CompressionEstimate compression(opt.compressions, compressing ? opt.helpers : 0);
+    if (compressing) load_sizes(cached_sizes, &compression);
 
     std::vector<std::string> descs;
     for (const auto& c : opt.chunkings) descs.push_back(c.describe());
@@ -338,16 +429,24 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
             return nullptr;
         for (const auto& d : descs)
             if (e.chunks.count(d) == 0) return nullptr;
+        for (const auto& ref : e.chunks.at(descs[0]))
+            if (compressing && !compression.known(ref.key)) return nullptr;
         return &e;
     };
-    for (const auto& f : unique) {
+    // Decided before the loop: chunks encoded meanwhile do not make a file
+    // cached half-way through the progress figures.
+    std::vector<const FileEntry*> cached_entries(unique.size());
+    for (std::size_t i = 0; i < unique.size(); ++i) {
+        const auto& f = unique[i];
+        cached_entries[i] = cached_entry(f);
         prog.bytes_total += static_cast<std::uint64_t>(f.st.st_size);
-        if (cached_entry(f) == nullptr) prog.bytes_to_read += static_cast<std::uint64_t>(f.st.st_size);
+        if (cached_entries[i] == nullptr)
+            prog.bytes_to_read += static_cast<std::uint64_t>(f.st.st_size);
     }
     out->files = unique.size();
     out->apparent_bytes = prog.bytes_total;
 
-    std::vector<std::unordered_set<Key, KeyHash>> stored(opt.chunkings.size());
+    std::vector<std::unordered_set<ChunkKey, ChunkKeyHash>> stored(opt.chunkings.size());
     out->results.resize(opt.chunkings.size());
     for (std::size_t i = 0; i < opt.chunkings.size(); ++i) out->results[i].chunking = opt.chunkings[i];
     auto account = [&](const FileEntry& e) {
@@ -377,9 +476,10 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
     };
     auto interrupted = [&] { return opt.interrupt != nullptr && opt.interrupt->load(); };
 
-    for (const auto& f : unique) {
+    for (std::size_t fi = 0; fi < unique.size(); ++fi) {
+        const auto& f = unique[fi];
         if (interrupted()) break;
-        if (const FileEntry* e = cached_entry(f)) {
+        if (const FileEntry* e = cached_entries[fi]) {
             account(*e);
             next[f.path] = *e;
             ++out->files_cached;
@@ -406,6 +506,7 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
             streams[i].chunker->reset(0);
             streams[i].out = &e.chunks[descs[i]];
         }
+        if (compressing) streams[0].compression = &compression;
         bool ok = true, stopped = false;
         std::uint64_t got = 0;
         for (;;) {
@@ -445,6 +546,8 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
         ++prog.files_done;
     }
     out->interrupted = interrupted();
+    compression.flush();
+    out->compression = compression.figures(stored[0], out->results[0].logical_bytes);
     report(true);
 
     if (!opt.cache_path.empty()) {
@@ -460,9 +563,21 @@ Status run_estimate(const EstimateOptions& opt, EstimateReport* out) {
             if (next.count(p) != 0) continue;
             if (!under_roots(p) || out->interrupted) next.emplace(p, std::move(e));
         }
-        // Nothing read and nothing dropped: the cache on disk is already this.
-        const bool same = out->cache_loaded && out->files_read == 0 && next.size() == cache.size();
-        if (!same) HIODSFS_TRY(save_cache(opt.cache_path, next));
+        // The sizes of chunks the files kept refer to; a run without
+        // compression keeps those it found.
+        std::string sizes = cached_sizes;
+        if (compressing) {
+            std::unordered_set<ChunkKey, ChunkKeyHash> keep;
+            for (const auto& [p, e] : next)
+                for (const auto& [desc, refs] : e.chunks)
+                    for (const auto& ref : refs) keep.insert(ref.key);
+            sizes = save_sizes(compression, keep);
+        }
+        // Nothing read, nothing dropped and no sizes learnt: the cache on
+        // disk is already this.
+        const bool same = out->cache_loaded && out->files_read == 0 &&
+                          next.size() == cache.size() && sizes == cached_sizes;
+        if (!same) HIODSFS_TRY(save_cache(opt.cache_path, next, sizes));
     }
     out->elapsed_s = elapsed();
     return Status::ok();
@@ -491,6 +606,33 @@ std::string format_estimate_text(const EstimateReport& r) {
                       human_bytes(static_cast<double>(saved)).c_str(), x.ratio(), human_bytes(mean).c_str());
         o += buf;
     }
+    if (r.results.empty()) return o;
+    const EstimateResult& first = r.results[0];
+    std::snprintf(buf, sizeof(buf), "%s: %llu chunks, %llu unique\n",
+                  first.chunking.describe().c_str(), static_cast<unsigned long long>(first.chunks),
+                  static_cast<unsigned long long>(first.unique_chunks));
+    o += buf;
+    if (r.compression.empty()) return o;
+    std::snprintf(buf, sizeof(buf),
+                  "compressed, with a %u-byte prefix and a %u-byte record header per chunk:\n",
+                  kCodecPrefixBytes, SegmentStore::kHeaderBytes);
+    o += buf;
+    std::snprintf(buf, sizeof(buf), "%-10s %12s %8s %9s %11s %10s\n", "method", "stored", "ratio",
+                  "combined", "compressed", "CPU s/GiB");
+    o += buf;
+    for (const auto& f : r.compression) {
+        const double share =
+            f.chunks ? 100.0 * static_cast<double>(f.encoded_chunks) / static_cast<double>(f.chunks)
+                     : 0;
+        const auto cpu = f.cpu_s_per_gib();
+        char cpu_text[32] = "-";
+        if (cpu) std::snprintf(cpu_text, sizeof(cpu_text), "%.2f", *cpu);
+        std::snprintf(buf, sizeof(buf), "%-10s %12s %8.2f %9.2f %9.0f %% %10s\n",
+                      compression_name(f.method).c_str(),
+                      human_bytes(static_cast<double>(f.stored_bytes)).c_str(), f.ratio(),
+                      f.combined_ratio(), share, cpu_text);
+        o += buf;
+    }
     return o;
 }
 
@@ -504,6 +646,26 @@ std::string format_estimate_json(const EstimateReport& r) {
                            {"ratio", json_number(x.ratio())},
                            {"chunks", x.chunks},
                            {"unique_chunks", x.unique_chunks}});
+    nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+    for (const auto& f : r.compression) {
+        const auto cpu = f.cpu_s_per_gib();
+        methods.push_back({{"method", compression_name(f.method)},
+                           {"raw_bytes", f.raw_bytes},
+                           {"stored_bytes", f.stored_bytes},
+                           {"ratio", json_number(f.ratio())},
+                           {"combined_ratio", json_number(f.combined_ratio())},
+                           {"chunks", f.chunks},
+                           {"encoded_chunks", f.encoded_chunks},
+                           {"timed_bytes", f.timed_bytes},
+                           {"cpu_s", json_number(f.cpu_s)},
+                           {"cpu_s_per_gib", cpu ? nlohmann::ordered_json(json_number(*cpu))
+                                                 : nlohmann::ordered_json()}});
+    }
+    nlohmann::ordered_json compression = {
+        {"chunking", r.results.empty() ? std::string() : r.results[0].chunking.describe()},
+        {"prefix_bytes", kCodecPrefixBytes},
+        {"record_header_bytes", SegmentStore::kHeaderBytes},
+        {"methods", std::move(methods)}};
     nlohmann::ordered_json j = {{"schema", "hiodsfs-stat-estimate/1"},
                                 {"files", r.files},
                                 {"apparent_bytes", r.apparent_bytes},
@@ -513,7 +675,8 @@ std::string format_estimate_json(const EstimateReport& r) {
                                 {"skipped", r.skipped},
                                 {"elapsed_s", json_number(r.elapsed_s)},
                                 {"interrupted", r.interrupted},
-                                {"results", std::move(results)}};
+                                {"results", std::move(results)},
+                                {"compression", std::move(compression)}};
     return j.dump(2) + "\n";
 }
 

@@ -2,13 +2,18 @@
 // Every regular file is chunked and fingerprinted exactly as the engine's
 // inline path does (the same Chunker, SHA-256, all-zero chunks become holes,
 // hard links counted once), and the distinct chunks are added up, for one or
-// several chunkings in one pass over the data.
+// several chunkings in one pass over the data. The walk follows no symlink
+// and stays on each root's file system. The distinct chunks of the first
+// chunking are also encoded with each compression method asked for
+// (stat/compression_estimate.h).
 //
 // A cache remembers each file's chunk fingerprints (a 16-byte prefix of the
 // SHA-256 and the length) keyed by path, device, inode, size, mtime and
-// ctime, so a re-run reads only files that changed. It is one file written
-// to a temporary name and renamed over the old one, so an interrupted run
-// (Ctrl-C, kill) leaves either the old or the new cache, never a torn one.
+// ctime, so a re-run reads only files that changed, and the stored size of
+// each distinct chunk under the compression methods of the last run that
+// had any. It is one file written to a temporary name and renamed over the
+// old one, so an interrupted run (Ctrl-C, kill) leaves either the old or the
+// new cache, never a torn one.
 // Thread-safety: one Estimator per thread.
 #pragma once
 
@@ -18,8 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "chunk/codec.h"
+#include "common/parallel_loop.h"
 #include "hiodsfs/chunker.h"
 #include "hiodsfs/status.h"
+#include "stat/compression_estimate.h"
 
 namespace hiodsfs::stat {
 
@@ -44,6 +52,9 @@ struct EstimateProgress {
 struct EstimateOptions {
     std::vector<std::string> roots;
     std::vector<ChunkingParams> chunkings;  // at least one
+    // Methods to estimate for the first chunking (none: no compression figures).
+    std::vector<Compression> compressions;
+    unsigned helpers = ParallelLoop::default_helpers();  // threads encoding beside the reader
     std::string cache_path;                 // "" = no cache
     // Set from a signal handler to stop; the cache is still saved.
     const std::atomic<bool>* interrupt = nullptr;
@@ -53,6 +64,7 @@ struct EstimateOptions {
 
 struct EstimateReport {
     std::vector<EstimateResult> results;  // one per chunking, in order
+    std::vector<CompressionFigures> compression;  // of results[0], one per method, in order
     std::uint64_t files = 0;              // regular files (hard links once)
     std::uint64_t apparent_bytes = 0;     // their sizes
     std::uint64_t files_read = 0, files_cached = 0, bytes_read = 0;
@@ -64,6 +76,13 @@ struct EstimateReport {
 };
 
 Status run_estimate(const EstimateOptions& options, EstimateReport* out);
+
+// What --compression estimates unless told: the write path's fast method
+// and two strong levels for the background pass.
+std::vector<Compression> default_estimate_compressions();
+// "lz4,zstd:3" (a comma-separated list, each method once; "none" alone:
+// no compression figures); one line naming what is wrong otherwise.
+Status parse_compression_list(const std::string& text, std::vector<Compression>* out);
 
 // The comparison set for --compare: fixed 4, 8, 16, 32 KiB and CDC at 4,
 // 8, 16 and 32 KiB average (min avg/4, max avg*4).

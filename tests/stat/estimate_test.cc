@@ -1,11 +1,14 @@
 // hiodsfs-stat --estimate without a mount: exact figures on trees whose
 // duplication is known, and the cache (re-runs read nothing, changed files
-// are read again, an interrupted run leaves a usable cache).
+// are read again, an interrupted run leaves a usable cache), and a walk
+// that stays on one file system.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -13,27 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "../skip.h"
 #include "stat/estimate.h"
+#include "stat_test_util.h"
 
 using namespace hiodsfs;
 
 namespace {
 
-struct EstimateTmpDir {
-    std::string path;
-    EstimateTmpDir() {
-        char tmpl[] = "/tmp/hiodsfs-estimate-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~EstimateTmpDir() { std::filesystem::remove_all(path); }
-};
-
-void write_file(const std::string& path, const std::string& data) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
-    ::close(fd);
-}
+using EstimateTmpDir = test::ScratchDir;
+using test::write_whole_file;
 
 std::string random_block(std::mt19937_64& rng, std::size_t n) {
     std::string s(n, '\0');
@@ -62,14 +54,14 @@ Tree make_tree(const std::string& root, int nfiles, int blocks_per_file) {
         }
         if (f % 3 == 0) data += random_block(rng, 1000 + static_cast<std::size_t>(f));  // unique tail
         if (f % 3 == 0) t.stored += 1000 + static_cast<std::uint64_t>(f);
-        write_file(root + (f % 2 ? "/sub/f" : "/sub/deeper/f") + std::to_string(f), data);
+        write_whole_file(root + (f % 2 ? "/sub/f" : "/sub/deeper/f") + std::to_string(f), data);
         t.logical += data.size();
         ++t.files;
     }
     for (bool u : used) t.stored += u ? 4096 : 0;
     // A hard link is one file; a file of zeros is holes.
     REQUIRE(::link((root + "/sub/f1").c_str(), (root + "/hardlink").c_str()) == 0);
-    write_file(root + "/zeros", std::string(64 * 1024, '\0'));
+    write_whole_file(root + "/zeros", std::string(64 * 1024, '\0'));
     ++t.files;
     REQUIRE(::symlink("sub/f1", (root + "/symlink").c_str()) == 0);
     return t;
@@ -131,7 +123,7 @@ TEST_CASE("estimate: the cache makes a re-run read nothing, and survives an inte
     }
 
     // A changed file is read again, and only it.
-    write_file(root + "/sub/f1", std::string(8192, 'x'));
+    write_whole_file(root + "/sub/f1", std::string(8192, 'x'));
     stat::EstimateReport third;
     REQUIRE(stat::run_estimate(o, &third));
     CHECK(third.files_read == 1);
@@ -171,4 +163,31 @@ TEST_CASE("estimate: the cache makes a re-run read nothing, and survives an inte
     CHECK(damaged.cache_note.find("damaged") != std::string::npos);
     CHECK(damaged.bytes_read == damaged.apparent_bytes);
     CHECK(damaged.results[0].stored_bytes == third.results[0].stored_bytes);
+}
+
+TEST_CASE("estimate: the walk stays on the roots' file systems", "[stat][estimate]") {
+    EstimateTmpDir d;
+    const std::string root = d.path + "/tree";
+    std::filesystem::create_directories(root + "/mnt");
+    write_whole_file(root + "/here", std::string(10000, 'h'));
+    if (::mount("tmpfs", (root + "/mnt").c_str(), "tmpfs", 0, "size=1m") != 0)
+        SKIP_TEST("cannot mount a tmpfs here: " << std::strerror(errno));
+    struct Unmount {
+        std::string path;
+        ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+    } unmount{root + "/mnt"};
+    write_whole_file(root + "/mnt/elsewhere", std::string(20000, 'e'));
+
+    stat::EstimateOptions o;
+    o.roots = {root};
+    o.chunkings = {ChunkingParams::fixed(4096)};
+    stat::EstimateReport r;
+    REQUIRE(stat::run_estimate(o, &r));
+    CHECK(r.files == 1);
+    CHECK(r.apparent_bytes == 10000);
+    // Given as a root, the other file system is walked.
+    o.roots = {root + "/mnt"};
+    REQUIRE(stat::run_estimate(o, &r));
+    CHECK(r.files == 1);
+    CHECK(r.apparent_bytes == 20000);
 }

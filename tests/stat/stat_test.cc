@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "hiodsfs/engine.h"
 #include "schema_check.h"
+#include "stat_test_util.h"
 #include "stat/estimate.h"
 #include "stat/report.h"
 
@@ -24,14 +25,7 @@ using nlohmann::json;
 
 namespace {
 
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/hiodsfs-stat-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~TmpDir() { std::filesystem::remove_all(path); }
-};
+using TmpDir = test::ScratchDir;
 
 const json& schema() {
     static const json s = test::read_json_file(HIODSFS_SCHEMA);
