@@ -179,40 +179,58 @@ void Compactor::recompress(Move& m, std::vector<std::uint8_t>& payload, bool* en
     m.codec = p.encoded ? ChunkRecord::codec_byte(recompress_to_) : 0;
 }
 
+Status Compactor::weak_bytes(SegmentId seg, std::uint64_t* live, std::uint64_t* weak, bool* present) {
+    *live = *weak = 0;
+    std::vector<Move> records;
+    HIODSFS_TRY(segs_->scan(seg, false, [&](const SegmentRecord& r) {
+        if (r.chunk != kLogRecord && r.location.encoded) records.push_back(Move{r.chunk, r.location, {}});
+        return true;
+    }));
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin_read(&t));
+    HIODSFS_TRY(segment_live(*t, seg, live, present));
+    for (const Move& m : records) {
+        ChunkRecord rec;
+        bool live_here = false;
+        HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
+        if (live_here && weaker(rec)) *weak += rec.stored_length();
+    }
+    return Status::ok();
+}
+
 Status Compactor::pick_weak(bool* found) {
     *found = false;
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
     const SegmentId active = segs_->active_segment();
+    auto worth_it = [](std::uint64_t live, std::uint64_t weak) { return weak > 0 && weak * 4 >= live; };
+    std::uint64_t active_size = 0;
     for (const auto& [seg, size] : files) {
+        if (seg == active) active_size = size;
         if (seg == 0 || seg == active || skip_.count(seg) != 0 || looked_at_.count(seg) != 0) continue;
         // A segment only the tier holds would be fetched whole to look at it.
         if (!segs_->in_directory(seg)) continue;
         looked_at_.insert(seg);
         *found = true;  // looking was the work of this step
-        std::vector<Move> records;
-        HIODSFS_TRY(segs_->scan(seg, false, [&](const SegmentRecord& r) {
-            if (r.chunk != kLogRecord && r.location.encoded) records.push_back(Move{r.chunk, r.location, {}});
-            return true;
-        }));
         std::uint64_t live = 0, weak = 0;
-        {
-            std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin_read(&t));
-            bool present = false;
-            HIODSFS_TRY(segment_live(*t, seg, &live, &present));
-            if (!present) return Status::ok();
-            for (const Move& m : records) {
-                ChunkRecord rec;
-                bool live_here = false;
-                HIODSFS_TRY(points_at(*t, m.chunk, m.from, &rec, &live_here));
-                if (live_here && weaker(rec)) weak += rec.stored_length();
-            }
-        }
-        if (weak == 0 || weak * 4 < live || (room_for_ && !room_for_(live))) return Status::ok();
+        bool present = false;
+        HIODSFS_TRY(weak_bytes(seg, &live, &weak, &present));
+        if (!present || !worth_it(live, weak) || (room_for_ && !room_for_(live))) return Status::ok();
         return start_job(seg, size);
     }
-    return Status::ok();
+    // The open segment, once it has grown by kMinSealBytes since it was
+    // last looked at: a store written inline and then left idle holds its
+    // latest chunks there, and a small store all of them. Sealed, the next
+    // step takes it as any other.
+    if (active == 0 || (active == active_looked_.first && active_size < active_looked_.second + kMinSealBytes))
+        return Status::ok();
+    active_looked_ = {active, active_size};
+    *found = true;
+    std::uint64_t live = 0, weak = 0;
+    bool present = false;
+    HIODSFS_TRY(weak_bytes(active, &live, &weak, &present));
+    if (!present || !worth_it(live, weak) || weak < kMinSealBytes / 4) return Status::ok();
+    return segs_->seal();
 }
 
 Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {

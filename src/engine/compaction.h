@@ -28,7 +28,9 @@
 // than the background compression (lz4, a lower zstd level, or as it is) is
 // stored anew at that level; and while reclaim may run at full speed, a
 // sealed segment whose live chunks are a quarter or more encoded weaker is
-// compacted for that alone (each segment is looked at once per open). A
+// compacted for that alone (each segment is looked at once per open; the
+// open one is sealed for it once it qualifies, looked at again each time it
+// has grown by kMinSealBytes). A
 // chunk stored as it is does not count: it may be one that does not
 // compress, and copying it again would gain nothing.
 // Thread-safety: one thread at a time calls step()/run_until_idle().
@@ -128,6 +130,9 @@ private:
     // A sealed segment worth compacting for its weakly stored chunks: one
     // not looked at yet is looked at (*found: there was work).
     Status pick_weak(bool* found);
+    // The live payload bytes of a segment, and those of its chunks stored
+    // weaker than recompress_to_ (a scan of its headers and a lookup each).
+    Status weak_bytes(SegmentId seg, std::uint64_t* live, std::uint64_t* weak, bool* present);
     // Whether chunk rec is stored weaker than recompress_to_ (and may be
     // stored anew: fingerprinted, not damaged, encoded).
     bool weaker(const ChunkRecord& rec) const;
@@ -156,6 +161,7 @@ private:
     Compression recompress_to_;
     const DictionarySet* dicts_ = nullptr;
     std::set<SegmentId> looked_at_;  // by pick_weak, this open
+    std::pair<SegmentId, std::uint64_t> active_looked_{0, 0};  // the open segment and its size then
     std::atomic<std::uint64_t> segments_deleted_{0}, segments_compacted_{0}, chunks_moved_{0},
         bytes_moved_{0}, bytes_freed_{0}, chunks_recompressed_{0};
 };

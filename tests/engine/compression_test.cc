@@ -330,3 +330,27 @@ TEST_CASE("compaction stores what it moves at the background level, and an idle 
     }
     CHECK(check_invariants(dir.store()).empty());
 }
+
+TEST_CASE("a small store written inline with lz4, all in its open segment, is stored at the background level "
+          "once idle",
+          "[engine][compression][reclaim]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.compression = parsed("lz4");
+    o.compression_background = parsed("zstd:6");
+    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed, as an idle store's reclaimer
+    const std::vector<std::uint8_t> text = text_bytes(2 << 20, 60);
+    std::uint64_t lz4_stored = 0;
+    {
+        auto e = open_engine(o);
+        write_synced(*e, "text", text);
+        lz4_stored = counters_of(*e).stored_bytes;
+        require_ok(e->run_reclaim());
+        CHECK(counters_of(*e).stored_bytes < lz4_stored);
+        CHECK(read_named(*e, "text") == text);
+    }
+    RecordKinds k = record_kinds(dir.store());
+    CHECK(k.by_level.count(static_cast<int>(CompressionMethod::kLz4) * 100) == 0);
+    CHECK(k.by_level[static_cast<int>(CompressionMethod::kZstd) * 100 + 6] > 0);
+    CHECK(check_invariants(dir.store()).empty());
+}
