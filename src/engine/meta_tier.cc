@@ -1,5 +1,7 @@
 #include "engine/meta_tier.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -347,18 +349,26 @@ Status recover_metadata(Env* env, SegmentTier* tier, const std::string& meta_dir
     HIODSFS_TRY(get_manifest(tier, &m, &have_snapshot));
     HIODSFS_TRY(env->mkdir(meta_dir));
     if (have_snapshot) HIODSFS_TRY(fetch_snapshot(env, tier, m, meta_dir + "/data.mdb"));
+    std::vector<std::vector<char>> bytes;
+    std::vector<JournalRecord> recs;
+    std::uint64_t last = 0;
+    HIODSFS_TRY(read_journal(tier, m.seq, &bytes, &recs, &last));
+    // Mapped as large as the snapshot and the journal can make it, not
+    // map_bytes' terabyte: this copy is closed once recovered, and where
+    // address space is scarce (a sanitizer, ulimit -v) a terabyte fails.
+    std::uint64_t need = 256ull << 20;
+    struct stat snap {};
+    if (have_snapshot && ::stat((meta_dir + "/data.mdb").c_str(), &snap) == 0)
+        need += 2 * static_cast<std::uint64_t>(snap.st_size);
+    for (const auto& b : bytes) need += 4 * static_cast<std::uint64_t>(b.size());
     std::unique_ptr<MetaStore> meta;
     MetaStoreOptions o;
-    o.map_bytes = map_bytes;
+    o.map_bytes = std::min(map_bytes, need);
     HIODSFS_TRY(MetaStore::open(meta_dir, o, &meta));
     if (meta->committed_journal_seq() != m.seq)
         return Status::error(EUCLEAN, "metadata snapshot in " + tier->describe() + " is of record " +
                                           std::to_string(meta->committed_journal_seq()) + ", its manifest says " +
                                           std::to_string(m.seq));
-    std::vector<std::vector<char>> bytes;
-    std::vector<JournalRecord> recs;
-    std::uint64_t last = 0;
-    HIODSFS_TRY(read_journal(tier, m.seq, &bytes, &recs, &last));
     if (!have_snapshot && (recs.empty() || recs.front().seq != 1))
         return Status::error(EUCLEAN, tier->describe() + " has no metadata snapshot and its journal does not "
                                                          "start at record 1");
