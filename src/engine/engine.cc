@@ -3,6 +3,7 @@
 #include "engine/engine_impl.h"
 
 #include "common/units.h"
+#include "meta/dictionaries.h"
 
 namespace hiodsfs {
 
@@ -174,6 +175,8 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
     // After the replay: its records carry the frontier of their own state.
     if (!fresh && !options.read_only) HIODSFS_TRY(count_crash_leftovers(meta_->super_snapshot()));
+    // Before anything reads a chunk: the metadata as the replay left it.
+    HIODSFS_TRY(open_dictionaries());
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -335,6 +338,22 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         space_.set_reclaim(std::move(reclaim));
         reclaimer_->start();
     }
+    return Status::ok();
+}
+
+Status EngineImpl::open_dictionaries() {
+    StoredDictionaries stored;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(load_dictionaries(*t, &dicts_, &stored));
+    }
+    // No reason to refuse the store: what was stored with it reads as EIO.
+    for (const std::string& line : stored.damaged)
+        if (opts_.log)
+            opts_.log("hiodsfs: " + line +
+                      ": the chunks stored with it cannot be read; hiodsfs-fsck --scrub " +
+                      opts_.store_dir + " names their files");
     return Status::ok();
 }
 

@@ -510,6 +510,9 @@ private:
     void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     Status count_crash_leftovers(const SuperState& committed);
+    // At open, after the replays: the metadata's dictionaries into dicts_
+    // (a damaged one is logged, not refused).
+    Status open_dictionaries();
     // A run of the committer thread (committer_), and of the control thread
     // (control_): last_processed is the pass's progress at its last run.
     void commit_round();
@@ -560,7 +563,8 @@ private:
     // A large write's chunks are fingerprinted on the FUSE thread and these
     // helpers (emit_chunks); the background pass has its TBB arena.
     ParallelLoop digest_loop_{ParallelLoop::default_helpers()};
-    // The store's compression dictionaries (chunk/codec.h), for reads.
+    // The store's compression dictionaries (chunk/codec.h), loaded at
+    // open: every one is read, the newest compresses new zstd chunks.
     DictionarySet dicts_;
     WorkerThreads pool_threads_;  // the pass's pools' threads: joined by close()
     std::unique_ptr<BackgroundPass> pass_;
