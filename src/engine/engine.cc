@@ -338,6 +338,13 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         space_.set_reclaim(std::move(reclaim));
         reclaimer_->start();
     }
+    if (options.dictionary_min_bytes > 0 && options.background_threads > 0 &&
+        options.background_commit) {
+        trainer_thread_ = std::make_unique<PacedWorker>(
+            "dict-train", [this](bool* did_work) { return trainer_->step(did_work); },
+            [this] { return background_speed(); }, std::chrono::seconds(1));
+        trainer_thread_->start();
+    }
     return Status::ok();
 }
 
@@ -354,7 +361,27 @@ Status EngineImpl::open_dictionaries() {
             opts_.log("hiodsfs: " + line +
                       ": the chunks stored with it cannot be read; hiodsfs-fsck --scrub " +
                       opts_.store_dir + " names their files");
+    if (opts_.read_only) return Status::ok();
+    DictionaryPolicy policy;
+    policy.min_bytes = opts_.dictionary_min_bytes;
+    auto read = [this](ChunkId id, const ChunkRecord& rec, std::uint8_t* out, bool* skip) {
+        bool damaged = false, freed = false;
+        const Status st = read_chunk(id, rec.location(), rec.length, out, &damaged, &freed);
+        if (st) return st;
+        // Damaged (flagged, as a read would) or freed meanwhile: no sample.
+        // Another error may pass: the round stops, and begins again later.
+        if (damaged && !freed) mark_damaged(id);
+        *skip = damaged || freed;
+        return *skip ? Status::ok() : st;
+    };
+    trainer_ = std::make_unique<DictionaryTrainer>(*meta_, dicts_, stored, policy, read, opts_.log);
     return Status::ok();
+}
+
+Status EngineImpl::train_dictionary(bool* trained) {
+    *trained = false;
+    if (!trainer_) return Status::error(EROFS, "store is open read-only");
+    return trainer_->train_now(trained);
 }
 
 void EngineImpl::stop_committer() {
@@ -403,6 +430,7 @@ bool EngineImpl::stop_with_segments() {
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
     if (reclaimer_) reclaimer_->stop();  // queued deletes stay queued; a half-copied segment stays
+    if (trainer_thread_) trainer_thread_->stop();  // a round under way is dropped
     if (pass_) pass_->stop();  // unfinished records stay queued for the next open
     stop_committer();
     Status result;
@@ -448,6 +476,7 @@ Status EngineImpl::close() {
         }
     }
     closed_ = true;
+    trainer_.reset();
     compactor_.reset();
     meta_.reset();
     segs_.reset();
@@ -474,10 +503,12 @@ void EngineImpl::compact_metadata() {
 
 void EngineImpl::abandon() {
     if (reclaimer_) reclaimer_->stop();
+    if (trainer_thread_) trainer_thread_->stop();
     if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
     streams_.clear();
+    trainer_.reset();
     compactor_.reset();
     meta_.reset();  // aborts the open group
     segs_.reset();
