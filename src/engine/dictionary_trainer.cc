@@ -54,20 +54,24 @@ void DictionaryTrainer::begin_round(std::uint64_t content, std::uint64_t chunk_c
     picked_.clear();
     samples_.clear();
     sizes_.clear();
+    samples_.reserve(static_cast<std::size_t>(round_target_));
 }
 
 void DictionaryTrainer::end_round() {
+    // The samples' memory goes back (11 MiB, a handful of times in a
+    // store's life), not just their contents.
     sampling_ = false;
-    picked_ = {};
-    samples_ = {};
-    sizes_ = {};
+    std::unordered_set<ChunkId>().swap(picked_);
+    std::string().swap(samples_);
+    std::vector<std::size_t>().swap(sizes_);
 }
 
 Status DictionaryTrainer::sample_some(bool* done) {
     std::vector<StoredChunk> picks;
     {
-        const ChunkId end =
-            meta_.super_snapshot().next_chunk;  // not under the Txn: it takes the store's lock
+        // Before the Txn: the snapshot takes the store's lock, which a
+        // read of the group holds.
+        const ChunkId end = meta_.super_snapshot().next_chunk;
         // In the group's own view: a cursor of an overlay read would copy
         // the group's chunk records first.
         std::unique_ptr<Txn> t;
@@ -96,6 +100,7 @@ Status DictionaryTrainer::sample_some(bool* done) {
     }
     std::vector<std::uint8_t> buf;
     for (const auto& [id, r] : picks) {
+        if (samples_.size() >= round_target_) break;
         buf.resize(r.length);
         bool skip = false;
         HIODSFS_TRY(read_(id, r, buf.data(), &skip));
