@@ -1,6 +1,7 @@
 #include "engine/dictionary_trainer.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/units.h"
 #include "meta/chunk_table.h"
@@ -20,6 +21,12 @@ constexpr std::size_t kFewestSampleBytesPerDictionaryByte = 4;
 // After a round that trained none: again once the content has grown by a
 // quarter, or after this long.
 constexpr auto kRetryAfter = std::chrono::hours(1);
+
+std::string seconds_text(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+    return buf;
+}
 
 }  // namespace
 
@@ -139,7 +146,10 @@ Status DictionaryTrainer::finish(bool* trained) {
     }
     std::string bytes;
     std::shared_ptr<const Dictionary> d;
+    const auto began = std::chrono::steady_clock::now();
     Status st = train_dictionary(samples_, sizes_, policy_.dictionary_bytes, &bytes);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (st) st = Dictionary::make(next_id_, bytes, &d);
     if (!st) {
         failed(st.message());
@@ -165,8 +175,8 @@ Status DictionaryTrainer::finish(bool* trained) {
     if (log_)
         log_("hiodsfs: compression dictionary " + std::to_string(d->id()) + " trained (" +
              human_bytes(static_cast<double>(bytes.size())) + ", from " + std::to_string(samples) +
-             " chunks, " + human_bytes(static_cast<double>(sample_bytes)) +
-             "): new zstd chunks are compressed with it");
+             " chunks, " + human_bytes(static_cast<double>(sample_bytes)) + " in " +
+             seconds_text(took) + "): new zstd chunks are compressed with it");
     return Status::ok();
 }
 
