@@ -497,6 +497,12 @@ TEST_CASE(
     }
     CHECK(stored_dictionaries(second.store()).ids == std::vector<std::uint32_t>{1});
     CHECK(record_kinds(first.store()).by_dictionary[1] > 0);
+    // The clean close left a snapshot: a third directory recovers from it.
+    TempDir third;
+    auto e = open_engine(tiered(third.store()));
+    CHECK(dictionary_count(*e) == 1);
+    check_files(*e, files);
+    require_ok(e->close());
 }
 
 TEST_CASE("samples that train no dictionary are logged once and tried again as the store grows",
