@@ -110,6 +110,14 @@ struct EngineOptions {
     // rewrites them anyway, so the foreground pays nothing.
     Compression compression;
     Compression compression_background;
+    // Compression dictionaries (docs/architecture.md, "Compression"): once
+    // the store holds this many bytes of chunk content and no dictionary,
+    // or 8 times what it held when its newest one was trained, a zstd
+    // dictionary is trained from a sample of its chunks in the background,
+    // and new zstd chunks are compressed with it. 0: never. The trainer
+    // thread runs with the background pass (background_threads > 0 and
+    // background_commit); train_dictionary() does its work in every mode.
+    std::uint64_t dictionary_min_bytes = 64ull << 20;
     // The write-rate goal and controller settings (hybrid mode), the
     // policy's name ("" = the default), and the clock (nullptr = system).
     ControlConfig control;
@@ -309,6 +317,12 @@ public:
     // files (those no handle pins any more) and compacts segments until no
     // segment qualifies. The daemon's reclaimer does the same by itself.
     virtual Status run_reclaim() = 0;
+    // Trains a compression dictionary in the calling thread if the store is
+    // due one (EngineOptions::dictionary_min_bytes), whatever the throttle
+    // says, and stores it; *trained says whether it did. Samples that train
+    // none are logged once and are no error. EROFS on a read-only store.
+    // The daemon's trainer thread does the same by itself.
+    virtual Status train_dictionary(bool* trained) = 0;
     // Switches the write path (the mode controller calls this in hybrid mode).
     virtual void set_deferred(bool deferred) = 0;
     virtual bool deferred() const = 0;

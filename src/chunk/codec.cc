@@ -1,6 +1,7 @@
 #include "chunk/codec.h"
 
 #include <lz4.h>
+#include <zdict.h>
 #include <zstd.h>
 
 #include <array>
@@ -206,6 +207,26 @@ ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, c
 ChunkEncoder& thread_chunk_encoder() {
     thread_local ChunkEncoder encoder;
     return encoder;
+}
+
+Status train_dictionary(std::string_view samples, const std::vector<std::size_t>& sizes,
+                        std::size_t capacity, std::string* out) {
+    std::size_t total = 0;
+    for (std::size_t n : sizes) total += n;
+    if (sizes.empty() || total != samples.size())
+        return Status::error(EINVAL, "no compression dictionary: no samples to train it on");
+    std::string dict(capacity, '\0');
+    const std::size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(),
+                                                sizes.data(), static_cast<unsigned>(sizes.size()));
+    if (ZDICT_isError(n)) {
+        return Status::error(EINVAL, "no compression dictionary from " +
+                                         std::to_string(sizes.size()) + " samples of " +
+                                         std::to_string(total) +
+                                         " bytes: " + ZDICT_getErrorName(n));
+    }
+    dict.resize(n);
+    *out = std::move(dict);
+    return Status::ok();
 }
 
 Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,

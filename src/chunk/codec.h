@@ -122,6 +122,13 @@ ChunkEncoder& thread_chunk_encoder();
 // near 8 bits a byte): such a chunk is stored raw without trying.
 bool looks_incompressible(const char* data, std::uint32_t len);
 
+// Trains a zstd dictionary of at most `capacity` bytes from samples: chunks
+// of sizes[i] bytes each, back to back in `samples` (ZDICT_trainFromBuffer).
+// EINVAL with zstd's reason when it cannot (too few or too small samples);
+// *out is then left as it was.
+Status train_dictionary(std::string_view samples, const std::vector<std::size_t>& sizes,
+                        std::size_t capacity, std::string* out);
+
 // Turns an encoded payload back into the chunk: out has room for
 // expect_raw bytes, which the prefix must state. EIO with one line when
 // the prefix, the dictionary (dicts may be null when none is used) or the

@@ -243,6 +243,14 @@ const std::vector<OptionSpec>& option_table() {
                      "how the background pass and compaction store them\n"
                      "(default " + compression_name(DaemonOptions{}.compression_background) + ")",
                      compression_option(&DaemonOptions::compression_background)});
+        t.push_back(
+            {"dictionary_min", "SIZE",
+             "train a zstd dictionary from the store's chunks once\n"
+             "it holds SIZE of them, again at 8 times that (default\n" +
+                 size_text(engine.dictionary_min_bytes) + "; 0: never)",
+             size_option(1u << 20, 1ull << 50,
+                         "expected a size of at least 1M, such as 64M or 1G, or 0 (never)",
+                         [](DaemonOptions& o, std::uint64_t v) { o.dictionary_min_bytes = v; })});
         t.push_back({"control_interval", "MS", "controller sampling interval (default 1000)",
                      uint_option(10, 60000, "expected milliseconds between 10 and 60000",
                                  [](DaemonOptions& o, std::uint64_t v) { o.control.interval_ms = v; })});

@@ -40,6 +40,9 @@ struct DaemonOptions {
     // the defaults come from).
     Compression compression{CompressionMethod::kLz4, 0};
     Compression compression_background{CompressionMethod::kZstd, 6};
+    // A zstd dictionary is trained once the store holds this much chunk
+    // content (0: never; docs/architecture.md, "Compression").
+    std::uint64_t dictionary_min_bytes = EngineOptions{}.dictionary_min_bytes;
     unsigned background_threads = 2;
     // Compact segments with less than this percentage live (0: only delete dead ones).
     unsigned compact_threshold = 50;

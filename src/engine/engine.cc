@@ -3,6 +3,7 @@
 #include "engine/engine_impl.h"
 
 #include "common/units.h"
+#include "meta/dictionaries.h"
 
 namespace hiodsfs {
 
@@ -174,6 +175,8 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     if (!fresh) HIODSFS_TRY(check_segment_files(committed, fsck_hint));
     // After the replay: its records carry the frontier of their own state.
     if (!fresh && !options.read_only) HIODSFS_TRY(count_crash_leftovers(meta_->super_snapshot()));
+    // Before anything reads a chunk: the metadata as the replay left it.
+    HIODSFS_TRY(open_dictionaries());
 
     if (fresh) {
         std::unique_ptr<Txn> t;
@@ -337,7 +340,50 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         space_.set_reclaim(std::move(reclaim));
         reclaimer_->start();
     }
+    if (options.dictionary_min_bytes > 0 && options.background_threads > 0 &&
+        options.background_commit) {
+        trainer_thread_ = std::make_unique<PacedWorker>(
+            "dict-train", [this](bool* did_work) { return trainer_->step(did_work); },
+            [this] { return background_speed(); }, std::chrono::seconds(1));
+        trainer_thread_->start();
+    }
     return Status::ok();
+}
+
+Status EngineImpl::open_dictionaries() {
+    StoredDictionaries stored;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(load_dictionaries(*t, &dicts_, &stored));
+    }
+    // No reason to refuse the store: what was stored with it reads as EIO.
+    for (const std::string& line : stored.damaged)
+        if (opts_.log)
+            opts_.log("hiodsfs: " + line +
+                      ": the chunks stored with it cannot be read; hiodsfs-fsck --scrub " +
+                      opts_.store_dir + " names their files");
+    if (opts_.read_only) return Status::ok();
+    DictionaryPolicy policy;
+    policy.min_bytes = opts_.dictionary_min_bytes;
+    auto read = [this](ChunkId id, const ChunkRecord& rec, std::uint8_t* out, bool* skip) {
+        bool damaged = false, freed = false;
+        const Status st = read_chunk(id, rec.location(), rec.length, out, &damaged, &freed);
+        if (st) return st;
+        // Damaged (flagged, as a read would) or freed meanwhile: no sample.
+        // Another error may pass: the round stops, and begins again later.
+        if (damaged && !freed) mark_damaged(id);
+        *skip = damaged || freed;
+        return *skip ? Status::ok() : st;
+    };
+    trainer_ = std::make_unique<DictionaryTrainer>(*meta_, dicts_, stored, policy, read, opts_.log);
+    return Status::ok();
+}
+
+Status EngineImpl::train_dictionary(bool* trained) {
+    *trained = false;
+    if (!trainer_) return Status::error(EROFS, "store is open read-only");
+    return trainer_->train_now(trained);
 }
 
 void EngineImpl::stop_committer() {
@@ -386,6 +432,7 @@ bool EngineImpl::stop_with_segments() {
 Status EngineImpl::close() {
     if (closed_) return Status::ok();
     if (reclaimer_) reclaimer_->stop();  // queued deletes stay queued; a half-copied segment stays
+    if (trainer_thread_) trainer_thread_->stop();  // a round under way is dropped
     if (pass_) pass_->stop();  // unfinished records stay queued for the next open
     stop_committer();
     Status result;
@@ -431,6 +478,7 @@ Status EngineImpl::close() {
         }
     }
     closed_ = true;
+    trainer_.reset();
     compactor_.reset();
     meta_.reset();
     segs_.reset();
@@ -457,10 +505,12 @@ void EngineImpl::compact_metadata() {
 
 void EngineImpl::abandon() {
     if (reclaimer_) reclaimer_->stop();
+    if (trainer_thread_) trainer_thread_->stop();
     if (pass_) pass_->stop();
     stop_committer();
     closed_ = true;
     streams_.clear();
+    trainer_.reset();
     compactor_.reset();
     meta_.reset();  // aborts the open group
     segs_.reset();

@@ -17,8 +17,9 @@
 //                     in batches (HeldBack)
 // Its parts with state of their own are classes it owns: StreamTable
 // (stream_table.h, the open write streams), SpaceAdmission
-// (space_admission.h) and the IntervalThreads (interval_thread.h) that
-// run the committer and the control loop.
+// (space_admission.h), the IntervalThreads (interval_thread.h) that
+// run the committer and the control loop, and the DictionaryTrainer
+// (dictionary_trainer.h).
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
 // then held_mu_, pins_mu_ or WriteErrors' own.
@@ -52,6 +53,7 @@
 #include "engine/chunk_content.h"
 #include "engine/chunk_index.h"
 #include "engine/compaction.h"
+#include "engine/dictionary_trainer.h"
 #include "engine/engine_test_hooks.h"
 #include "engine/history_recorder.h"
 #include "engine/inode_ops.h"
@@ -216,6 +218,7 @@ public:
 
     Status run_background() override;
     Status run_reclaim() override;
+    Status train_dictionary(bool* trained) override;
     void set_deferred(bool deferred) override { deferred_.store(deferred); }
     bool deferred() const override { return deferred_.load(); }
     const ModeController* controller() const override { return controller_.get(); }
@@ -511,6 +514,9 @@ private:
     void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     Status count_crash_leftovers(const SuperState& committed);
+    // At open, after the replays: the metadata's dictionaries into dicts_
+    // (a damaged one is logged, not refused), and the trainer.
+    Status open_dictionaries();
     // A run of the committer thread (committer_), and of the control thread
     // (control_): last_processed is the pass's progress at its last run.
     void commit_round();
@@ -561,8 +567,13 @@ private:
     // A large write's chunks are fingerprinted on the FUSE thread and these
     // helpers (emit_chunks); the background pass has its TBB arena.
     ParallelLoop digest_loop_{ParallelLoop::default_helpers()};
-    // The store's compression dictionaries (chunk/codec.h), for reads.
+    // The store's compression dictionaries (chunk/codec.h): every one is
+    // read, the newest compresses new zstd chunks. Loaded at open; the
+    // trainer adds to it (dictionary_trainer.h), on its own thread when
+    // the background runs.
     DictionarySet dicts_;
+    std::unique_ptr<DictionaryTrainer> trainer_;  // null when read-only
+    std::unique_ptr<PacedWorker> trainer_thread_;
     WorkerThreads pool_threads_;  // the pass's pools' threads: joined by close()
     std::unique_ptr<BackgroundPass> pass_;
     std::atomic<std::uint64_t> read_errors_{0};  // chunk reads that failed verification

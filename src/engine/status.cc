@@ -16,6 +16,7 @@ std::string EngineImpl::status_json() {
     j["logical_bytes"] = c.logical_bytes;
     j["stored_bytes"] = c.stored_bytes;
     j["content_bytes"] = c.content_bytes;
+    j["dictionaries"] = dicts_.size();
     j["disk_bytes"] = c.disk_bytes;
     j["dead_bytes"] = c.dead_bytes;
     j["raw_bytes"] = c.raw_bytes;

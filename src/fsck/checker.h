@@ -71,10 +71,12 @@ struct Use {
 class Checker {
 public:
     // env: the store's (StoreDir::env), for the segment a repair may make.
-    Checker(Txn& t, SegmentStore& segs, Env* env, const FsckOptions& o, bool repair, bool scrub,
-            FsckReport* report)
+    // dicts: the store's compression dictionaries (meta/dictionaries.h).
+    Checker(Txn& t, SegmentStore& segs, const DictionarySet* dicts, Env* env, const FsckOptions& o,
+            bool repair, bool scrub, FsckReport* report)
         : t_(t),
           segs_(segs),
+          dicts_(dicts),
           env_(env),
           o_(o),
           repair_(repair),
@@ -137,7 +139,7 @@ private:
     Txn& t_;
     SegmentStore& segs_;
     // The store's compression dictionaries, to decode chunks stored with one.
-    const DictionarySet* dicts_ = nullptr;
+    const DictionarySet* const dicts_;
     Env* const env_;
     const FsckOptions& o_;
     const bool repair_, scrub_;

@@ -10,6 +10,7 @@
 #include "engine/store_layout.h"
 #include "fsck/checker.h"
 #include "fsck/open_store.h"
+#include "meta/dictionaries.h"
 #include "meta/meta_store.h"
 
 namespace hiodsfs {
@@ -52,13 +53,23 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     *report = FsckReport{};
     fsck::OpenStore s;
     fsck::FormatFinding format;
+    DictionarySet dicts;
     HIODSFS_TRY(fsck::open_store(options, &s, &format, &report->notes));
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(s.meta->begin(&t));
-        fsck::Checker c(*t, *s.segs, s.dir->env(), options, options.repair, options.scrub, report);
+        // A damaged dictionary cannot be repaired: the scrub names the
+        // files whose chunks need it.
+        StoredDictionaries stored;
+        HIODSFS_TRY(load_dictionaries(*t, &dicts, &stored));
+        for (const std::string& line : stored.damaged)
+            report->problems.push_back(FsckProblem{
+                line + ": the chunks stored with it cannot be read (--scrub names their files)",
+                false, false});
+        fsck::Checker c(*t, *s.segs, &dicts, s.dir->env(), options, options.repair, options.scrub,
+                        report);
         HIODSFS_TRY(c.run());
         if (options.tier != nullptr) HIODSFS_TRY(fsck::note_superseded_objects(options.tier, report));
         if (!options.repair && format.add_copy)
@@ -91,7 +102,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     HIODSFS_TRY(s.meta->begin(&t));
     FsckOptions plain = options;
     plain.progress = nullptr;
-    fsck::Checker c(*t, *s.segs, s.dir->env(), plain, false, false, &again);
+    fsck::Checker c(*t, *s.segs, &dicts, s.dir->env(), plain, false, false, &again);
     HIODSFS_TRY(c.run());
     if (report->unrepaired() == 0) {
         for (auto& p : again.problems) report->problems.push_back(FsckProblem{"after repair: " + p.what, false});

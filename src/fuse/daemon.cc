@@ -515,6 +515,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.policy = opt.policy;
     eo.compression = opt.compression;
     eo.compression_background = opt.compression_background;
+    eo.dictionary_min_bytes = opt.dictionary_min_bytes;
     eo.background_threads = opt.background_threads;
     eo.compact_threshold = opt.compact_threshold / 100.0;
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.

@@ -225,6 +225,7 @@ Status report_from(const json& status, Report* r) {
     r->logical_bytes = st.u("logical_bytes");
     r->stored_bytes = st.u("stored_bytes");
     r->content_bytes = st.has("content_bytes") ? st.u("content_bytes") : r->stored_bytes;
+    r->dictionaries = st.u("dictionaries");
     r->disk_bytes = st.u("disk_bytes");
     r->dead_bytes = st.u("dead_bytes");
     r->raw_bytes = st.u("raw_bytes");
@@ -494,7 +495,9 @@ std::string format_text(const Report& r, const Style& style) {
     std::snprintf(factors, sizeof(factors), "%.2f : 1", r.dedup_ratio());
     line(&o, "dedup", factors, "logical / chunk bytes");
     std::snprintf(factors, sizeof(factors), "%.2f : 1", r.compression_ratio());
-    line(&o, "compression", factors, "chunk bytes / stored");
+    line(&o, "compression", factors,
+         "chunk bytes / stored, " + grouped(r.dictionaries) +
+             (r.dictionaries == 1 ? " dictionary" : " dictionaries"));
     line(&o, "reclaimable", human_bytes(static_cast<double>(r.reclaimable_bytes())),
          human_bytes(static_cast<double>(r.dead_bytes)) + " of dead chunks; compaction gives it back");
     line(&o, "chunks", grouped(r.chunk_count),
@@ -678,6 +681,7 @@ std::string format_json(const Report& r, bool with_history) {
                   {"ratio", json_number(r.ratio())},
                   {"dedup_ratio", json_number(r.dedup_ratio())},
                   {"compression_ratio", json_number(r.compression_ratio())},
+                  {"dictionaries", r.dictionaries},
                   {"dead_bytes", r.dead_bytes},
                   {"reclaimable_bytes", r.reclaimable_bytes()},
                   {"raw_bytes", r.raw_bytes},

@@ -49,6 +49,9 @@ struct Report {
     // Mounted: what stopped the store (a failed metadata commit, a segment
     // write or sync the files refused), else "".
     std::string store_error;
+    // The store's zstd dictionaries (docs/architecture.md, "Compression");
+    // 0 from a daemon older than them.
+    std::uint64_t dictionaries = 0;
     // Work of single files the background pass or the reclaimer failed on
     // and set aside: dirty records, deleted files, and the last reason.
     std::uint64_t quarantined_dirty_records = 0, quarantined_deletes = 0;

@@ -186,3 +186,37 @@ TEST_CASE("stronger_than says when compaction recompresses", "[codec]") {
     CHECK_FALSE(lz4.stronger_than(CompressionMethod::kZstd, 1));
     CHECK_FALSE(Compression{}.stronger_than(CompressionMethod::kNone, 0));
 }
+
+TEST_CASE("train_dictionary trains on chunk samples, and says why it cannot",
+          "[codec][dictionary]") {
+    std::string samples;
+    std::vector<std::size_t> sizes;
+    for (unsigned i = 0; i < 300; ++i) {
+        const std::string s = word_bytes(2048, 500 + i);
+        samples += s;
+        sizes.push_back(s.size());
+    }
+    std::string bytes;
+    REQUIRE(train_dictionary(samples, sizes, 16 * 1024, &bytes));
+    CHECK(bytes.size() > 1024);
+    CHECK(bytes.size() <= 16 * 1024);
+    std::shared_ptr<const Dictionary> dict;
+    REQUIRE(Dictionary::make(1, bytes, &dict));
+    DictionarySet dicts;
+    dicts.add(dict);
+    // A chunk of the same kind shrinks further with it.
+    const std::string raw = word_bytes(4096, 77);
+    ChunkEncoder enc;
+    const std::uint32_t plain = enc.encode(raw.data(), 4096, parse("zstd:9")).length;
+    const std::uint32_t with = enc.encode(raw.data(), 4096, parse("zstd:9"), dict.get()).length;
+    CHECK(with < plain);
+    round_trip(raw, parse("zstd:9"), dict.get(), &dicts);
+
+    // Too little to learn from: an error that says so, and nothing made.
+    std::string out = "untouched";
+    const Status st = train_dictionary(samples.substr(0, 30), {10, 10, 10}, 16 * 1024, &out);
+    CHECK(st.err() == EINVAL);
+    CHECK(st.message().find("no compression dictionary") != std::string::npos);
+    CHECK(out == "untouched");
+    CHECK(train_dictionary("", {}, 16 * 1024, &out).err() == EINVAL);
+}

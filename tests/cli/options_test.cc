@@ -131,6 +131,10 @@ TEST_CASE("bad options are one-line errors") {
     CHECK(error_of({"/s", "/m", "-o", "meta_map=1M"}).find("meta_map") != std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "meta_map=0"}).find("64M") != std::string::npos);
     CHECK(error_of({"/s", "/m", "-o", "meta_map=2048G"}).find("meta_map") != std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "dictionary_min=100K"}).find("dictionary_min") !=
+          std::string::npos);
+    CHECK(error_of({"/s", "/m", "-o", "dictionary_min=lots"}).find("dictionary_min") !=
+          std::string::npos);
     CHECK(error_of({"/s", "/m", "--frobnicate"}).find("frobnicate") != std::string::npos);
     CHECK(error_of({"/s", "/m", "/extra"}).find("positional") != std::string::npos);
 }
@@ -263,4 +267,17 @@ TEST_CASE("meta_map sets the metadata's map, 1024G unless given") {
     p = parse({"/s", "/m", "-o", "meta_map=4G"});
     REQUIRE(p.ok);
     CHECK(p.opt.meta_map_bytes == 4ull << 30);
+}
+
+TEST_CASE("dictionary_min: when a store trains compression dictionaries, 64M unless given, 0 never") {
+    Parsed p = parse({"/s", "/m"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.dictionary_min_bytes == 64ull << 20);
+    CHECK(p.opt.dictionary_min_bytes == hiodsfs::EngineOptions{}.dictionary_min_bytes);
+    p = parse({"/s", "/m", "-o", "dictionary_min=1G"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.dictionary_min_bytes == 1ull << 30);
+    p = parse({"/s", "/m", "-o", "dictionary_min=0"});
+    REQUIRE(p.ok);
+    CHECK(p.opt.dictionary_min_bytes == 0);
 }

@@ -5,71 +5,11 @@
 // encoding does not decode is EIO, flagged damaged, and named by fsck.
 #include <fstream>
 
-#include "chunk/codec.h"
-#include "engine_test_util.h"
+#include "compression_test_util.h"
 #include "fsck/fsck.h"
-#include "store/segment_format.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
-
-namespace {
-
-void require_ok(const Status& st) {
-    INFO(st.to_string());
-    REQUIRE(st.is_ok());
-}
-
-// Text-like bytes that compress about 3:1 and share no chunk between seeds.
-std::vector<std::uint8_t> text_bytes(std::size_t n, unsigned seed) {
-    static const char* words[] = {"alpha ", "beta ", "gamma ", "delta\n", "epsilon ", "zeta; ", "eta ",
-                                  "theta(", ") ", "iota, ", "kappa ", "lambda "};
-    std::mt19937 rng(seed);
-    std::vector<std::uint8_t> v;
-    v.reserve(n);
-    while (v.size() < n) {
-        const std::string w = std::string(words[rng() % 12]) + std::to_string(rng() % 1000);
-        v.insert(v.end(), w.begin(), w.end());
-    }
-    v.resize(n);
-    return v;
-}
-
-Compression parsed(const char* text) {
-    Compression c;
-    require_ok(parse_compression(text, &c));
-    return c;
-}
-
-struct RecordKinds {
-    std::size_t encoded = 0, as_is = 0;
-    std::map<int, std::size_t> by_level;  // encoded records by their prefix's level
-};
-
-// What the segment records of a closed store hold.
-RecordKinds record_kinds(const std::string& store) {
-    RecordKinds k;
-    std::unique_ptr<SegmentStore> segs;
-    SegmentStoreOptions so;
-    so.read_only = true;
-    require_ok(SegmentStore::open(Env::posix(), store + "/segments", so, &segs));
-    for_each_segment_record(store, true, [&](const SegmentRecord& r) {
-        CHECK(r.payload_ok);
-        if (!r.location.encoded) {
-            ++k.as_is;
-            return;
-        }
-        ++k.encoded;
-        std::vector<char> payload(r.location.length);
-        require_ok(segs->read(r.location, r.chunk, payload.data()));
-        CodecPrefix p;
-        REQUIRE(read_codec_prefix(payload.data(), r.location.length, &p));
-        ++k.by_level[static_cast<int>(p.method) * 100 + p.level];
-    });
-    return k;
-}
-
-}  // namespace
 
 TEST_CASE("each method stores what it can shrink encoded, and every file reads back after a reopen",
           "[engine][compression]") {

@@ -319,8 +319,8 @@ TEST_CASE("the daemon's threads are named for what they do", "[cli][threads]") {
     INFO("threads: " << all);
     // Every thread the daemon starts itself has a name; only the main
     // thread keeps the program's, and the dedup pass's TBB workers theirs.
-    for (const char* want : {"fuse-req", "committer", "mode-control", "seg-flusher", "dedup-pass", "reclaim",
-                             "signals"})
+    for (const char* want : {"fuse-req", "committer", "mode-control", "seg-flusher", "dedup-pass",
+                             "reclaim", "dict-train", "signals"})
         CHECK(names.count(want) >= 1);
     if (std::thread::hardware_concurrency() > 1) CHECK(names.count("digest") >= 1);
     m.unmount();

@@ -375,3 +375,54 @@ TEST_CASE("meta_map maps the metadata in that much address space, and the store 
     m.remount();
     CHECK(read_file(m.path("f")) == data);
 }
+
+TEST_CASE(
+    "dictionary_min: a mounted store trains a compression dictionary, hiodsfs-stat counts it, and "
+    "every file "
+    "reads back after a remount",
+    "[mount][stat][compression]") {
+    MountFixture m({"compression=zstd:3", "dictionary_min=1M"});
+    // Text-like files, compressible and each its own.
+    auto text = [](std::size_t n, std::uint64_t seed) {
+        static const char* words[] = {"struct ", "int ",     "return ",   "const ",
+                                      "static ", "void ",    "if (",      ") {\n",
+                                      "}\n",     "#define ", "unsigned ", "long "};
+        std::string s;
+        while (s.size() < n)
+            s +=
+                std::string(words[splitmix64(seed) % 12]) + std::to_string(splitmix64(seed) % 1000);
+        s.resize(n);
+        return s;
+    };
+    std::map<std::string, std::string> files;
+    for (int i = 0; i < 4; ++i) {
+        const std::string name = "before" + std::to_string(i);
+        files[name] = text(512 * kKiB, 100 + static_cast<std::uint64_t>(i));
+        write_file(m.path(name), files[name]);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    json v = stat_json(m.mnt(), false);
+    while (field(v, "space", "dictionaries") == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        v = stat_json(m.mnt(), false);
+    }
+    CHECK(field(stat_json(m.mnt()), "space", "dictionaries") == 1);
+    for (int i = 0; i < 2; ++i) {
+        const std::string name = "after" + std::to_string(i);
+        files[name] = text(256 * kKiB, 200 + static_cast<std::uint64_t>(i));
+        write_file(m.path(name), files[name]);
+    }
+    m.unmount();
+    CHECK(m.daemon_log().find("compression dictionary 1 trained") != std::string::npos);
+    CHECK(field(stat_json(m.store()), "space", "dictionaries") == 1);
+    CmdResult text_out = run({HIODSFS_STAT_BIN, m.store()});
+    CHECK(text_out.out.find("1 dictionary") != std::string::npos);
+    CmdResult scrub = run({HIODSFS_FSCK_BIN, m.store(), "--scrub"});
+    INFO(scrub.describe());
+    CHECK(scrub.status == 0);
+    m.mount();
+    for (const auto& [name, data] : files) {
+        INFO(name);
+        CHECK(read_file(m.path(name)) == data);
+    }
+}

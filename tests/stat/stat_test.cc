@@ -464,3 +464,20 @@ TEST_CASE("report: paths and messages in text are escaped, so none forges a line
     CHECK(v["store"] == "/srv/a\nSTOPPED b");
     CHECK(v["mountpoint"] == "/mnt/\x1b[2Kx\xef\xbf\xbd");
 }
+
+TEST_CASE("report: the store's compression dictionaries are counted in text and JSON",
+          "[stat][dictionary]") {
+    stat::Report r;
+    REQUIRE(
+        stat::report_from_status(status_text({{"content_bytes", 2000}, {"dictionaries", 2}}), &r));
+    CHECK(r.dictionaries == 2);
+    json v = checked_json(r, false);
+    CHECK(v["space"]["dictionaries"] == 2);
+    CHECK(stat::format_text(r, {false}).find("2 dictionaries") != std::string::npos);
+    // A daemon from before dictionaries: none.
+    REQUIRE(stat::report_from_status(status_text(), &r));
+    CHECK(r.dictionaries == 0);
+    CHECK(checked_json(r, false)["space"]["dictionaries"] == 0);
+    r.dictionaries = 1;
+    CHECK(stat::format_text(r, {false}).find("1 dictionary") != std::string::npos);
+}
