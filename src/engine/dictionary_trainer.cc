@@ -73,7 +73,21 @@ void DictionaryTrainer::end_round() {
     std::vector<std::size_t>().swap(sizes_);
 }
 
+bool DictionaryTrainer::start_if_due(bool waiting_allowed) {
+    if (sampling_) return true;
+    const SpaceCounters c = meta_.super_snapshot().counters;
+    if (!due(c.content_bytes, waiting_allowed)) return false;
+    begin_round(c.content_bytes, c.chunk_count);
+    return true;
+}
+
 Status DictionaryTrainer::sample_some(bool* done) {
+    Status st = read_samples(done);
+    if (!st) end_round();  // begun again from the start
+    return st;
+}
+
+Status DictionaryTrainer::read_samples(bool* done) {
     std::vector<StoredChunk> picks;
     {
         // Before the Txn: the snapshot takes the store's lock, which a
@@ -182,19 +196,10 @@ Status DictionaryTrainer::finish(bool* trained) {
 
 Status DictionaryTrainer::step(bool* did_work) {
     std::lock_guard<std::mutex> l(mu_);
-    *did_work = false;
-    if (!sampling_) {
-        const SpaceCounters c = meta_.super_snapshot().counters;
-        if (!due(c.content_bytes, true)) return Status::ok();
-        begin_round(c.content_bytes, c.chunk_count);
-    }
-    *did_work = true;
+    *did_work = start_if_due(true);
+    if (!*did_work) return Status::ok();
     bool done = false;
-    Status st = sample_some(&done);
-    if (!st) {
-        end_round();  // started again from the beginning
-        return st;
-    }
+    HIODSFS_TRY(sample_some(&done));
     if (!done) return Status::ok();
     bool trained = false;
     return finish(&trained);
@@ -203,18 +208,8 @@ Status DictionaryTrainer::step(bool* did_work) {
 Status DictionaryTrainer::train_now(bool* trained) {
     std::lock_guard<std::mutex> l(mu_);
     *trained = false;
-    if (!sampling_) {
-        const SpaceCounters c = meta_.super_snapshot().counters;
-        if (!due(c.content_bytes, false)) return Status::ok();
-        begin_round(c.content_bytes, c.chunk_count);
-    }
-    for (bool done = false; !done;) {
-        Status st = sample_some(&done);
-        if (!st) {
-            end_round();
-            return st;
-        }
-    }
+    if (!start_if_due(false)) return Status::ok();
+    for (bool done = false; !done;) HIODSFS_TRY(sample_some(&done));
     return finish(trained);
 }
 

@@ -68,8 +68,13 @@ public:
 private:
     // Under mu_.
     bool due(std::uint64_t content, bool waiting_allowed) const;
+    // A round under way, or one begun now if the store is due; false if none.
+    bool start_if_due(bool waiting_allowed);
     void begin_round(std::uint64_t content, std::uint64_t chunk_count);
+    // A step's picks and reads; *done once the round has its samples. A
+    // failure ends the round.
     Status sample_some(bool* done);
+    Status read_samples(bool* done);
     Status finish(bool* trained);
     void failed(const std::string& why);
     void end_round();

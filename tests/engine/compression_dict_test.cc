@@ -44,6 +44,24 @@ void check_files(Engine& e, const Files& files) {
     }
 }
 
+// Every file reads back after a reopen and through a read-only open
+// (hiodsfs-stat, a read-only mount), which loads the store's n dictionaries
+// and trains none.
+void check_reopened(const EngineOptions& o, const Files& files, std::uint64_t n) {
+    {
+        auto e = open_engine(o);
+        CHECK(dictionary_count(*e) == n);
+        check_files(*e, files);
+    }
+    EngineOptions ro = o;
+    ro.read_only = true;
+    auto e = open_engine(ro);
+    CHECK(dictionary_count(*e) == n);
+    check_files(*e, files);
+    bool trained = true;
+    CHECK(e->train_dictionary(&trained).err() == EROFS);
+}
+
 FsckReport scrub(const std::string& store) {
     FsckReport report;
     FsckOptions fo;
@@ -131,18 +149,7 @@ TEST_CASE(
     RecordKinds k = record_kinds(dir.store());
     CHECK(k.by_dictionary[0] > 0);
     CHECK(k.by_dictionary[1] > 0);
-    {
-        auto e = open_engine(o);
-        check_files(*e, files);
-    }
-    {
-        // hiodsfs-stat and a read-only mount read them too.
-        EngineOptions ro = o;
-        ro.read_only = true;
-        auto e = open_engine(ro);
-        CHECK(dictionary_count(*e) == 1);
-        check_files(*e, files);
-    }
+    check_reopened(o, files, 1);
     CHECK(check_invariants(dir.store()).empty());
     {
         const FsckReport r = scrub(dir.store());
@@ -269,22 +276,7 @@ TEST_CASE(
     CHECK(s.ids == std::vector<std::uint32_t>{1});
     CHECK(s.found.damaged.empty());
     CHECK(s.found.newest_trained_at >= o.dictionary_min_bytes);
-    {
-        auto e = open_engine(o);
-        CHECK(dictionary_count(*e) == 1);
-        check_files(*e, files);
-    }
-    {
-        // hiodsfs-stat and a read-only mount: the dictionaries are loaded,
-        // and none is trained.
-        EngineOptions ro = o;
-        ro.read_only = true;
-        auto e = open_engine(ro);
-        CHECK(dictionary_count(*e) == 1);
-        check_files(*e, files);
-        bool trained = true;
-        CHECK(e->train_dictionary(&trained).err() == EROFS);
-    }
+    check_reopened(o, files, 1);
     CHECK(check_invariants(dir.store()).empty());
     const FsckReport r = scrub(dir.store());
     INFO(problems_of(r));
