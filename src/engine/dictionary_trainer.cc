@@ -75,6 +75,8 @@ void DictionaryTrainer::end_round() {
 
 bool DictionaryTrainer::start_if_due(bool waiting_allowed) {
     if (sampling_) return true;
+    // A store that stopped takes no change: a round would train for nothing.
+    if (!meta_.failure().is_ok()) return false;
     const SpaceCounters c = meta_.super_snapshot().counters;
     if (!due(c.content_bytes, waiting_allowed)) return false;
     begin_round(c.content_bytes, c.chunk_count);

@@ -547,3 +547,18 @@ TEST_CASE("the trainer waits while the throttle pauses the background",
     CHECK(wait_for_dictionaries(*e, 1) == 1);
     check_files(*e, files);
 }
+
+TEST_CASE("a store that stopped trains no dictionary", "[engine][compression][dictionary]") {
+    TempDir dir;
+    EngineOptions o = dictionary_options(dir.store());
+    o.background_threads = 0;
+    auto e = open_engine(o);
+    Files files;
+    write_files(*e, &files, "f", 3, 512 * 1024, 1600);
+    e->stop("the test stops it");
+    bool trained = true;
+    require_ok(e->train_dictionary(&trained));
+    CHECK_FALSE(trained);
+    CHECK(dictionary_count(*e) == 0);
+    e->abandon();
+}
