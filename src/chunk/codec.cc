@@ -201,7 +201,7 @@ ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, c
     p[3] = 0;
     put_le32(p + 4, dict_id);
     put_le32(p + 8, len);
-    return Payload{p, static_cast<std::uint32_t>(kCodecPrefixBytes + got), true};
+    return Payload{p, static_cast<std::uint32_t>(kCodecPrefixBytes + got), true, dict_id};
 }
 
 ChunkEncoder& thread_chunk_encoder() {

@@ -97,6 +97,7 @@ public:
         const char* data = nullptr;  // the chunk itself, or this encoder's buffer
         std::uint32_t length = 0;
         bool encoded = false;
+        std::uint32_t dictionary = 0;  // encoded with this dictionary (0: none)
     };
     // The payload to store for a chunk: encoded when that saves enough,
     // otherwise the chunk as it is. dict (zstd only) may be null. Valid

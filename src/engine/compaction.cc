@@ -153,7 +153,16 @@ Status Compactor::pick(double threshold, bool* found) {
 bool Compactor::weaker(const ChunkRecord& rec) const {
     if (!rec.encoded() || !(rec.flags & ChunkRecord::kIndexed) || (rec.flags & ChunkRecord::kDamaged)) return false;
     const Compression c = rec.compression();
-    return recompress_to_.stronger_than(c.method, c.level);
+    if (recompress_to_.stronger_than(c.method, c.level)) return true;
+    // Stored by zstd before the store had a dictionary: once, with one.
+    return recompress_to_.method == CompressionMethod::kZstd && c.method == CompressionMethod::kZstd &&
+           !rec.dictionary_tried() && newest_dictionary() != 0;
+}
+
+std::uint32_t Compactor::newest_dictionary() const {
+    if (dicts_ == nullptr) return 0;
+    const std::shared_ptr<const Dictionary> d = dicts_->newest();
+    return d ? d->id() : 0;
 }
 
 void Compactor::recompress(Move& m, std::vector<std::uint8_t>& payload, bool* encoded) {
@@ -171,12 +180,17 @@ void Compactor::recompress(Move& m, std::vector<std::uint8_t>& payload, bool* en
     const std::shared_ptr<const Dictionary> dict =
         recompress_to_.method == CompressionMethod::kZstd && dicts_ != nullptr ? dicts_->newest() : nullptr;
     const ChunkEncoder::Payload p = thread_chunk_encoder().encode(bytes, m.length, recompress_to_, dict.get());
-    // Not smaller than it was: it stays as it is.
-    if (p.length >= m.from.length) return;
+    if (p.length >= m.from.length) {
+        // Not smaller than it was: it stays as it is, and a zstd chunk the
+        // dictionary did not help says so, or every idle pass would move it.
+        if (dict && m.from.encoded && ChunkRecord::codec_compression(m.codec).method == CompressionMethod::kZstd)
+            m.codec |= ChunkRecord::kDictionaryTried;
+        return;
+    }
     std::vector<std::uint8_t> out(p.data, p.data + p.length);
     payload.swap(out);
     *encoded = p.encoded;
-    m.codec = p.encoded ? ChunkRecord::codec_byte(recompress_to_) : 0;
+    m.codec = p.encoded ? ChunkRecord::codec_byte(recompress_to_, p.dictionary != 0) : 0;
 }
 
 Status Compactor::weak_bytes(SegmentId seg, std::uint64_t* live, std::uint64_t* weak, bool* present) {
@@ -204,6 +218,13 @@ Status Compactor::pick_weak(bool* found) {
     HIODSFS_TRY(segs_->list_segments(&files));
     const SegmentId active = segs_->active_segment();
     auto worth_it = [](std::uint64_t live, std::uint64_t weak) { return weak > 0 && weak * 4 >= live; };
+    // A new dictionary makes the zstd chunks stored without one weak: every
+    // segment is worth a look again.
+    if (const std::uint32_t d = newest_dictionary(); d != looked_with_dictionary_) {
+        looked_with_dictionary_ = d;
+        looked_at_.clear();
+        active_looked_ = {0, 0};
+    }
     std::uint64_t active_size = 0;
     for (const auto& [seg, size] : files) {
         if (seg == active) active_size = size;

@@ -26,9 +26,13 @@
 // the chunk up again and reads the new place.
 // Recompression (set_recompression): a chunk it moves that is stored weaker
 // than the background compression (lz4, a lower zstd level, or as it is) is
-// stored anew at that level; and while reclaim may run at full speed, a
+// stored anew at that level, and a zstd chunk stored before the store had a
+// dictionary is stored once with the newest (if that makes it no smaller,
+// its record says the dictionary was tried, and it is not taken up again);
+// and while reclaim may run at full speed, a
 // sealed segment whose live chunks are a quarter or more encoded weaker is
-// compacted for that alone (each segment is looked at once per open; the
+// compacted for that alone (each segment is looked at once per open and
+// dictionary; the
 // open one is sealed for it once it qualifies, looked at again each time it
 // has grown by kMinSealBytes). A
 // chunk stored as it is does not count: it may be one that does not
@@ -136,6 +140,8 @@ private:
     // Whether chunk rec is stored weaker than recompress_to_ (and may be
     // stored anew: fingerprinted, not damaged, encoded).
     bool weaker(const ChunkRecord& rec) const;
+    // The id of the store's newest dictionary (0: none yet).
+    std::uint32_t newest_dictionary() const;
     // The payload m.to gets: m.from's, or its chunk stored anew.
     void recompress(Move& m, std::vector<std::uint8_t>& payload, bool* encoded);
     Status start_job(SegmentId seg, std::uint64_t file_bytes);
@@ -160,7 +166,8 @@ private:
     std::set<SegmentId> skip_;
     Compression recompress_to_;
     const DictionarySet* dicts_ = nullptr;
-    std::set<SegmentId> looked_at_;  // by pick_weak, this open
+    std::set<SegmentId> looked_at_;  // by pick_weak, this open, since looked_with_dictionary_
+    std::uint32_t looked_with_dictionary_ = 0;
     std::pair<SegmentId, std::uint64_t> active_looked_{0, 0};  // the open segment and its size then
     std::atomic<std::uint64_t> segments_deleted_{0}, segments_compacted_{0}, chunks_moved_{0},
         bytes_moved_{0}, bytes_freed_{0}, chunks_recompressed_{0};

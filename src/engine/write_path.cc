@@ -91,7 +91,8 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
         if (!p.encoded) return;
         std::vector<std::uint8_t>& b = out->bytes[i];
         b.assign(p.data, p.data + p.length);
-        out->payloads[i] = ChunkPayload{b.data(), p.length, crc32c(b.data(), b.size()), true, ChunkRecord::codec_byte(how)};
+        out->payloads[i] = ChunkPayload{b.data(), p.length, crc32c(b.data(), b.size()), true,
+                                        ChunkRecord::codec_byte(how, p.dictionary != 0)};
     };
     if (fresh.size() >= 2) {
         digest_loop_.run(fresh.size(), encode);

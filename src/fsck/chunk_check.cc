@@ -131,7 +131,7 @@ Status Checker::recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
                 if (!read_codec_prefix(payload.data(), r.location.length, &prefix))
                     return Status::error(EUCLEAN, "its encoded record cannot be read: data lost");
                 ci.r.length = prefix.raw_length;
-                ci.r.codec = ChunkRecord::codec_byte(Compression{prefix.method, prefix.level});
+                ci.r.codec = ChunkRecord::codec_byte(Compression{prefix.method, prefix.level}, prefix.dictionary != 0);
             }
             ci.r.set_location(r.location);
             ci.r.set_refs(uses.size());

@@ -161,7 +161,7 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
                 return fail();
             r.codec = static_cast<std::uint8_t>(in[pos++]);
             const Compression c = r.compression();
-            const bool known = (c.method == CompressionMethod::kLz4 && c.level == 0) ||
+            const bool known = (c.method == CompressionMethod::kLz4 && c.level == 0 && !r.dictionary_tried()) ||
                                (c.method == CompressionMethod::kZstd && c.level >= 1 && c.level <= kMaxZstdLevel);
             if (!known) return fail();
         }

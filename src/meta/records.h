@@ -71,22 +71,29 @@ struct ChunkRecord {
     // Encoded (compressed): its payload's bytes in the segment; 0: the
     // chunk is stored as it is, `length` bytes.
     std::uint32_t stored = 0;
-    // Encoded: how (method << 5 | level, codec_byte()), so compaction tells
-    // a chunk stored below the background level without reading it.
+    // Encoded: how (dictionary tried << 7 | method << 5 | level,
+    // codec_byte()), so compaction tells a chunk stored below the background
+    // level, or without a dictionary the store now has, without reading it.
     std::uint8_t codec = 0;
     std::uint64_t offset = 0;  // payload offset in the segment
     std::uint64_t ref_count = 0;
     std::uint8_t flags = 0;
     Digest digest;  // stored only while kIndexed is set
     bool encoded() const { return stored != 0; }
-    static std::uint8_t codec_byte(const Compression& c) {
-        return static_cast<std::uint8_t>(static_cast<unsigned>(c.method) << 5 | (c.level & 31));
+    // Set in a zstd chunk's codec byte when one of the store's dictionaries
+    // was tried for it: it is stored with it, or the dictionary did not make
+    // it smaller. Compaction then leaves it be (no dictionary round again).
+    static constexpr std::uint8_t kDictionaryTried = 0x80;
+    static std::uint8_t codec_byte(const Compression& c, bool dictionary_tried = false) {
+        return static_cast<std::uint8_t>((dictionary_tried ? kDictionaryTried : 0) |
+                                         static_cast<unsigned>(c.method) << 5 | (c.level & 31));
     }
     // How it is stored: none for a chunk stored as it is.
-    Compression compression() const {
-        if (!encoded()) return Compression{};
-        return Compression{static_cast<CompressionMethod>(codec >> 5), codec & 31};
+    Compression compression() const { return encoded() ? codec_compression(codec) : Compression{}; }
+    static Compression codec_compression(std::uint8_t codec) {
+        return Compression{static_cast<CompressionMethod>((codec >> 5) & 3), codec & 31};
     }
+    bool dictionary_tried() const { return encoded() && (codec & kDictionaryTried) != 0; }
     // The bytes it takes in its segment (the record header aside).
     std::uint32_t stored_length() const { return encoded() ? stored : length; }
     ChunkLocation location() const { return ChunkLocation{segment, offset, stored_length(), encoded()}; }

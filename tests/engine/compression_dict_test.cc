@@ -562,3 +562,78 @@ TEST_CASE("a store that stopped trains no dictionary", "[engine][compression][di
     CHECK(dictionary_count(*e) == 0);
     e->abandon();
 }
+
+namespace {
+
+// Bytes of random hex digits: zstd halves them, and a dictionary trained on
+// text gives it nothing more.
+std::vector<std::uint8_t> hex_bytes(std::size_t n, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::uint8_t> v(n);
+    for (auto& b : v) b = static_cast<std::uint8_t>("0123456789abcdef"[rng() % 16]);
+    return v;
+}
+
+std::map<ChunkId, ChunkRecord> chunk_records(const std::string& store) {
+    std::unique_ptr<MetaStore> m;
+    require_ok(MetaStore::open(store + "/meta", 1ull << 32, true, &m));
+    std::unique_ptr<Txn> t;
+    require_ok(m->begin_read(&t));
+    return all_chunk_records(*t);
+}
+
+std::uint64_t bytes_moved(Engine& e) {
+    return nlohmann::json::parse(e.status_json()).at("compaction_bytes_moved").get<std::uint64_t>();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "zstd chunks stored before the store's first dictionary are stored with it once idle; those it "
+    "cannot shrink keep their bytes and are not moved again",
+    "[engine][compression][dictionary][reclaim]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.compression = parsed("zstd:6");
+    o.compression_background = parsed("zstd:6");
+    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed, as an idle store's reclaimer
+    Files files;
+    {
+        auto e = open_engine(o);
+        write_files(*e, &files, "text", 4, 512 * 1024, 7000);
+        files["hex"] = hex_bytes(1 << 20, 7100);
+        write_synced(*e, "hex", files["hex"]);
+    }
+    REQUIRE(record_kinds(dir.store()).by_dictionary[1] == 0);
+    change_metadata(dir.store(),
+                    [](Txn& t) { require_ok(put_dictionary(t, 1, 0, trained_by_hand())); });
+    std::uint64_t before = 0;
+    {
+        auto e = open_engine(o);
+        before = counters_of(*e).stored_bytes;
+        require_ok(e->run_reclaim());
+        CHECK(counters_of(*e).stored_bytes < before);
+        check_files(*e, files);
+    }
+    RecordKinds k = record_kinds(dir.store());
+    CHECK(k.by_dictionary[1] > 0);
+    // The hex chunks: the dictionary made none of them smaller.
+    REQUIRE(k.by_dictionary[0] > 0);
+    // Every zstd chunk says a dictionary was tried for it, so no later
+    // compaction takes it up again.
+    for (const auto& [id, rec] : chunk_records(dir.store())) {
+        if (rec.compression().method != CompressionMethod::kZstd) continue;
+        INFO("chunk " << id);
+        CHECK(rec.dictionary_tried());
+    }
+    {
+        auto e = open_engine(o);
+        require_ok(e->run_reclaim());
+        CHECK(bytes_moved(*e) == 0);
+        check_files(*e, files);
+    }
+    CHECK(check_invariants(dir.store()).empty());
+    const FsckReport r = scrub(dir.store());
+    INFO(problems_of(r));
+    CHECK(r.problems.empty());
+}

@@ -219,8 +219,10 @@ TEST_CASE("a block with an encoded chunk is format 5's: stored length and codec 
         r.offset = offset;
         if (i % 3 == 0) {
             r.stored = r.length / 3;
+            // zstd chunks alternate: a dictionary tried for them or not.
             r.codec = ChunkRecord::codec_byte(i % 2 ? Compression{CompressionMethod::kLz4, 0}
-                                                    : Compression{CompressionMethod::kZstd, static_cast<int>(1 + i)});
+                                                    : Compression{CompressionMethod::kZstd, static_cast<int>(1 + i)},
+                                              i % 2 == 0 && i % 4 == 0);
         }
         if (i == 5) r.set_refs(100);  // past format 5's inline count of 6
         if (i == 6) r.set_refs(6);
@@ -236,6 +238,8 @@ TEST_CASE("a block with an encoded chunk is format 5's: stored length and codec 
         INFO("chunk " << i);
         CHECK(back[i].second.encoded() == (i % 3 == 0));
         CHECK(same(back[i].second, chunks[i].second));
+        CHECK(back[i].second.codec == chunks[i].second.codec);
+        CHECK(back[i].second.dictionary_tried() == (i % 12 == 0));
     }
     for (std::size_t n = 0; n < v.size(); ++n) CHECK_FALSE(decode_chunk_block(2, std::string_view(v).substr(0, n), &back));
     // The first record is encoded: its fields are the map (2), lead (1),
@@ -247,8 +251,11 @@ TEST_CASE("a block with an encoded chunk is format 5's: stored length and codec 
     while (static_cast<std::uint8_t>(v[pos + length_bytes + stored_bytes - 1]) & 0x80) ++stored_bytes;
     const std::size_t codec_at = pos + length_bytes + stored_bytes;
     REQUIRE(static_cast<std::uint8_t>(v[codec_at]) == chunks[0].second.codec);
-    for (std::uint8_t codec : {std::uint8_t{0}, std::uint8_t{3 << 5}, std::uint8_t{1 << 5 | 2}, std::uint8_t{2 << 5},
-                               std::uint8_t{2 << 5 | 20}}) {
+    // No method, an unknown one (with or without the dictionary bit), lz4
+    // with a level or the dictionary bit, zstd without a level or past 19.
+    for (std::uint8_t codec : {std::uint8_t{0}, std::uint8_t{3 << 5}, std::uint8_t{0x80 | 3 << 5}, std::uint8_t{0x80},
+                               std::uint8_t{1 << 5 | 2}, std::uint8_t{0x80 | 1 << 5}, std::uint8_t{2 << 5},
+                               std::uint8_t{0x80 | 2 << 5}, std::uint8_t{2 << 5 | 20}}) {
         std::string bad = v;
         bad[codec_at] = static_cast<char>(codec);
         INFO("codec byte " << int(codec));
