@@ -114,10 +114,10 @@ public:
     ChunkEncoder::Payload encode(const char* raw, std::uint32_t len, const Compression& c) {
         const ChunkEncoder::Payload as_is{raw, len, false};
         const auto limit = static_cast<std::uint32_t>(len * kWorthIt);
-        if (c.none() || limit <= kCodecPrefixBytes) return as_is;
-        const std::uint32_t room = limit - kCodecPrefixBytes;
+        if (c.none() || limit <= kMaxCodecPrefixBytes) return as_is;
+        const std::uint32_t room = limit - kMaxCodecPrefixBytes;
         if (out_.size() < limit) out_.resize(limit);
-        char* body = out_.data() + kCodecPrefixBytes;
+        char* body = out_.data() + kMaxCodecPrefixBytes;
         std::size_t got = 0;
         if (c.method == CompressionMethod::kLz4) {
             const int n = LZ4_compress_fast_extState(
@@ -128,7 +128,7 @@ public:
             got = ZSTD_isError(r) ? 0 : r;
         }
         if (got == 0) return as_is;
-        return {out_.data(), static_cast<std::uint32_t>(kCodecPrefixBytes + got), true};
+        return {out_.data(), static_cast<std::uint32_t>(kMaxCodecPrefixBytes + got), true};
     }
 
 private:

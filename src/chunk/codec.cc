@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/little_endian.h"
 
@@ -17,6 +18,41 @@ namespace {
 constexpr std::uint8_t kKnownMethods = 2;
 
 std::string bad_payload(const std::string& what) { return "compressed chunk: " + what; }
+
+constexpr std::uint8_t kCompactPrefix = 0x80;
+
+// LEB128 of a 32-bit value: 1 to 5 bytes.
+std::uint32_t leb128_bytes(std::uint32_t v) {
+    std::uint32_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        ++n;
+    }
+    return n;
+}
+char* put_leb128(char* p, std::uint32_t v) {
+    while (v >= 0x80) {
+        *p++ = static_cast<char>(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = static_cast<char>(v);
+    return p;
+}
+// Only the shortest form, and nothing past 32 bits.
+bool get_leb128(const char* p, std::uint32_t len, std::uint32_t* pos, std::uint32_t* out) {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (*pos >= len) return false;
+        const auto b = static_cast<std::uint8_t>(p[(*pos)++]);
+        v |= std::uint64_t{b & 0x7fu} << shift;
+        if ((b & 0x80) == 0) {
+            if ((b == 0 && shift > 0) || v > std::numeric_limits<std::uint32_t>::max()) return false;
+            *out = static_cast<std::uint32_t>(v);
+            return true;
+        }
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -119,13 +155,27 @@ std::vector<std::uint32_t> DictionarySet::ids() const {
 }
 
 bool read_codec_prefix(const char* payload, std::uint32_t len, CodecPrefix* out) {
-    if (len < kCodecPrefixBytes) return false;
-    const auto method = static_cast<std::uint8_t>(payload[0]);
-    if (method == 0 || method > kKnownMethods || payload[2] != 0 || payload[3] != 0) return false;
-    out->method = static_cast<CompressionMethod>(method);
+    if (len < 2) return false;
+    const auto first = static_cast<std::uint8_t>(payload[0]);
+    if (first & kCompactPrefix) {
+        // No flag is known yet: an encrypted payload is not one to decode.
+        const std::uint8_t method = first & 0x7f;
+        if (method == 0 || method > kKnownMethods) return false;
+        std::uint32_t pos = 2;
+        if (!get_leb128(payload, len, &pos, &out->dictionary) || !get_leb128(payload, len, &pos, &out->raw_length))
+            return false;
+        out->method = static_cast<CompressionMethod>(method);
+        out->level = static_cast<std::int8_t>(payload[1]);
+        out->bytes = pos;
+        return out->raw_length > 0;
+    }
+    if (len < kMaxCodecPrefixBytes) return false;
+    if (first == 0 || first > kKnownMethods || payload[2] != 0 || payload[3] != 0) return false;
+    out->method = static_cast<CompressionMethod>(first);
     out->level = static_cast<std::int8_t>(payload[1]);
     out->dictionary = get_le32(payload + 4);
     out->raw_length = get_le32(payload + 8);
+    out->bytes = kMaxCodecPrefixBytes;
     return out->raw_length > 0;
 }
 
@@ -158,7 +208,7 @@ bool looks_incompressible(const char* data, std::uint32_t len) {
 ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, const Compression& c,
                                            const Dictionary* dict) {
     const Payload as_is{raw, len, false};
-    if (c.none() || len <= kCodecPrefixBytes) return as_is;
+    if (c.none() || len <= kMaxCodecPrefixBytes) return as_is;
     if (looks_incompressible(raw, len)) {
         ++skipped_;
         return as_is;
@@ -166,10 +216,12 @@ ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, c
     // Room only for a result worth keeping: a compressor that cannot fit
     // fails early instead of finishing a useless job.
     const auto limit = static_cast<std::uint32_t>(len * kWorthIt);
-    if (limit <= kCodecPrefixBytes) return as_is;
-    const std::uint32_t room = limit - kCodecPrefixBytes;
-    if (out_.size() < std::size_t{kCodecPrefixBytes} + room) out_.resize(kCodecPrefixBytes + std::size_t{room});
-    char* body = out_.data() + kCodecPrefixBytes;
+    if (limit <= kMaxCodecPrefixBytes) return as_is;
+    const std::uint32_t room = limit - kMaxCodecPrefixBytes;
+    if (out_.size() < std::size_t{kMaxCodecPrefixBytes} + room) out_.resize(kMaxCodecPrefixBytes + std::size_t{room});
+    // The compressed bytes go after room for the longest prefix, and the
+    // prefix right before them once its length is known.
+    char* body = out_.data() + kMaxCodecPrefixBytes;
     std::size_t got = 0;
     std::uint32_t dict_id = 0;
     if (c.method == CompressionMethod::kLz4) {
@@ -194,14 +246,12 @@ ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, c
         return as_is;
     }
     ++compressed_;
-    char* p = out_.data();
-    p[0] = static_cast<char>(c.method);
+    const std::uint32_t prefix = 2 + leb128_bytes(dict_id) + leb128_bytes(len);
+    char* p = body - prefix;
+    p[0] = static_cast<char>(kCompactPrefix | static_cast<std::uint8_t>(c.method));
     p[1] = static_cast<char>(static_cast<std::int8_t>(c.level));
-    p[2] = 0;
-    p[3] = 0;
-    put_le32(p + 4, dict_id);
-    put_le32(p + 8, len);
-    return Payload{p, static_cast<std::uint32_t>(kCodecPrefixBytes + got), true, dict_id};
+    put_leb128(put_leb128(p + 2, dict_id), len);
+    return Payload{p, static_cast<std::uint32_t>(prefix + got), true, dict_id};
 }
 
 ChunkEncoder& thread_chunk_encoder() {
@@ -237,8 +287,8 @@ Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint
         return Status::error(EIO, bad_payload("holds " + std::to_string(p.raw_length) + " bytes, expected " +
                                               std::to_string(expect_raw)));
     }
-    const char* body = payload + kCodecPrefixBytes;
-    const std::size_t body_len = len - kCodecPrefixBytes;
+    const char* body = payload + p.bytes;
+    const std::size_t body_len = len - p.bytes;
     if (p.method == CompressionMethod::kLz4) {
         if (p.dictionary != 0) return Status::error(EIO, bad_payload("lz4 with a dictionary"));
         const int n = LZ4_decompress_safe(body, out, static_cast<int>(body_len), static_cast<int>(expect_raw));

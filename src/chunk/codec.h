@@ -1,11 +1,15 @@
 // How a chunk is stored: as it is, or compressed with lz4 or zstd (with or
-// without a dictionary). An encoded chunk's payload starts with a 12-byte
-// prefix that says how to turn it back into the chunk:
-//   method u8 | level i8 | flags u8 (0) | reserved u8 (0) |
-//   dictionary id u32 (0: none) | raw length u32 | compressed bytes
-// (little-endian). The level is the one it was compressed at, so
-// compaction can tell a chunk stored below the store's background level.
-// The flags byte is kept for a later encryption of the compressed bytes.
+// without a dictionary). An encoded chunk's payload starts with a prefix
+// that says how to turn it back into the chunk, 4 to 12 bytes (5 or 6 for
+// a chunk of 2-32 KiB):
+//   0x80 | flags << 2 | method u8 | level i8 |
+//   dictionary id (LEB128, 0: none) | raw length (LEB128) | compressed bytes
+// The flag bits are 0, kept for a later encryption of the compressed bytes.
+// The level is the one it was compressed at, so compaction can tell a
+// chunk stored below the store's background level. The first 0.6.0
+// builds wrote a fixed 12-byte prefix, which is still read:
+//   method u8 | level i8 | 0 u8 | 0 u8 | dictionary id u32 | raw length u32
+// (little-endian); its first byte never has the top bit set.
 // A chunk that would not shrink below kWorthIt of its size is stored as it
 // is, so random or already-compressed data costs a sample, not a
 // compression.
@@ -69,7 +73,8 @@ private:
     std::map<std::uint32_t, std::shared_ptr<const Dictionary>> by_id_;
 };
 
-inline constexpr std::uint32_t kCodecPrefixBytes = 12;
+// The longest prefix, which the encoder leaves room for.
+inline constexpr std::uint32_t kMaxCodecPrefixBytes = 12;
 // A chunk is stored encoded only if its payload, prefix included, is at
 // most this share of its size.
 inline constexpr double kWorthIt = 0.97;
@@ -80,6 +85,7 @@ struct CodecPrefix {
     int level = 0;
     std::uint32_t dictionary = 0;
     std::uint32_t raw_length = 0;
+    std::uint32_t bytes = 0;  // the prefix's own: the compressed bytes follow
 };
 // False if the payload is too short or its prefix is not one this program
 // writes (unknown method or flags, raw length 0).

@@ -1,6 +1,6 @@
 // hiodsfs-stat --estimate's compression figures: each distinct chunk is
 // encoded with every method asked for, through the codec the store uses
-// (chunk/codec.h: the entropy sample, the 97 % rule, the 12-byte prefix),
+// (chunk/codec.h: the entropy sample, the 97 % rule, the prefix),
 // and the sizes are kept by the chunk's fingerprint, so the figures for any
 // set of distinct chunks are sums and the estimate cache can carry them.
 // Chunks are encoded on helper threads while the caller goes on reading

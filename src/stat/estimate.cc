@@ -614,8 +614,8 @@ std::string format_estimate_text(const EstimateReport& r) {
     o += buf;
     if (r.compression.empty()) return o;
     std::snprintf(buf, sizeof(buf),
-                  "compressed, with a %u-byte prefix and a %u-byte record header per chunk:\n",
-                  kCodecPrefixBytes, SegmentStore::kHeaderBytes);
+                  "compressed, with each payload's prefix and a %u-byte record header per chunk:\n",
+                  SegmentStore::kHeaderBytes);
     o += buf;
     std::snprintf(buf, sizeof(buf), "%-10s %12s %8s %9s %11s %10s\n", "method", "stored", "ratio",
                   "combined", "compressed", "CPU s/GiB");
@@ -663,7 +663,6 @@ std::string format_estimate_json(const EstimateReport& r) {
     }
     nlohmann::ordered_json compression = {
         {"chunking", r.results.empty() ? std::string() : r.results[0].chunking.describe()},
-        {"prefix_bytes", kCodecPrefixBytes},
         {"record_header_bytes", SegmentStore::kHeaderBytes},
         {"methods", std::move(methods)}};
     nlohmann::ordered_json j = {{"schema", "hiodsfs-stat-estimate/1"},

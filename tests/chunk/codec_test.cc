@@ -173,6 +173,54 @@ TEST_CASE("damaged compressed bytes are EIO, never a crash", "[codec]") {
     }
 }
 
+TEST_CASE("the prefix takes 5 or 6 bytes for a chunk of a few KiB, and the old 12-byte one still reads",
+          "[codec]") {
+    const std::string raw = word_bytes(8192, 21);
+    ChunkEncoder enc;
+    for (const char* method : {"lz4", "zstd:6"}) {
+        INFO(method);
+        ChunkEncoder::Payload p = enc.encode(raw.data(), 8192, parse(method));
+        REQUIRE(p.encoded);
+        CodecPrefix prefix;
+        REQUIRE(read_codec_prefix(p.data, p.length, &prefix));
+        // 0x80|method, level, dictionary 0 (1 byte), 8192 (2 bytes).
+        CHECK(prefix.bytes == 5);
+        CHECK(static_cast<std::uint8_t>(p.data[0]) == (0x80 | static_cast<int>(parse(method).method)));
+    }
+    // The first 0.6.0 builds' form: method, level, 0, 0, dictionary u32,
+    // length u32 (little-endian), then the same compressed bytes.
+    ChunkEncoder::Payload p = enc.encode(raw.data(), 8192, parse("zstd:3"));
+    REQUIRE(p.encoded);
+    CodecPrefix now;
+    REQUIRE(read_codec_prefix(p.data, p.length, &now));
+    std::string old = {2, 3, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0};
+    old.append(p.data + now.bytes, p.length - now.bytes);
+    CodecPrefix was;
+    REQUIRE(read_codec_prefix(old.data(), static_cast<std::uint32_t>(old.size()), &was));
+    CHECK(was.bytes == 12);
+    CHECK(was.method == CompressionMethod::kZstd);
+    CHECK(was.level == 3);
+    CHECK(was.raw_length == 8192);
+    std::string back(8192, '\0');
+    REQUIRE(decode_chunk(old.data(), static_cast<std::uint32_t>(old.size()), back.data(), 8192, nullptr));
+    CHECK(back == raw);
+    // Prefixes this program never writes: a flag bit set, an unknown
+    // method, a length in a longer form than it needs, one past 32 bits,
+    // one that runs off the end, a zero length.
+    const std::string body(p.data + now.bytes, p.length - now.bytes);
+    for (const std::string& bad : {std::string{'\x86', 3, 0, '\x80', '\x40'}, std::string{'\x83', 3, 0, '\x80', '\x40'},
+                                   std::string{'\x82', 3, '\x80', 0, '\x80', '\x40'},
+                                   std::string{'\x82', 3, 0, '\xff', '\xff', '\xff', '\xff', '\x7f'},
+                                   std::string{'\x82', 3, 0, '\x80'}, std::string{'\x82', 3, 0, 0}}) {
+        const std::string payload = bad + body;
+        CodecPrefix x;
+        CHECK_FALSE(read_codec_prefix(payload.data(), static_cast<std::uint32_t>(bad.size()), &x));
+        if (bad.size() > 4) CHECK_FALSE(read_codec_prefix(payload.data(), static_cast<std::uint32_t>(payload.size()), &x));
+        CHECK(decode_chunk(payload.data(), static_cast<std::uint32_t>(payload.size()), back.data(), 8192, nullptr).err() ==
+              EIO);
+    }
+}
+
 TEST_CASE("stronger_than says when compaction recompresses", "[codec]") {
     const Compression z9{CompressionMethod::kZstd, 9};
     CHECK(z9.stronger_than(CompressionMethod::kNone, 0));

@@ -170,7 +170,9 @@ TEST_CASE("an encoding that does not decode is EIO, flags the chunk, and fsck na
         f.seekg(static_cast<std::streamoff>(target.header_offset));
         f.read(rec.data(), static_cast<std::streamsize>(rec.size()));
         char* payload = rec.data() + SegmentStore::kHeaderBytes;
-        for (std::uint32_t i = kCodecPrefixBytes + 4; i < target.location.length; i += 3) payload[i] = 0x55;
+        CodecPrefix prefix;
+        REQUIRE(read_codec_prefix(payload, target.location.length, &prefix));
+        for (std::uint32_t i = prefix.bytes + 4; i < target.location.length; i += 3) payload[i] = 0x55;
         encode_record_header(rec.data(), target.chunk, target.location.length,
                              crc32c(payload, target.location.length), true);
         f.seekp(static_cast<std::streamoff>(target.header_offset));
