@@ -218,10 +218,7 @@ TEST_CASE("compaction stores what it moves at the background level, and an idle 
           "segments are stored anew",
           "[engine][compression][reclaim]") {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), kCdc);
-    o.compression = parsed("lz4");
-    o.compression_background = parsed("zstd:9");
-    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed
+    EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:9");
     o.segments.max_segment_bytes = 256 * 1024;
     std::vector<std::vector<std::uint8_t>> files;
     std::uint64_t stored_before = 0;
@@ -275,10 +272,7 @@ TEST_CASE("a small store written inline with lz4, all in its open segment, is st
           "once idle",
           "[engine][compression][reclaim]") {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), kCdc);
-    o.compression = parsed("lz4");
-    o.compression_background = parsed("zstd:6");
-    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed, as an idle store's reclaimer
+    const EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:6");
     const std::vector<std::uint8_t> text = text_bytes(2 << 20, 60);
     std::uint64_t lz4_stored = 0;
     {
@@ -300,11 +294,7 @@ TEST_CASE(
     "stored at it too, though it adds less than 1 MiB to the open segment",
     "[engine][compression][reclaim]") {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), kCdc);
-    o.compression = parsed("lz4");
-    o.compression_background = parsed("zstd:6");
-    // run_reclaim() runs at full speed, as an idle store's reclaimer.
-    o.reclaim = ReclaimMode::kManual;
+    const EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:6");
     const std::vector<std::uint8_t> first = text_bytes(2 << 20, 61);
     // Under 1 MiB stored with lz4: the open segment, last looked at when it
     // held the first file's copies, grows by less than that.
