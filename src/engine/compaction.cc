@@ -223,7 +223,7 @@ Status Compactor::pick_weak(bool* found) {
     if (const std::uint32_t d = newest_dictionary(); d != looked_with_dictionary_) {
         looked_with_dictionary_ = d;
         looked_at_.clear();
-        active_looked_ = {0, 0};
+        active_looked_ = {};
     }
     std::uint64_t active_size = 0;
     for (const auto& [seg, size] : files) {
@@ -239,18 +239,35 @@ Status Compactor::pick_weak(bool* found) {
         if (!present || !worth_it(live, weak) || (room_for_ && !room_for_(live))) return Status::ok();
         return start_job(seg, size);
     }
-    // The open segment, once it has grown by kMinSealBytes since it was
-    // last looked at: a store written inline and then left idle holds its
-    // latest chunks there, and a small store all of them. Sealed, the next
-    // step takes it as any other.
-    if (active == 0 || (active == active_looked_.first && active_size < active_looked_.second + kMinSealBytes))
-        return Status::ok();
-    active_looked_ = {active, active_size};
+    // The open segment: a store written inline and then left idle holds its
+    // latest chunks there, and a small store all of them. Looked at again
+    // only once what it gained since the last look could tip it, were all
+    // of that stored weaker (a fixed growth would leave the weak tail of a
+    // write that grew it less than that as it is for good). Sealed, the
+    // next step takes it as any other.
+    if (active == 0) return Status::ok();
+    auto worth_sealing = [&](std::uint64_t live, std::uint64_t weak) {
+        return worth_it(live, weak) && weak >= kMinSealBytes / 4;
+    };
+    if (active == active_looked_.seg) {
+        if (active_size <= active_looked_.size) return Status::ok();
+        const std::uint64_t could_be_weak =
+            active_looked_.weak + (active_size - active_looked_.size);
+        std::uint64_t live = 0;
+        bool present = false;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin_read(&t));
+            HIODSFS_TRY(segment_live(*t, active, &live, &present));
+        }
+        if (!present || !worth_sealing(live, could_be_weak)) return Status::ok();
+    }
     *found = true;
     std::uint64_t live = 0, weak = 0;
     bool present = false;
     HIODSFS_TRY(weak_bytes(active, &live, &weak, &present));
-    if (!present || !worth_it(live, weak) || weak < kMinSealBytes / 4) return Status::ok();
+    active_looked_ = {active, active_size, weak};
+    if (!present || !worth_sealing(live, weak)) return Status::ok();
     return segs_->seal();
 }
 

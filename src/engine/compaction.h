@@ -32,11 +32,11 @@
 // and while reclaim may run at full speed, a
 // sealed segment whose live chunks are a quarter or more encoded weaker is
 // compacted for that alone (each segment is looked at once per open and
-// dictionary; the
-// open one is sealed for it once it qualifies, looked at again each time it
-// has grown by kMinSealBytes). A
-// chunk stored as it is does not count: it may be one that does not
-// compress, and copying it again would gain nothing.
+// dictionary; the open one is sealed for it once it qualifies with
+// kMinSealBytes / 4 or more stored weaker, and looked at again once what it
+// gained since could make it qualify). A chunk stored as it is does not
+// count: it may be one that does not compress, and copying it again would
+// gain nothing.
 // Thread-safety: one thread at a time calls step()/run_until_idle().
 #pragma once
 
@@ -168,7 +168,13 @@ private:
     const DictionarySet* dicts_ = nullptr;
     std::set<SegmentId> looked_at_;  // by pick_weak, this open, since looked_with_dictionary_
     std::uint32_t looked_with_dictionary_ = 0;
-    std::pair<SegmentId, std::uint64_t> active_looked_{0, 0};  // the open segment and its size then
+    // The open segment pick_weak last looked at: its size and weakly
+    // stored bytes then.
+    struct ActiveLook {
+        SegmentId seg = 0;
+        std::uint64_t size = 0, weak = 0;
+    };
+    ActiveLook active_looked_;
     std::atomic<std::uint64_t> segments_deleted_{0}, segments_compacted_{0}, chunks_moved_{0},
         bytes_moved_{0}, bytes_freed_{0}, chunks_recompressed_{0};
 };

@@ -220,10 +220,7 @@ TEST_CASE("compaction stores what it moves at the background level, and an idle 
           "segments are stored anew",
           "[engine][compression][reclaim]") {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), kCdc);
-    o.compression = parsed("lz4");
-    o.compression_background = parsed("zstd:9");
-    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed
+    EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:9");
     o.segments.max_segment_bytes = 256 * 1024;
     std::vector<std::vector<std::uint8_t>> files;
     std::uint64_t stored_before = 0;
@@ -277,10 +274,7 @@ TEST_CASE("a small store written inline with lz4, all in its open segment, is st
           "once idle",
           "[engine][compression][reclaim]") {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), kCdc);
-    o.compression = parsed("lz4");
-    o.compression_background = parsed("zstd:6");
-    o.reclaim = ReclaimMode::kManual;  // run_reclaim() runs at full speed, as an idle store's reclaimer
+    const EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:6");
     const std::vector<std::uint8_t> text = text_bytes(2 << 20, 60);
     std::uint64_t lz4_stored = 0;
     {
@@ -294,5 +288,34 @@ TEST_CASE("a small store written inline with lz4, all in its open segment, is st
     RecordKinds k = record_kinds(dir.store());
     CHECK(k.by_level.count(static_cast<int>(CompressionMethod::kLz4) * 100) == 0);
     CHECK(k.by_level[static_cast<int>(CompressionMethod::kZstd) * 100 + 6] > 0);
+    CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE(
+    "what is written inline with lz4 after an idle store was stored at the background level is "
+    "stored at it too, though it adds less than 1 MiB to the open segment",
+    "[engine][compression][reclaim]") {
+    TempDir dir;
+    const EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:6");
+    const std::vector<std::uint8_t> first = text_bytes(2 << 20, 61);
+    // Under 1 MiB stored with lz4: the open segment, last looked at when it
+    // held the first file's copies, grows by less than that.
+    const std::vector<std::uint8_t> second = text_bytes(3 << 19, 62);
+    {
+        auto e = open_engine(o);
+        write_synced(*e, "first", first);
+        require_ok(e->run_reclaim());
+        const std::uint64_t before = counters_of(*e).stored_bytes;
+        write_synced(*e, "second", second);
+        const std::uint64_t lz4_second = counters_of(*e).stored_bytes - before;
+        REQUIRE(lz4_second < (1u << 20));
+        require_ok(e->run_reclaim());
+        INFO("the second file took " << lz4_second << " bytes with lz4");
+        CHECK(counters_of(*e).stored_bytes < before + lz4_second * 8 / 10);
+        CHECK(read_named(*e, "first") == first);
+        CHECK(read_named(*e, "second") == second);
+    }
+    RecordKinds k = record_kinds(dir.store());
+    CHECK(k.by_level.count(static_cast<int>(CompressionMethod::kLz4) * 100) == 0);
     CHECK(check_invariants(dir.store()).empty());
 }

@@ -41,6 +41,17 @@ inline Compression parsed(const char* text) {
     return c;
 }
 
+// A store written inline with lz4 whose compaction stores what it moves
+// with `background`; run_reclaim() runs at full speed, as an idle store's
+// reclaimer.
+inline EngineOptions lz4_recompressed_to(const std::string& store, const char* background) {
+    EngineOptions o = options_for(store, kCdc);
+    o.compression = parsed("lz4");
+    o.compression_background = parsed(background);
+    o.reclaim = ReclaimMode::kManual;
+    return o;
+}
+
 struct RecordKinds {
     std::size_t encoded = 0, as_is = 0;
     std::map<int, std::size_t> by_level;  // encoded records by their prefix's method * 100 + level

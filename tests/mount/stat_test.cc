@@ -18,55 +18,14 @@
 #include <fstream>
 #include <thread>
 
-#include "../stat/schema_check.h"
 #include "mount_fixture.h"
+#include "stat_util.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::mt;
 using nlohmann::json;
 
 namespace {
-
-json stat_json(const std::string& target, bool check_schema = true) {
-    std::vector<std::string> argv = {HIODSFS_STAT_BIN, "--json", "--history", target};
-    CmdResult r = run(argv, {}, std::chrono::seconds(60));
-    INFO("hiodsfs-stat " << target << ": " << r.describe());
-    REQUIRE(r.ok());
-    INFO(r.out);
-    json v = json::parse(r.out, nullptr, false);
-    REQUIRE_FALSE(v.is_discarded());
-    if (!check_schema) return v;
-    // And it follows the documented schema.
-    static const json schema = test::read_json_file(HIODSFS_SCHEMA);
-    CHECK(test::schema_violations(v, schema) == std::vector<std::string>{});
-    return v;
-}
-
-std::uint64_t field(const json& v, const char* group, const char* name) {
-    INFO(group << "." << name);
-    REQUIRE(v.contains(group));
-    REQUIRE(v.at(group).contains(name));
-    REQUIRE(v.at(group).at(name).is_number_unsigned());
-    return v.at(group).at(name).get<std::uint64_t>();
-}
-
-// Polls the mounted figures until pred holds (the daemon publishes every
-// control interval); returns the last figures.
-json wait_for(const MountFixture& m, const std::function<bool(const json&)>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-        json v = stat_json(m.mnt(), false);
-        if (pred(v) || std::chrono::steady_clock::now() > deadline) return stat_json(m.mnt());
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-}
-
-void fsync_path(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    REQUIRE(fd >= 0);
-    REQUIRE(::fsync(fd) == 0);  // commits the whole store
-    ::close(fd);
-}
 
 std::uint64_t segment_file_bytes(const std::string& store) {
     std::uint64_t n = 0;
@@ -121,7 +80,8 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     make_dir(m.path("dir"));
     fsync_path(m.path("unique"));
     Truth t{2 * unique.size() + repeated.size(), unique.size() + block.size(), 64 + 1, 3, 0};
-    json v = wait_for(m, [&](const json& x) { return field(x, "space", "logical_bytes") == t.logical; });
+    json v = wait_for_stat(
+        m.mnt(), [&](const json& x) { return field(x, "space", "logical_bytes") == t.logical; });
     CHECK(v["mounted"] == true);
     CHECK(v["mountpoint"] == m.mnt());
     CHECK(v["store"] == m.store());
@@ -141,7 +101,7 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     m.mount();
     write_file(m.path("deferred"), unique);
     fsync_path(m.path("deferred"));
-    v = wait_for(m, [&](const json& x) { return field(x, "files", "count") == 4; });
+    v = wait_for_stat(m.mnt(), [&](const json& x) { return field(x, "files", "count") == 4; });
     CHECK(v["activity"]["mode"] == "deferred");
     CHECK(field(v, "backlog", "records") >= 1);
     CHECK(field(v, "backlog", "bytes") == unique.size());
@@ -154,12 +114,15 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     m.unmount();
     m.set_options({"chunking=fixed,chunk_size=4K", "mode=inline"});
     m.mount();
-    v = wait_for(m, [&](const json& x) { return field(x, "backlog", "records") == 0 && field(x, "space", "raw_bytes") == 0; });
+    v = wait_for_stat(m.mnt(), [&](const json& x) {
+        return field(x, "backlog", "records") == 0 && field(x, "space", "raw_bytes") == 0;
+    });
     fsync_path(m.path("deferred"));
     t.logical += unique.size();
     t.files = 4;
     t.dead = unique.size();
-    v = wait_for(m, [&](const json& x) { return field(x, "space", "dead_bytes") == t.dead; });
+    v = wait_for_stat(m.mnt(),
+                      [&](const json& x) { return field(x, "space", "dead_bytes") == t.dead; });
     check_figures(v, t, m.store());
 
     // Deleted: a file whose chunks others share frees nothing; one whose
@@ -174,7 +137,9 @@ TEST_CASE("hiodsfs-stat: every figure against the truth, mounted and unmounted",
     t.chunks -= 1;
     t.files = 2;
     t.dead += block.size();
-    v = wait_for(m, [&](const json& x) { return field(x, "files", "count") == 2 && field(x, "space", "dead_bytes") == t.dead; });
+    v = wait_for_stat(m.mnt(), [&](const json& x) {
+        return field(x, "files", "count") == 2 && field(x, "space", "dead_bytes") == t.dead;
+    });
     check_figures(v, t, m.store());
     // The fsync appended only its log record (docs/architecture.md, "The
     // fsync log"), dead space from the start.
@@ -243,7 +208,7 @@ TEST_CASE("hiodsfs-stat --estimate: within 1 % of what a copy really stores; a r
     CmdResult cp = run({"cp", "-a", tree, m.path("tree")});
     REQUIRE(cp.ok());
     fsync_path(m.path("tree/a/f0"));
-    json s = wait_for(m, [&](const json& x) {
+    json s = wait_for_stat(m.mnt(), [&](const json& x) {
         return field(x, "space", "logical_bytes") == r1["logical_bytes"].get<std::uint64_t>();
     });
     const double stored = static_cast<double>(field(s, "space", "stored_bytes"));
@@ -383,21 +348,10 @@ TEST_CASE(
     "[mount][stat][compression]") {
     MountFixture m({"compression=zstd:3", "dictionary_min=1M"});
     // Text-like files, compressible and each its own.
-    auto text = [](std::size_t n, std::uint64_t seed) {
-        static const char* words[] = {"struct ", "int ",     "return ",   "const ",
-                                      "static ", "void ",    "if (",      ") {\n",
-                                      "}\n",     "#define ", "unsigned ", "long "};
-        std::string s;
-        while (s.size() < n)
-            s +=
-                std::string(words[splitmix64(seed) % 12]) + std::to_string(splitmix64(seed) % 1000);
-        s.resize(n);
-        return s;
-    };
     std::map<std::string, std::string> files;
     for (int i = 0; i < 4; ++i) {
         const std::string name = "before" + std::to_string(i);
-        files[name] = text(512 * kKiB, 100 + static_cast<std::uint64_t>(i));
+        files[name] = text_like(512 * kKiB, 100 + static_cast<std::uint64_t>(i));
         write_file(m.path(name), files[name]);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -409,7 +363,7 @@ TEST_CASE(
     CHECK(field(stat_json(m.mnt()), "space", "dictionaries") == 1);
     for (int i = 0; i < 2; ++i) {
         const std::string name = "after" + std::to_string(i);
-        files[name] = text(256 * kKiB, 200 + static_cast<std::uint64_t>(i));
+        files[name] = text_like(256 * kKiB, 200 + static_cast<std::uint64_t>(i));
         write_file(m.path(name), files[name]);
     }
     m.unmount();
