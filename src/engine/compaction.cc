@@ -72,7 +72,10 @@ Status Compactor::step(bool full_speed, bool* did_work) {
 }
 
 void Compactor::give_up(SegmentId seg) {
-    skip_.insert(seg);
+    {
+        std::lock_guard l(looked_mu_);
+        skip_.insert(seg);
+    }
     (void)abandon_job();  // on failure the counter stays low (hiodsfs-fsck notes it)
 }
 
@@ -222,16 +225,18 @@ Status Compactor::pick_weak(bool* found) {
     // segment is worth a look again.
     if (const std::uint32_t d = newest_dictionary(); d != looked_with_dictionary_) {
         looked_with_dictionary_ = d;
+        std::lock_guard l(looked_mu_);
         looked_at_.clear();
         active_looked_ = {};
     }
     std::uint64_t active_size = 0;
     for (const auto& [seg, size] : files) {
         if (seg == active) active_size = size;
-        if (seg == 0 || seg == active || skip_.count(seg) != 0 || looked_at_.count(seg) != 0) continue;
-        // A segment only the tier holds would be fetched whole to look at it.
-        if (!segs_->in_directory(seg)) continue;
-        looked_at_.insert(seg);
+        if (!worth_a_look(seg, active)) continue;
+        {
+            std::lock_guard l(looked_mu_);
+            looked_at_.insert(seg);
+        }
         *found = true;  // looking was the work of this step
         std::uint64_t live = 0, weak = 0;
         bool present = false;
@@ -269,6 +274,31 @@ Status Compactor::pick_weak(bool* found) {
     active_looked_ = {active, active_size, weak};
     if (!present || !worth_sealing(live, weak)) return Status::ok();
     return segs_->seal();
+}
+
+bool Compactor::worth_a_look(SegmentId seg, SegmentId active) {
+    if (seg == 0 || seg == active || skip_.count(seg) != 0) return false;
+    {
+        std::lock_guard l(looked_mu_);
+        if (looked_at_.count(seg) != 0) return false;
+    }
+    // A segment only the tier holds would be fetched whole to look at it.
+    return segs_->in_directory(seg);
+}
+
+Status Compactor::recompress_pending(std::uint64_t* segments) {
+    *segments = 0;
+    if (recompress_to_.none()) return Status::ok();
+    std::vector<std::pair<SegmentId, std::uint64_t>> files;
+    HIODSFS_TRY(segs_->list_segments(&files));
+    const SegmentId active = segs_->active_segment();
+    std::lock_guard l(looked_mu_);
+    for (const auto& [seg, size] : files) {
+        if (seg != 0 && seg != active && looked_at_.count(seg) == 0 && skip_.count(seg) == 0 &&
+            segs_->in_directory(seg))
+            ++*segments;
+    }
+    return Status::ok();
 }
 
 Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
@@ -399,7 +429,10 @@ Status Compactor::finish_job() {
     bytes_moved_ += moved;
     chunks_recompressed_ += recompressed;
     if (live_left != 0) {
-        skip_.insert(job.seg);
+        {
+            std::lock_guard l(looked_mu_);
+            skip_.insert(job.seg);
+        }
         return Status::error(EUCLEAN, "compaction of " + seg_name(job.seg) + ": " +
                                           std::to_string(live_left) +
                                           " live bytes are in records its scan did not reach; "

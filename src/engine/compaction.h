@@ -42,6 +42,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <functional>
 #include <optional>
 #include <set>
@@ -107,6 +108,10 @@ public:
     Status step(bool full_speed, bool* did_work);
     // Totals since construction (may be read while another thread steps).
     CompactionStats stats() const;
+    // Sealed segments pick_weak has yet to look at (0 without
+    // recompression): status.json's recompress_pending_segments. From any
+    // thread.
+    Status recompress_pending(std::uint64_t* segments);
     // Chunk copies of a job are made and the switch is next (for tests that
     // crash at that point).
     bool copies_done() const { return job_ && job_->next == job_->moves.size(); }
@@ -140,6 +145,8 @@ private:
     // Whether chunk rec is stored weaker than recompress_to_ (and may be
     // stored anew: fingerprinted, not damaged, encoded).
     bool weaker(const ChunkRecord& rec) const;
+    // A sealed segment pick_weak has not looked at, on this host's disk.
+    bool worth_a_look(SegmentId seg, SegmentId active);
     // The id of the store's newest dictionary (0: none yet).
     std::uint32_t newest_dictionary() const;
     // The payload m.to gets: m.from's, or its chunk stored anew.
@@ -166,6 +173,9 @@ private:
     std::set<SegmentId> skip_;
     Compression recompress_to_;
     const DictionarySet* dicts_ = nullptr;
+    // Guards looked_at_ and skip_'s changes (recompress_pending reads them
+    // from another thread; the stepping thread reads them without it).
+    std::mutex looked_mu_;
     std::set<SegmentId> looked_at_;  // by pick_weak, this open, since looked_with_dictionary_
     std::uint32_t looked_with_dictionary_ = 0;
     // The open segment pick_weak last looked at: its size and weakly

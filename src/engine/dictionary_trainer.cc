@@ -54,6 +54,7 @@ bool DictionaryTrainer::due(std::uint64_t content, bool waiting_allowed) const {
 
 void DictionaryTrainer::begin_round(std::uint64_t content, std::uint64_t chunk_count) {
     sampling_ = true;
+    sampling_now_ = true;
     round_content_ = content;
     round_target_ = std::min<std::uint64_t>(policy_.sample_bytes, content);
     // Every live chunk of a small store, if it takes that; never unbounded.
@@ -68,6 +69,7 @@ void DictionaryTrainer::end_round() {
     // The samples' memory goes back (11 MiB, a handful of times in a
     // store's life), not just their contents.
     sampling_ = false;
+    sampling_now_ = false;
     std::unordered_set<ChunkId>().swap(picked_);
     std::string().swap(samples_);
     std::vector<std::size_t>().swap(sizes_);

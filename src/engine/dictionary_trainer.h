@@ -19,6 +19,7 @@
 // runs at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,10 @@ public:
     // A whole round now if the store is due, whatever an earlier failure
     // says; *trained says whether a dictionary was stored.
     Status train_now(bool* trained);
+    // Whether a round is under way (from any thread): status.json's
+    // dictionary_pending, so a caller waiting for the store to settle
+    // waits for the dictionary and the recompression it brings.
+    bool sampling() const { return sampling_now_.load(std::memory_order_relaxed); }
 
 private:
     // Under mu_.
@@ -91,6 +96,7 @@ private:
     std::mt19937_64 rng_;
     // The round under way.
     bool sampling_ = false;
+    std::atomic<bool> sampling_now_{false};  // sampling_, for sampling()
     std::uint64_t round_content_ = 0;  // the content bytes when it began
     std::uint64_t round_target_ = 0;   // sample bytes it reads at most
     std::uint64_t picks_left_ = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ inline std::vector<std::uint8_t> text_bytes(std::size_t n, unsigned seed) {
     }
     v.resize(n);
     return v;
+}
+
+// A number of the engine's status.json.
+inline std::uint64_t status_field(Engine& e, const char* key) {
+    return nlohmann::json::parse(e.status_json()).at(key).get<std::uint64_t>();
 }
 
 inline Compression parsed(const char* text) {
