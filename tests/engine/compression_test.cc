@@ -7,6 +7,7 @@
 
 #include "compression_test_util.h"
 #include "fsck/fsck.h"
+#include "store/fault_env.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
@@ -323,4 +324,58 @@ TEST_CASE(
     RecordKinds k = record_kinds(dir.store());
     CHECK(k.by_level.count(static_cast<int>(CompressionMethod::kLz4) * 100) == 0);
     CHECK(check_invariants(dir.store()).empty());
+}
+
+TEST_CASE("recompression under power loss at every stage keeps every file, and a second pass finishes it",
+          "[engine][compression][reclaim][crash]") {
+    // The k-th write or sync of an idle store's recompression fails (a
+    // dying disk), then power is lost: after the restart every file reads
+    // back, the store is consistent, and a second pass leaves no lz4.
+    const std::vector<std::uint8_t> a = text_bytes(768 * 1024, 90), b = text_bytes(512 * 1024, 91);
+    const int lz4 = static_cast<int>(CompressionMethod::kLz4) * 100;
+    int failed = 0;
+    for (int fault = 0; fault < 24; ++fault) {
+        const bool sync_fault = fault % 2 == 1;
+        const int at = fault / 2;
+        INFO("fault " << (sync_fault ? "sync" : "write") << " #" << at);
+        TempDir dir;
+        FaultInjectionEnv fenv(Env::posix());
+        fenv.set_forward_syncs(false);
+        EngineOptions o = lz4_recompressed_to(dir.store(), "zstd:6");
+        o.env = &fenv;
+        o.background_threads = 0;
+        o.background_commit = false;
+        o.segments.max_segment_bytes = 256 * 1024;
+        o.segments.write_buffer_bytes = 32 * 1024;
+        {
+            auto e = open_engine(o);
+            write_synced(*e, "a", a);
+            write_synced(*e, "b", b);
+            require_ok(e->sync_all());
+            if (sync_fault)
+                fenv.fail_sync_at(static_cast<std::uint64_t>(at), EIO, true);
+            else
+                fenv.fail_write_at(static_cast<std::uint64_t>(at), WriteFault::kIoError, true);
+            if (!e->run_reclaim()) ++failed;  // fails somewhere, or finishes
+            e->abandon();                      // the crash
+        }
+        require_ok(fenv.drop_unsynced(static_cast<std::uint64_t>(fault) * 31 + 7));
+        {
+            auto e = open_engine(o);
+            CHECK(read_named(*e, "a") == a);
+            CHECK(read_named(*e, "b") == b);
+            require_ok(e->run_reclaim());
+            CHECK(read_named(*e, "a") == a);
+            CHECK(read_named(*e, "b") == b);
+            require_ok(e->close());
+        }
+        CHECK(record_kinds(dir.store()).by_level.count(lz4) == 0);
+        // Power lost between a copy and its commit leaves copies the dead
+        // bytes do not count (hiodsfs-fsck notes it): not exact here.
+        const std::vector<std::string> problems = check_invariants(dir.store(), false);
+        for (const std::string& p : problems) UNSCOPED_INFO(p);
+        CHECK(problems.empty());
+    }
+    // The faults met the recompression's own writes and syncs.
+    CHECK(failed >= 12);
 }
