@@ -274,6 +274,8 @@ Status report_from(const json& status, Report* r) {
     r->bytes_per_s = st.d("bytes_per_s");
     r->background_bytes_per_s = st.d("background_bytes_per_s");
     r->background_speed = st.d("background_speed");
+    r->recompress_pending_segments = st.u("recompress_pending_segments");
+    r->dictionary_pending = st.u("dictionary_pending") != 0;
     r->target_ops = st.d("target_ops");
     r->target_bytes_per_s = st.d("target_bytes_per_s");
     const double mono_now = static_cast<double>(st.u("now_ns")), unix_now = static_cast<double>(st.u("unix_time_ns"));
@@ -350,6 +352,8 @@ Status load_report(const std::string& arg, Report* out) {
         out->mode_since.reset();
         out->ops_per_s = out->bytes_per_s = out->background_bytes_per_s = out->background_speed = 0;
         out->target_ops = out->target_bytes_per_s = 0;
+        out->recompress_pending_segments = 0;
+        out->dictionary_pending = false;
         out->events.clear();
         // The last session's events, from the status it left behind.
         // A broken one only loses those events; the figures stand without them.
@@ -541,6 +545,10 @@ std::string format_text(const Report& r, const Style& style) {
         char speed[48];
         std::snprintf(speed, sizeof(speed), "throttle speed %.2f", r.background_speed);
         line(&o, "background", rate_text(r.background_bytes_per_s), speed);
+        if (r.recompress_pending_segments > 0 || r.dictionary_pending)
+            line(&o, "recompression", grouped(r.recompress_pending_segments) + " segments",
+                 std::string("to look at for weakly compressed chunks when idle") +
+                     (r.dictionary_pending ? "; a dictionary is being trained" : ""));
     } else {
         line(&o, "mode", "not mounted");
     }
@@ -703,7 +711,9 @@ std::string format_json(const Report& r, bool with_history) {
                      {"background_bytes_per_s", rate(r.background_bytes_per_s)},
                      {"background_speed", fraction(r.background_speed)},
                      {"target_ops", rate(r.target_ops)},
-                     {"target_bytes_per_s", rate(r.target_bytes_per_s)}};
+                     {"target_bytes_per_s", rate(r.target_bytes_per_s)},
+                     {"recompress_pending_segments", r.recompress_pending_segments},
+                     {"dictionary_pending", r.dictionary_pending}};
     j["read_errors"] = r.read_errors;
     j["store_error"] = str_or_null(r.store_error);
     j["quarantine"] = {{"dirty_records", r.quarantined_dirty_records},

@@ -68,6 +68,10 @@ struct Report {
     std::optional<Tier> tier;
     double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0, background_speed = 0;
     double target_ops = 0, target_bytes_per_s = 0;
+    // Mounted: idle work still to come (recompression's segments to look
+    // at, a dictionary round under way).
+    std::uint64_t recompress_pending_segments = 0;
+    bool dictionary_pending = false;
     std::vector<Event> events;  // mounted: this session's; unmounted: the last session's
     double events_as_of = 0;    // unmounted: when the last session wrote them (0 = none)
     std::vector<Sample> history, daily;

@@ -481,3 +481,25 @@ TEST_CASE("report: the store's compression dictionaries are counted in text and 
     r.dictionaries = 1;
     CHECK(stat::format_text(r, {false}).find("1 dictionary") != std::string::npos);
 }
+
+TEST_CASE("report: recompression still to come shows in text and JSON while mounted", "[stat][compression]") {
+    stat::Report r;
+    REQUIRE(stat::report_from_status(
+        status_text({{"recompress_pending_segments", 3}, {"dictionary_pending", 1}}), &r));
+    r.store = "/srv/store";
+    r.mounted = true;
+    r.mountpoint = "/mnt/dedup";
+    json v = checked_json(r, false);
+    CHECK(v["activity"]["recompress_pending_segments"] == 3);
+    CHECK(v["activity"]["dictionary_pending"] == true);
+    std::string text = stat::format_text(r, {false});
+    INFO(text);
+    CHECK(text.find("recompression") != std::string::npos);
+    CHECK(text.find("3 segments") != std::string::npos);
+    CHECK(text.find("a dictionary is being trained") != std::string::npos);
+    // Nothing to come (or a daemon older than the figures): no line.
+    REQUIRE(stat::report_from_status(status_text(), &r));
+    CHECK(checked_json(r, false)["activity"]["recompress_pending_segments"] == 0);
+    CHECK(checked_json(r, false)["activity"]["dictionary_pending"] == false);
+    CHECK(stat::format_text(r, {false}).find("recompression") == std::string::npos);
+}
