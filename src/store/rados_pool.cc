@@ -103,7 +103,8 @@ Status RadosPool::error(int rc, const char* what, const std::string& object) con
 
 Status RadosPool::connect(const RadosOptions& options, std::unique_ptr<RadosPool>* out) {
     auto handles = std::make_unique<Handles>();
-    HIODSFS_TRY(load_librados(&handles->api));
+    handles->api = options.librados;
+    if (handles->api == nullptr) HIODSFS_TRY(load_librados(&handles->api));
     const std::string where = "the Ceph cluster of " + options.conf_path;
     int rc = handles->api->create2(&handles->cluster, "ceph", ("client." + options.client_id).c_str(), 0);
     if (rc < 0) return Status::from_errno(-rc, "rados: client." + options.client_id);

@@ -8,7 +8,8 @@
 // the write only while this client holds it.
 // Every call returns a Status whose errno is librados's and whose message
 // names the object and the pool. librados's types stay in rados_pool.cc,
-// which calls librados through the table connect loads (librados_api.h).
+// which calls librados through the table connect loads (librados_api.h),
+// or the one the options give (a test's cluster in memory).
 // Built only when meson found librados's header (HIODSFS_HAVE_RADOS).
 // Thread-safety: all methods may be called from several threads at once
 // (librados's I/O context is thread-safe).
@@ -25,6 +26,8 @@
 
 namespace hiodsfs {
 
+struct LibradosApi;
+
 struct RadosOptions {
     std::string conf_path;           // a ceph.conf; names the mons
     std::string client_id = "admin"; // the client.ID whose key is used
@@ -33,6 +36,12 @@ struct RadosOptions {
     // Bounds connecting and every later operation: an unreachable cluster
     // is an ETIMEDOUT error after about this long, never a hang.
     std::chrono::seconds timeout{10};
+    // The librados functions to call; null: librados.so.2's (load_librados).
+    // Tests give a cluster in memory (tests/store/memory_rados.h). A field
+    // that only code can set, never an option or environment variable: no
+    // user of the daemon or of hiodsfs-fsck can point a store at a stand-in
+    // whose objects vanish with the process.
+    const LibradosApi* librados = nullptr;
 };
 
 // One holder of a lock, as the OSD lists it.
