@@ -522,6 +522,9 @@ Status RadosTier::unlock() {
     renew_cv_.notify_all();
     if (renewer.joinable()) renewer.join();
     if (!was_locked || fenced_.load()) return Status::ok();
+    // From here on nothing of this holder's may start: its record is about
+    // to say it let the store go, so the next holder fences no one.
+    fence("the store's lock was let go");
     // Let go cleanly: the next holder has nothing of this one to fence.
     HolderRecord released;
     {

@@ -232,8 +232,10 @@ void takeover(const CephCluster& c) {
     CHECK(c3->epoch() == 3);
     CHECK(c3->first_new_segment() == RadosTier::kReservedSegments + 1);  // b reserved none
     REQUIRE_OK(c3->put(1, "c's", 3));
-    REQUIRE_OK(c3->unlock());
     REQUIRE_OK(c3->remove(1));
+    REQUIRE_OK(c3->unlock());
+    // Let go, it writes nothing more.
+    CHECK(c3->put(2, "late", 4).err() == EIO);
     (void)c3->pool().remove(c3->lock_object());
 }
 
@@ -317,8 +319,8 @@ void lease_deadline(const CephCluster& c) {
     CHECK(retaken.load() >= 1);
     CHECK(tier->epoch() == 1);
     REQUIRE_OK(tier->put(1, "z", 1));
-    REQUIRE_OK(tier->unlock());
     REQUIRE_OK(tier->remove(1));
+    REQUIRE_OK(tier->unlock());
     (void)tier->pool().remove(tier->lock_object());
 }
 

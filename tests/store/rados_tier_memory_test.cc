@@ -609,7 +609,14 @@ TEST_CASE(
     const SegmentPosition committed = s->append_position();
     s.reset();
     const HolderRecord before = record_in(cluster, *a);
-    a.reset();  // closed: the lock let go
+    REQUIRE_OK(a->unlock());
+    // Let go, it writes nothing more: its record says released, so the
+    // next holder fences no one, and a write of it could land over theirs.
+    const std::string late = "late";
+    CHECK(a->put_object("after-unlock", late.data(), late.size()).err() == EIO);
+    std::string text;
+    CHECK_FALSE(cluster.object(std::string(kStore) + ".after-unlock", &text));
+    a.reset();  // closed
 
     const HolderRecord released = [&] {
         std::string text;
