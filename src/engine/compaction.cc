@@ -251,29 +251,44 @@ Status Compactor::pick_weak(bool* found) {
     // write that grew it less than that as it is for good). Sealed, the
     // next step takes it as any other.
     if (active == 0) return Status::ok();
-    auto worth_sealing = [&](std::uint64_t live, std::uint64_t weak) {
-        return worth_it(live, weak) && weak >= kMinSealBytes / 4;
-    };
-    if (active == active_looked_.seg) {
-        if (active_size <= active_looked_.size) return Status::ok();
-        const std::uint64_t could_be_weak =
-            active_looked_.weak + (active_size - active_looked_.size);
-        std::uint64_t live = 0;
-        bool present = false;
-        {
-            std::unique_ptr<Txn> t;
-            HIODSFS_TRY(meta_->begin_read(&t));
-            HIODSFS_TRY(segment_live(*t, active, &live, &present));
-        }
-        if (!present || !worth_sealing(live, could_be_weak)) return Status::ok();
-    }
+    bool look = false;
+    HIODSFS_TRY(active_worth_a_look(active, active_size, &look));
+    if (!look) return Status::ok();
     *found = true;
     std::uint64_t live = 0, weak = 0;
     bool present = false;
     HIODSFS_TRY(weak_bytes(active, &live, &weak, &present));
-    active_looked_ = {active, active_size, weak};
+    {
+        std::lock_guard l(looked_mu_);
+        active_looked_ = {active, active_size, weak};
+    }
     if (!present || !worth_sealing(live, weak)) return Status::ok();
     return segs_->seal();
+}
+
+bool Compactor::worth_sealing(std::uint64_t live, std::uint64_t weak) {
+    return weak > 0 && weak * 4 >= live && weak >= kMinSealBytes / 4;
+}
+
+Status Compactor::active_worth_a_look(SegmentId active, std::uint64_t active_size, bool* look) {
+    ActiveLook last;
+    {
+        std::lock_guard l(looked_mu_);
+        last = active_looked_;
+    }
+    *look = true;
+    if (active != last.seg) return Status::ok();
+    *look = false;
+    if (active_size <= last.size) return Status::ok();
+    std::uint64_t live = 0;
+    bool present = false;
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        HIODSFS_TRY(segment_live(*t, active, &live, &present));
+    }
+    *look = present && worth_sealing(live, last.weak + (active_size - last.size));
+    return Status::ok();
 }
 
 bool Compactor::worth_a_look(SegmentId seg, SegmentId active) {
@@ -292,12 +307,20 @@ Status Compactor::recompress_pending(std::uint64_t* segments) {
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
     const SegmentId active = segs_->active_segment();
-    std::lock_guard l(looked_mu_);
-    for (const auto& [seg, size] : files) {
-        if (seg != 0 && seg != active && looked_at_.count(seg) == 0 && skip_.count(seg) == 0 &&
-            segs_->in_directory(seg))
-            ++*segments;
+    std::uint64_t active_size = 0;
+    {
+        std::lock_guard l(looked_mu_);
+        for (const auto& [seg, size] : files) {
+            if (seg == active) active_size = size;
+            if (seg != 0 && seg != active && looked_at_.count(seg) == 0 && skip_.count(seg) == 0 &&
+                segs_->in_directory(seg))
+                ++*segments;
+        }
     }
+    // The open segment, when pick_weak would look at it again.
+    bool look = false;
+    if (active != 0) HIODSFS_TRY(active_worth_a_look(active, active_size, &look));
+    if (look) ++*segments;
     return Status::ok();
 }
 

@@ -108,9 +108,9 @@ public:
     Status step(bool full_speed, bool* did_work);
     // Totals since construction (may be read while another thread steps).
     CompactionStats stats() const;
-    // Sealed segments pick_weak has yet to look at (0 without
-    // recompression): status.json's recompress_pending_segments. From any
-    // thread.
+    // Segments pick_weak has yet to look at (0 without recompression):
+    // sealed ones, and the open one when it would look at it again.
+    // status.json's recompress_pending_segments. From any thread.
     Status recompress_pending(std::uint64_t* segments);
     // Chunk copies of a job are made and the switch is next (for tests that
     // crash at that point).
@@ -147,6 +147,13 @@ private:
     bool weaker(const ChunkRecord& rec) const;
     // A sealed segment pick_weak has not looked at, on this host's disk.
     bool worth_a_look(SegmentId seg, SegmentId active);
+    // Whether the open segment (active_size bytes) is worth a look: one not
+    // looked at yet, or one that gained enough since the last look to
+    // qualify, were all of that stored weaker. From any thread.
+    Status active_worth_a_look(SegmentId active, std::uint64_t active_size, bool* look);
+    // Whether a segment with these live and weakly stored bytes is sealed
+    // for recompression.
+    static bool worth_sealing(std::uint64_t live, std::uint64_t weak);
     // The id of the store's newest dictionary (0: none yet).
     std::uint32_t newest_dictionary() const;
     // The payload m.to gets: m.from's, or its chunk stored anew.
@@ -173,8 +180,9 @@ private:
     std::set<SegmentId> skip_;
     Compression recompress_to_;
     const DictionarySet* dicts_ = nullptr;
-    // Guards looked_at_ and skip_'s changes (recompress_pending reads them
-    // from another thread; the stepping thread reads them without it).
+    // Guards looked_at_, skip_ and active_looked_'s changes
+    // (recompress_pending reads them from another thread; the stepping
+    // thread reads them without it).
     std::mutex looked_mu_;
     std::set<SegmentId> looked_at_;  // by pick_weak, this open, since looked_with_dictionary_
     std::uint32_t looked_with_dictionary_ = 0;
