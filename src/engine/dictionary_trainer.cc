@@ -15,6 +15,12 @@ namespace {
 constexpr std::size_t kPicksPerStep = 32;
 // Picks per round at most (a store of random bytes offers no sample).
 constexpr std::uint64_t kMostPicks = 8192;
+// A round that has read this many chunks and found fewer than one in
+// kFewestSampleShare worth a sample ends there: a store of random or
+// compressed data would otherwise be read kMostPicks chunks at a time,
+// every time it grows by a quarter.
+constexpr std::uint64_t kEnoughReadsToJudge = 512;
+constexpr std::uint64_t kFewestSampleShare = 16;
 // Less than this is too little to learn from.
 constexpr std::size_t kFewestSamples = 16;
 constexpr std::size_t kFewestSampleBytesPerDictionaryByte = 4;
@@ -59,6 +65,7 @@ void DictionaryTrainer::begin_round(std::uint64_t content, std::uint64_t chunk_c
     round_target_ = std::min<std::uint64_t>(policy_.sample_bytes, content);
     // Every live chunk of a small store, if it takes that; never unbounded.
     picks_left_ = std::min<std::uint64_t>(kMostPicks, 4 * chunk_count + 256);
+    chunks_read_ = 0;
     picked_.clear();
     samples_.clear();
     sizes_.clear();
@@ -129,6 +136,7 @@ Status DictionaryTrainer::read_samples(bool* done) {
         buf.resize(r.length);
         bool skip = false;
         HIODSFS_TRY(read_(id, r, buf.data(), &skip));
+        ++chunks_read_;
         // Random or compressed bytes teach a dictionary nothing, and are
         // stored raw anyway.
         if (skip || looks_incompressible(reinterpret_cast<const char*>(buf.data()), r.length))
@@ -136,6 +144,7 @@ Status DictionaryTrainer::read_samples(bool* done) {
         samples_.append(reinterpret_cast<const char*>(buf.data()), buf.size());
         sizes_.push_back(buf.size());
     }
+    if (chunks_read_ >= kEnoughReadsToJudge && sizes_.size() * kFewestSampleShare < chunks_read_) picks_left_ = 0;
     *done = picks_left_ == 0 || samples_.size() >= round_target_;
     return Status::ok();
 }
@@ -157,8 +166,8 @@ Status DictionaryTrainer::finish(bool* trained) {
     if (sizes_.size() < kFewestSamples || samples_.size() < fewest_bytes) {
         failed("the store offered " + std::to_string(sizes_.size()) +
                " chunks worth compressing (" + human_bytes(static_cast<double>(samples_.size())) +
-               "), and one needs at least " + std::to_string(kFewestSamples) + " and " +
-               human_bytes(static_cast<double>(fewest_bytes)));
+               ") of " + std::to_string(chunks_read_) + " read, and one needs at least " +
+               std::to_string(kFewestSamples) + " and " + human_bytes(static_cast<double>(fewest_bytes)));
         end_round();
         return Status::ok();
     }

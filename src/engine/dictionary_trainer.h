@@ -100,6 +100,7 @@ private:
     std::uint64_t round_content_ = 0;  // the content bytes when it began
     std::uint64_t round_target_ = 0;   // sample bytes it reads at most
     std::uint64_t picks_left_ = 0;
+    std::uint64_t chunks_read_ = 0;  // this round's
     std::unordered_set<ChunkId> picked_;
     std::string samples_;
     std::vector<std::size_t> sizes_;

@@ -69,12 +69,19 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
     // Which chunks the store lacks, in a read of the metadata: compressing
     // a duplicate would be work thrown away. One that another writer
     // stores meanwhile is shared all the same (store_chunk looks again).
+    // Chunks whose sample says random are not looked up: the encoder would
+    // store them as they are anyway, and random data then costs no lookup.
     std::vector<std::size_t> fresh;
-    {
+    std::vector<std::size_t> maybe;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!prints.zero[i] && !looks_incompressible(reinterpret_cast<const char*>(chunks[i].data),
+                                                     static_cast<std::uint32_t>(chunks[i].len)))
+            maybe.push_back(i);
+    }
+    if (!maybe.empty()) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
-        for (std::size_t i = 0; i < n; ++i) {
-            if (prints.zero[i]) continue;
+        for (std::size_t i : maybe) {
             ChunkId same = 0;
             ChunkRecord rec;
             HIODSFS_TRY(find_indexed_chunk(*t, prints.digests[i], &same, &rec));

@@ -522,6 +522,35 @@ TEST_CASE("samples that train no dictionary are logged once and tried again as t
     require_ok(e->close());
 }
 
+TEST_CASE("a round over a store of random bytes stops after a few hundred chunks read, not thousands",
+          "[engine][compression][dictionary]") {
+    TempDir dir;
+    EngineOptions o = dictionary_options(dir.store());
+    o.chunking = ChunkingParams::cdc(2048, 8192, 32768);
+    Log log;
+    o.log = log.sink();
+    std::mt19937_64 rng(43);
+    auto e = open_engine(o);
+    // About 2 000 chunks: a round could pick up to 8 192 of them.
+    write_synced(*e, "noise", random_bytes(rng, 16 << 20));
+    bool trained = true;
+    require_ok(e->train_dictionary(&trained));
+    CHECK_FALSE(trained);
+    std::string line;
+    {
+        std::lock_guard l(log.mu);
+        for (const std::string& each : log.lines)
+            if (each.find("no compression dictionary") != std::string::npos) line = each;
+    }
+    INFO(line);
+    const std::size_t at = line.find(") of ");
+    REQUIRE(at != std::string::npos);
+    const std::uint64_t read = std::stoull(line.substr(at + 5));
+    CHECK(read >= 512);
+    CHECK(read <= 512 + 32);
+    require_ok(e->close());
+}
+
 TEST_CASE("the trainer waits while the throttle pauses the background",
           "[engine][compression][dictionary]") {
     TempDir dir;
