@@ -18,14 +18,15 @@ constexpr std::uint64_t kMostPicks = 8192;
 // A round that has read this many chunks and found fewer than one in
 // kFewestSampleShare worth a sample ends there: a store of random or
 // compressed data would otherwise be read kMostPicks chunks at a time,
-// every time it grows by a quarter.
-constexpr std::uint64_t kEnoughReadsToJudge = 512;
+// every time it is tried again.
+constexpr std::uint64_t kEnoughReadsToJudge = 256;
 constexpr std::uint64_t kFewestSampleShare = 16;
 // Less than this is too little to learn from.
 constexpr std::size_t kFewestSamples = 16;
 constexpr std::size_t kFewestSampleBytesPerDictionaryByte = 4;
-// After a round that trained none: again once the content has grown by a
-// quarter, or after this long.
+// After a round that trained none: again once the content has doubled, or
+// after this long (a store taking random data in would otherwise be
+// sampled at every quarter of its growth, in vain).
 constexpr auto kRetryAfter = std::chrono::hours(1);
 
 std::string seconds_text(double s) {
@@ -52,7 +53,7 @@ bool DictionaryTrainer::due(std::uint64_t content, bool waiting_allowed) const {
     if (policy_.min_bytes == 0 || content < policy_.min_bytes || next_id_ == 0) return false;
     // A store whose every dictionary is damaged counts as one without.
     if (dicts_.size() > 0 && content / policy_.growth < newest_trained_at_) return false;
-    if (waiting_allowed && waiting_ && content < failed_content_ + failed_content_ / 4 &&
+    if (waiting_allowed && waiting_ && content < 2 * failed_content_ &&
         std::chrono::steady_clock::now() - failed_time_ < kRetryAfter)
         return false;
     return true;

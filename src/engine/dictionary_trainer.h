@@ -10,8 +10,8 @@
 // operation of the same or a later group, so no commit, fsync log record or
 // crash keeps such a chunk without it.
 // Samples that train none (too few, or zstd refuses them) are no error of
-// the store: logged once, and tried again once the content has grown by a
-// quarter or an hour has passed.
+// the store: logged once, and tried again once the content has doubled or
+// an hour has passed.
 // The daemon runs step() on a PacedWorker ("dict-train"): bounded steps,
 // paced by the throttle like the background pass. A read-only store has no
 // trainer.
