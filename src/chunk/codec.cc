@@ -222,10 +222,10 @@ bool looks_incompressible(const char* data, std::uint32_t len) {
 }
 
 ChunkEncoder::Payload ChunkEncoder::encode(const char* raw, std::uint32_t len, const Compression& c,
-                                           const Dictionary* dict) {
+                                           const Dictionary* dict, bool sampled) {
     const Payload as_is{raw, len, false};
     if (c.none() || len <= kMaxCodecPrefixBytes) return as_is;
-    if (looks_incompressible(raw, len)) {
+    if (!sampled && looks_incompressible(raw, len)) {
         ++skipped_;
         return as_is;
     }

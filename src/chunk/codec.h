@@ -107,8 +107,10 @@ public:
     };
     // The payload to store for a chunk: encoded when that saves enough,
     // otherwise the chunk as it is. dict (zstd only) may be null. Valid
-    // until the next call.
-    Payload encode(const char* raw, std::uint32_t len, const Compression& c, const Dictionary* dict = nullptr);
+    // until the next call. sampled: the caller already found that
+    // looks_incompressible() is false for it (the sample is not taken twice).
+    Payload encode(const char* raw, std::uint32_t len, const Compression& c, const Dictionary* dict = nullptr,
+                   bool sampled = false);
 
     // Calls since construction that compressed, and that a sample or the
     // result sent back raw (for tests and counters).

@@ -71,13 +71,22 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
     // stores meanwhile is shared all the same (store_chunk looks again).
     // Chunks whose sample says random are not looked up: the encoder would
     // store them as they are anyway, and random data then costs no lookup.
+    // The samples are taken on every core, as the fingerprints were, and
+    // once: the encoder is told they were.
+    std::vector<char> compressible(n, 0);
+    auto sample = [&](std::size_t i) {
+        compressible[i] = !prints.zero[i] && !looks_incompressible(reinterpret_cast<const char*>(chunks[i].data),
+                                                                   static_cast<std::uint32_t>(chunks[i].len));
+    };
+    if (n >= 8) {
+        digest_loop_.run(n, sample);
+    } else {
+        for (std::size_t i = 0; i < n; ++i) sample(i);
+    }
     std::vector<std::size_t> fresh;
     std::vector<std::size_t> maybe;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (!prints.zero[i] && !looks_incompressible(reinterpret_cast<const char*>(chunks[i].data),
-                                                     static_cast<std::uint32_t>(chunks[i].len)))
-            maybe.push_back(i);
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (compressible[i]) maybe.push_back(i);
     if (!maybe.empty()) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t, MetaStore::ReadFrom::kGroup));
@@ -94,7 +103,7 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
         const std::size_t i = fresh[k];
         const ChunkSpan& c = chunks[i];
         const ChunkEncoder::Payload p = thread_chunk_encoder().encode(
-            reinterpret_cast<const char*>(c.data), static_cast<std::uint32_t>(c.len), how, dict.get());
+            reinterpret_cast<const char*>(c.data), static_cast<std::uint32_t>(c.len), how, dict.get(), true);
         if (!p.encoded) return;
         std::vector<std::uint8_t>& b = out->bytes[i];
         b.assign(p.data, p.data + p.length);
