@@ -220,7 +220,6 @@ Status Compactor::pick_weak(bool* found) {
     std::vector<std::pair<SegmentId, std::uint64_t>> files;
     HIODSFS_TRY(segs_->list_segments(&files));
     const SegmentId active = segs_->active_segment();
-    auto worth_it = [](std::uint64_t live, std::uint64_t weak) { return weak > 0 && weak * 4 >= live; };
     // A new dictionary makes the zstd chunks stored without one weak: every
     // segment is worth a look again.
     if (const std::uint32_t d = newest_dictionary(); d != looked_with_dictionary_) {
@@ -241,7 +240,7 @@ Status Compactor::pick_weak(bool* found) {
         std::uint64_t live = 0, weak = 0;
         bool present = false;
         HIODSFS_TRY(weak_bytes(seg, &live, &weak, &present));
-        if (!present || !worth_it(live, weak) || (room_for_ && !room_for_(live))) return Status::ok();
+        if (!present || !worth_recompressing(live, weak) || (room_for_ && !room_for_(live))) return Status::ok();
         return start_job(seg, size);
     }
     // The open segment: a store written inline and then left idle holds its
@@ -266,8 +265,12 @@ Status Compactor::pick_weak(bool* found) {
     return segs_->seal();
 }
 
+bool Compactor::worth_recompressing(std::uint64_t live, std::uint64_t weak) {
+    return weak > 0 && weak * 4 >= live;
+}
+
 bool Compactor::worth_sealing(std::uint64_t live, std::uint64_t weak) {
-    return weak > 0 && weak * 4 >= live && weak >= kMinSealBytes / 4;
+    return worth_recompressing(live, weak) && weak >= kMinSealBytes / 4;
 }
 
 Status Compactor::active_worth_a_look(SegmentId active, std::uint64_t active_size, bool* look) {

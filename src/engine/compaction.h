@@ -151,8 +151,10 @@ private:
     // looked at yet, or one that gained enough since the last look to
     // qualify, were all of that stored weaker. From any thread.
     Status active_worth_a_look(SegmentId active, std::uint64_t active_size, bool* look);
-    // Whether a segment with these live and weakly stored bytes is sealed
-    // for recompression.
+    // Whether a sealed segment with these live and weakly stored bytes is
+    // compacted for recompression (a quarter or more), and whether the open
+    // one is sealed for it (that, and kMinSealBytes / 4 or more).
+    static bool worth_recompressing(std::uint64_t live, std::uint64_t weak);
     static bool worth_sealing(std::uint64_t live, std::uint64_t weak);
     // The id of the store's newest dictionary (0: none yet).
     std::uint32_t newest_dictionary() const;
