@@ -338,9 +338,8 @@ TEST_CASE("recompression under power loss at every stage keeps every file, and a
     const int lz4 = static_cast<int>(CompressionMethod::kLz4) * 100;
     int failed = 0;
     for (int fault = 0; fault < 24; ++fault) {
-        const bool sync_fault = fault % 2 == 1;
-        const int at = fault / 2;
-        INFO("fault " << (sync_fault ? "sync" : "write") << " #" << at);
+        const DyingDisk disk(fault);
+        INFO("fault " << disk.describe());
         TempDir dir;
         FaultInjectionEnv fenv(Env::posix());
         fenv.set_forward_syncs(false);
@@ -355,10 +354,7 @@ TEST_CASE("recompression under power loss at every stage keeps every file, and a
             write_synced(*e, "a", a);
             write_synced(*e, "b", b);
             require_ok(e->sync_all());
-            if (sync_fault)
-                fenv.fail_sync_at(static_cast<std::uint64_t>(at), EIO, true);
-            else
-                fenv.fail_write_at(static_cast<std::uint64_t>(at), WriteFault::kIoError, true);
+            disk.arm(fenv);
             if (!e->run_reclaim()) ++failed;  // fails somewhere, or finishes
             e->abandon();                      // the crash
         }

@@ -30,6 +30,7 @@
 #include "meta/extent_map.h"
 #include "meta/meta_store.h"
 #include "meta/records.h"
+#include "store/fault_env.h"
 
 namespace hiodsfs::test {
 
@@ -64,6 +65,21 @@ public:
 
 private:
     std::string path_;
+};
+
+// Fault k of a sweep over a step's I/O (a dying disk): the (k / 2)-th write
+// (k even) or sync (k odd) from now on fails with EIO, and every later one.
+struct DyingDisk {
+    bool sync = false;
+    std::uint64_t at = 0;
+    explicit DyingDisk(int k) : sync(k % 2 == 1), at(static_cast<std::uint64_t>(k / 2)) {}
+    std::string describe() const { return std::string(sync ? "sync" : "write") + " #" + std::to_string(at); }
+    void arm(FaultInjectionEnv& fenv) const {
+        if (sync)
+            fenv.fail_sync_at(at, EIO, true);
+        else
+            fenv.fail_write_at(at, WriteFault::kIoError, true);
+    }
 };
 
 inline std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t n) {

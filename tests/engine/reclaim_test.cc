@@ -332,9 +332,8 @@ TEST_CASE("compaction under power loss at every stage keeps every file", "[engin
     auto keep_data = random_bytes(rng, 1 << 20);
     auto drop_data = random_bytes(rng, 4 << 20);
     for (int fault = 0; fault < 26; ++fault) {
-        const bool sync_fault = fault % 2 == 1;
-        const int at = fault / 2;
-        INFO("fault " << (sync_fault ? "sync" : "write") << " #" << at);
+        const DyingDisk disk(fault);
+        INFO("fault " << disk.describe());
         TempDir dir;
         FaultInjectionEnv fenv(Env::posix());
         fenv.set_forward_syncs(false);
@@ -345,10 +344,7 @@ TEST_CASE("compaction under power loss at every stage keeps every file", "[engin
         {
             auto e = open_engine(o);
             keep_ino = keep_and_delete(*e, keep_data, drop_data);
-            if (sync_fault)
-                fenv.fail_sync_at(static_cast<std::uint64_t>(at), EIO, true);
-            else
-                fenv.fail_write_at(static_cast<std::uint64_t>(at), WriteFault::kIoError, true);
+            disk.arm(fenv);
             Status st = e->run_reclaim();  // fails somewhere, or finishes
             (void)st;
             e->abandon();  // the crash
