@@ -178,6 +178,15 @@ TEST_CASE(
     write_file(m.path("second"), second);
     fsync_path(m.path("second"));
     wait_stored_below(first.size() + second.size(), stored_first + lz4_second * 8 / 10);
+    // Done, the daemon says so: no segment left to look at, no round.
+    const json settled = wait_for_stat(
+        m.mnt(),
+        [](const json& x) {
+            return x["activity"]["recompress_pending_segments"] == 0 && x["activity"]["dictionary_pending"] == false;
+        },
+        kBackgroundDeadline);
+    CHECK(settled["activity"]["recompress_pending_segments"] == 0);
+    CHECK(run({HIODSFS_STAT_BIN, m.mnt()}).out.find("recompression") == std::string::npos);
     m.remount();
     check_files_read_back(m, {{"first", first}, {"second", second}});
     m.unmount();
