@@ -4,6 +4,7 @@
 
 #include "common/units.h"
 #include "meta/dictionaries.h"
+#include "meta/segment_entry.h"
 
 namespace hiodsfs {
 
@@ -157,7 +158,8 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
             // Unreadable or damaged: kept, for fsck to judge.
             if (!meta_->begin_read(&t) || !t->get(Db::kSegments, key_u64(seg), &v, &found))
                 return true;
-            return found && (v.size() != 8 || get_be64(v) > 0);
+            SegmentEntry e;
+            return found && (!decode_segment_entry(v, &e) || e.live > 0);
         };
     }
     opened = SegmentStore::open(env_, dir + "/segments", seg_options, &segs_);

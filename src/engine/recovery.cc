@@ -220,11 +220,12 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
         Cursor c = t->cursor(Db::kSegments);
         for (bool ok = c.first(); ok; ok = c.next()) {
             std::uint64_t seg_id = 0;
+            SegmentEntry entry;
             if (!parse_key_u64(c.key(), &seg_id) || seg_id > std::numeric_limits<SegmentId>::max() ||
-                c.value().size() != 8)
+                !decode_segment_entry(c.value(), &entry))
                 continue;  // fsck's to repair
             const auto seg = static_cast<SegmentId>(seg_id);
-            const std::uint64_t live = get_be64(c.value());
+            const std::uint64_t live = entry.live;
             known.insert(seg);
             auto it = on_disk.find(seg);
             if (it == on_disk.end() && live == 0) {

@@ -18,6 +18,7 @@
 #include "meta/chunk_table.h"
 #include "meta/extent_map.h"
 #include "meta/keys.h"
+#include "meta/segment_entry.h"
 
 namespace hiodsfs::fsck {
 
@@ -104,9 +105,9 @@ Status Checker::heal(const std::map<ChunkId, std::string>& bad) {
         std::string_view sv;
         bool found = false;
         HIODSFS_TRY(t_.get(Db::kSegments, sk, &sv, &found));
-        if (found && sv.size() == 8) {
-            const std::uint64_t live = get_be64(sv);
-            HIODSFS_TRY(t_.put(Db::kSegments, sk, be64(live - std::min<std::uint64_t>(live, b.r.stored_length()))));
+        if (SegmentEntry e; found && decode_segment_entry(sv, &e)) {
+            e.live -= std::min<std::uint64_t>(e.live, b.r.stored_length());
+            HIODSFS_TRY(t_.put(Db::kSegments, sk, encode_segment_entry(e)));
         }
         HIODSFS_TRY(drop_chunk(bad_id));
     }

@@ -21,6 +21,7 @@
 #include "fsck/lost_segments.h"
 #include "fsck/tier_objects.h"
 #include "meta/keys.h"
+#include "meta/segment_entry.h"
 
 namespace hiodsfs::fsck {
 
@@ -141,17 +142,20 @@ Status Checker::check_segments() {
     for (const auto& [id, ci] : chunks_)
         if (!ci.r.lost()) live[ci.r.segment] += ci.r.stored_length();
     std::map<SegmentId, std::uint64_t> recorded;
+    std::map<SegmentId, std::optional<SettledMark>> marks;
     {
         Cursor c = t_.cursor(Db::kSegments);
         std::vector<std::string> bad;
         for (bool ok = c.first(); ok; ok = c.next()) {
             std::uint64_t seg = 0;
+            SegmentEntry e;
             if (!parse_key_u64(c.key(), &seg) || seg > std::numeric_limits<SegmentId>::max() ||
-                c.value().size() != 8) {
+                !decode_segment_entry(c.value(), &e)) {
                 bad.emplace_back(c.key());
                 continue;
             }
-            recorded[static_cast<SegmentId>(seg)] = get_be64(c.value());
+            recorded[static_cast<SegmentId>(seg)] = e.live;
+            marks[static_cast<SegmentId>(seg)] = e.settled;
         }
         HIODSFS_TRY(c.status());
         // Removed: the live bytes of every segment are counted anew below.
@@ -167,7 +171,9 @@ Status Checker::check_segments() {
         std::uint64_t have = recorded.count(s) ? recorded[s] : 0;
         if (want == have) continue;
         HIODSFS_TRY(fix("segment " + u(s) + " counts " + u(have) + " live bytes, its chunks hold " + u(want),
-                        [&, s = s] { return t_.put(Db::kSegments, key_u64(s), be64(want)); }));
+                        [&, s = s] {
+                            return t_.put(Db::kSegments, key_u64(s), encode_segment_entry({want, marks[s]}));
+                        }));
     }
     HIODSFS_TRY(count_payload(list));
     for (const auto& [seg, n] : live) known_segments_.insert(seg);

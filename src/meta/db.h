@@ -24,7 +24,7 @@ enum class Db : int {
     kDirty,         // sequence -> dirty record (work for the background pass)
     kXattrs,        // ino + name -> value
     kOrphans,       // ino -> "" (unlinked while still open; freed on next open)
-    kSegments,      // segment id -> live payload bytes (8 bytes, big-endian)
+    kSegments,      // segment id -> live payload bytes, and a settled mark (meta/segment_entry.h)
     kHistory,       // time (8 bytes, big-endian) -> sample (for hiodsfs-stat)
     kCount
 };
