@@ -8,6 +8,7 @@
 #include "engine/fsync_log.h"
 #include "meta/chunk_table.h"
 #include "meta/records.h"
+#include "meta/segment_entry.h"
 
 namespace hiodsfs {
 namespace {
@@ -17,12 +18,21 @@ constexpr std::size_t kLookupsPerTxn = 2048;
 
 std::string seg_name(SegmentId seg) { return "segment " + std::to_string(seg); }
 
-Status segment_live(Txn& t, SegmentId seg, std::uint64_t* live, bool* present) {
+// A segment's entry; *present false when it has none (or a damaged one,
+// which fsck repairs).
+Status segment_entry(Txn& t, SegmentId seg, SegmentEntry* e, bool* present) {
     std::string_view v;
     bool found = false;
     HIODSFS_TRY(t.get(Db::kSegments, key_u64(seg), &v, &found));
-    *present = found;
-    *live = found && v.size() == 8 ? get_be64(v) : 0;
+    *present = found && decode_segment_entry(v, e);
+    if (!*present) *e = SegmentEntry{};
+    return Status::ok();
+}
+
+Status segment_live(Txn& t, SegmentId seg, std::uint64_t* live, bool* present) {
+    SegmentEntry e;
+    HIODSFS_TRY(segment_entry(t, seg, &e, present));
+    *live = e.live;
     return Status::ok();
 }
 
@@ -36,13 +46,16 @@ Status points_at(Txn& t, ChunkId id, const ChunkLocation& loc, ChunkRecord* rec,
 }  // namespace
 
 Status add_segment_live(Txn& t, SegmentId seg, std::int64_t delta) {
-    std::string sk = key_u64(seg);
-    std::string_view sv;
-    bool found = false;
-    HIODSFS_TRY(t.get(Db::kSegments, sk, &sv, &found));
-    std::int64_t live = found && sv.size() == 8 ? static_cast<std::int64_t>(get_be64(sv)) : 0;
-    live = std::max<std::int64_t>(0, live + delta);
-    return t.put(Db::kSegments, sk, be64(static_cast<std::uint64_t>(live)));
+    SegmentEntry e;
+    bool present = false;
+    HIODSFS_TRY(segment_entry(t, seg, &e, &present));
+    const auto live = std::max<std::int64_t>(0, static_cast<std::int64_t>(e.live) + delta);
+    e.live = static_cast<std::uint64_t>(live);
+    // A settled mark's weak bytes stay an upper bound while chunks die
+    // (they are weighed against the live bytes left); new chunks, which
+    // only the open segment takes, void it.
+    if (delta > 0) e.settled.reset();
+    return t.put(Db::kSegments, key_u64(seg), encode_segment_entry(e));
 }
 
 Compactor::Compactor(MetaStore* meta, SegmentStore* segs, std::function<Status()> commit,
@@ -232,15 +245,26 @@ Status Compactor::pick_weak(bool* found) {
     for (const auto& [seg, size] : files) {
         if (seg == active) active_size = size;
         if (!worth_a_look(seg, active)) continue;
+        bool settled = false;
+        {
+            std::unique_ptr<Txn> t;
+            HIODSFS_TRY(meta_->begin_read(&t));
+            HIODSFS_TRY(settled_now(*t, seg, &settled));
+        }
         {
             std::lock_guard l(looked_mu_);
             looked_at_.insert(seg);
         }
-        *found = true;  // looking was the work of this step
+        if (settled) continue;  // found so by a look of an earlier open
+        *found = true;          // looking was the work of this step
+        const SettledMark mark_now = settled_mark_now();
         std::uint64_t live = 0, weak = 0;
         bool present = false;
         HIODSFS_TRY(weak_bytes(seg, &live, &weak, &present));
-        if (!present || !worth_recompressing(live, weak) || (room_for_ && !room_for_(live))) return Status::ok();
+        if (!present) return Status::ok();
+        if (!worth_recompressing(live, weak))
+            return mark_settled(seg, live, SettledMark{mark_now.codec, mark_now.dictionary, weak});
+        if (room_for_ && !room_for_(live)) return Status::ok();
         return start_job(seg, size);
     }
     // The open segment: a store written inline and then left idle holds its
@@ -254,6 +278,7 @@ Status Compactor::pick_weak(bool* found) {
     HIODSFS_TRY(active_worth_a_look(active, active_size, &look));
     if (!look) return Status::ok();
     *found = true;
+    const SettledMark mark_now = settled_mark_now();
     std::uint64_t live = 0, weak = 0;
     bool present = false;
     HIODSFS_TRY(weak_bytes(active, &live, &weak, &present));
@@ -261,8 +286,39 @@ Status Compactor::pick_weak(bool* found) {
         std::lock_guard l(looked_mu_);
         active_looked_ = {active, active_size, weak};
     }
-    if (!present || !worth_sealing(live, weak)) return Status::ok();
+    if (!present) return Status::ok();
+    // Marked too, so the next open need not look until it grows.
+    if (!worth_sealing(live, weak))
+        return mark_settled(active, live, SettledMark{mark_now.codec, mark_now.dictionary, weak});
     return segs_->seal();
+}
+
+SettledMark Compactor::settled_mark_now() const {
+    return SettledMark{ChunkRecord::codec_byte(recompress_to_), newest_dictionary(), 0};
+}
+
+Status Compactor::settled_now(Txn& t, SegmentId seg, bool* settled) {
+    SegmentEntry e;
+    bool present = false;
+    HIODSFS_TRY(segment_entry(t, seg, &e, &present));
+    const SettledMark now = settled_mark_now();
+    *settled = present && e.settled && e.settled->codec == now.codec && e.settled->dictionary == now.dictionary &&
+               !worth_recompressing(e.live, e.settled->weak);
+    return Status::ok();
+}
+
+Status Compactor::mark_settled(SegmentId seg, std::uint64_t live, const SettledMark& mark) {
+    std::unique_ptr<Txn> t;
+    HIODSFS_TRY(meta_->begin(&t));
+    SegmentEntry e;
+    bool present = false;
+    HIODSFS_TRY(segment_entry(*t, seg, &e, &present));
+    // Deleted meanwhile, or fsck's to repair; or the open segment took
+    // chunks since the look, which the mark would not cover.
+    if (!present || e.live != live) return Status::ok();
+    e.settled = mark;
+    HIODSFS_TRY(t->put(Db::kSegments, key_u64(seg), encode_segment_entry(e)));
+    return t->commit();
 }
 
 bool Compactor::worth_recompressing(std::uint64_t live, std::uint64_t weak) {
@@ -279,18 +335,26 @@ Status Compactor::active_worth_a_look(SegmentId active, std::uint64_t active_siz
         std::lock_guard l(looked_mu_);
         last = active_looked_;
     }
-    *look = true;
-    if (active != last.seg) return Status::ok();
     *look = false;
-    if (active_size <= last.size) return Status::ok();
-    std::uint64_t live = 0;
+    SegmentEntry e;
     bool present = false;
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t));
-        HIODSFS_TRY(segment_live(*t, active, &live, &present));
+        HIODSFS_TRY(segment_entry(*t, active, &e, &present));
     }
-    *look = present && worth_sealing(live, last.weak + (active_size - last.size));
+    if (!present) return Status::ok();
+    if (active != last.seg) {
+        // Not looked at this open: a mark of an earlier look stands for one
+        // (no chunk came since; one would have voided it), else all of it
+        // could be stored weaker.
+        const SettledMark now = settled_mark_now();
+        if (e.settled && e.settled->codec == now.codec && e.settled->dictionary == now.dictionary)
+            last = {active, active_size, e.settled->weak};
+        else
+            last = {active, 0, 0};
+    }
+    *look = active_size >= last.size && worth_sealing(e.live, last.weak + (active_size - last.size));
     return Status::ok();
 }
 
@@ -311,13 +375,24 @@ Status Compactor::recompress_pending(std::uint64_t* segments) {
     HIODSFS_TRY(segs_->list_segments(&files));
     const SegmentId active = segs_->active_segment();
     std::uint64_t active_size = 0;
+    std::vector<SegmentId> unlooked;
     {
         std::lock_guard l(looked_mu_);
         for (const auto& [seg, size] : files) {
             if (seg == active) active_size = size;
             if (seg != 0 && seg != active && looked_at_.count(seg) == 0 && skip_.count(seg) == 0 &&
                 segs_->in_directory(seg))
-                ++*segments;
+                unlooked.push_back(seg);
+        }
+    }
+    // Less those an earlier open found settled (pick_weak skips them unread).
+    if (!unlooked.empty()) {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        for (SegmentId seg : unlooked) {
+            bool settled = false;
+            HIODSFS_TRY(settled_now(*t, seg, &settled));
+            if (!settled) ++*segments;
         }
     }
     // The open segment, when pick_weak would look at it again.

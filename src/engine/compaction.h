@@ -31,10 +31,12 @@
 // its record says the dictionary was tried, and it is not taken up again);
 // and while reclaim may run at full speed, a
 // sealed segment whose live chunks are a quarter or more encoded weaker is
-// compacted for that alone (each segment is looked at once per open and
-// dictionary; the open one is sealed for it once it qualifies with
-// kMinSealBytes / 4 or more stored weaker, and looked at again once what it
-// gained since could make it qualify). A chunk stored as it is does not
+// compacted for that alone (each segment is looked at once per background
+// compression and dictionary: a look that finds it not worth it marks its
+// metadata entry settled, so later opens skip it unread; the open one is
+// sealed for it once it qualifies with kMinSealBytes / 4 or more stored
+// weaker, and looked at again once what it gained since could make it
+// qualify). A chunk stored as it is does not
 // count: it may be one that does not compress, and copying it again would
 // gain nothing.
 // Thread-safety: one thread at a time calls step()/run_until_idle().
@@ -49,10 +51,11 @@
 #include <vector>
 
 #include "chunk/codec.h"
-#include "meta/meta_store.h"
-#include "meta/records.h"
 #include "hiodsfs/segment_store.h"
 #include "hiodsfs/status.h"
+#include "meta/meta_store.h"
+#include "meta/records.h"
+#include "meta/segment_entry.h"
 
 namespace hiodsfs {
 
@@ -147,15 +150,25 @@ private:
     bool weaker(const ChunkRecord& rec) const;
     // A sealed segment pick_weak has not looked at, on this host's disk.
     bool worth_a_look(SegmentId seg, SegmentId active);
-    // Whether the open segment (active_size bytes) is worth a look: one not
-    // looked at yet, or one that gained enough since the last look to
-    // qualify, were all of that stored weaker. From any thread.
+    // Whether the open segment (active_size bytes) is worth a look: it
+    // could qualify for sealing were all it gained since the last look
+    // (this open's, or a settled mark's) stored weaker, or all of it when
+    // never looked at. From any thread.
     Status active_worth_a_look(SegmentId active, std::uint64_t active_size, bool* look);
     // Whether a sealed segment with these live and weakly stored bytes is
     // compacted for recompression (a quarter or more), and whether the open
     // one is sealed for it (that, and kMinSealBytes / 4 or more).
     static bool worth_recompressing(std::uint64_t live, std::uint64_t weak);
     static bool worth_sealing(std::uint64_t live, std::uint64_t weak);
+    // What a segment looked at now is marked settled with (weak: 0).
+    SettledMark settled_mark_now() const;
+    // Whether seg's entry says an earlier look found it settled under the
+    // present background compression and dictionary, and the weak bytes it
+    // found then are still under a quarter of its live bytes.
+    Status settled_now(Txn& t, SegmentId seg, bool* settled);
+    // Records in seg's entry what a look that found `live` bytes there
+    // found weak (unless its live bytes have changed since).
+    Status mark_settled(SegmentId seg, std::uint64_t live, const SettledMark& mark);
     // The id of the store's newest dictionary (0: none yet).
     std::uint32_t newest_dictionary() const;
     // The payload m.to gets: m.from's, or its chunk stored anew.
