@@ -30,7 +30,7 @@ struct ControlConfig {
     // Optional byte-rate goal (0 = none); the goal is missed if either is missed.
     double target_bytes_per_s = 0;
     std::uint64_t interval_ms = 1000;  // sampling interval
-    std::uint64_t stress_gap_us = 3000;
+    std::uint64_t stress_gap_us = 3000;  // HIODS's stress test (the mode policies)
     double stress_ratio = 0.9;
     std::uint64_t recency_ms = 1000;
     unsigned switch_after = 3;  // N consecutive intervals
@@ -55,6 +55,22 @@ struct ControlConfig {
     // inline capacity it measured, and counts deferred as a gain only if it
     // makes a request at least capacity_margin cheaper than inline.
     double capacity_margin = 0.1;
+    // Spare capacity (the throttle's measure, docs/controller.md): a write
+    // request that arrives within held_gap_us of the previous completion,
+    // or while another is in service, found its application waiting on the
+    // daemon: it was held. A FUSE round trip through the kernel and back
+    // takes 10-20 us on the machines measured, so 20 us separates "sent as
+    // soon as it could" from "had nothing to send" (HIODS's 3 ms gap was
+    // for requests that took milliseconds: at FUSE's pace a load at 6 % of
+    // capacity is all "stress" by it).
+    std::uint64_t held_gap_us = 20;
+    // The share of held requests the throttle paces the pass to: below it
+    // the foreground has spare capacity and the pass speeds up; above it
+    // the pass slows; with half or more held (a saturating load) it pauses.
+    double held_ratio = 0.35;
+    // False: the throttle uses HIODS's stress test instead (policy=hiods),
+    // under which any load with gaps under stress_gap_us pauses the pass.
+    bool spare_capacity = true;
 
     // EINVAL with a message naming the setting, its allowed range and the
     // value given.

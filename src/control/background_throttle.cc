@@ -8,6 +8,10 @@ namespace {
 
 double clamp01(double v) { return std::clamp(v, 0.0, 1.0); }
 
+// Half or more of the requests held: a load that sends each one the moment
+// the last came back (a saturating one). Reads that do pause the pass.
+constexpr double kSaturatingHeld = 0.5;
+
 // Normalised error of the goal that is missed the most: (rate - goal) / goal,
 // clamped to [-1, 1] so one wild interval cannot slam the integral.
 double goal_error(const IntervalSample& s, const ControlConfig& cfg) {
@@ -24,7 +28,7 @@ double goal_error(const IntervalSample& s, const ControlConfig& cfg) {
 BackgroundThrottle::BackgroundThrottle(const ControlConfig& cfg) : cfg_(cfg) {}
 
 double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, double dt_s,
-                                  const IntervalSample* reads) {
+                                  const IntervalSample* reads, bool over_limit) {
     if (!(dt_s > 0)) dt_s = static_cast<double>(cfg_.interval_ms) / 1e3;
     const bool switched_back =
         have_mode_ && prev_mode_ == WriteMode::kDeferred && mode == WriteMode::kInline;
@@ -38,12 +42,25 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
     prev_mode_ = mode;
     have_mode_ = true;
 
-    if (reads != nullptr && under_stress(*reads, cfg_)) {
+    if (over_limit && mode == WriteMode::kDeferred) {
+        // The backlog may not grow without bound: the pass takes what it
+        // needs from the foreground, as the kernel's dirty-page balancing
+        // does. The integral is kept for when it is back under the limit.
+        speed_ = 1.0;
+        prev_stressed_ = false;
+        regime_ = "backlog over its limit";
+        return speed_;
+    }
+    const bool reads_busy =
+        reads != nullptr &&
+        (cfg_.spare_capacity ? !foreground_idle(*reads, cfg_) && reads->held_fraction() >= kSaturatingHeld
+                             : under_stress(*reads, cfg_));
+    if (reads_busy) {
         // Pause, and ramp up from nothing once the reads calm down or stop;
         // the integral stays the writes' operating point.
         speed_ = 0.0;
         prev_stressed_ = false;
-        regime_ = "reads under stress";
+        regime_ = cfg_.spare_capacity ? "reads saturating" : "reads under stress";
         return speed_;
     }
     if (foreground_idle(s, cfg_) && (reads == nullptr || foreground_idle(*reads, cfg_))) {
@@ -55,6 +72,7 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         return speed_;
     }
 
+    if (cfg_.spare_capacity) return update_spare(s, reads, dt_s, switched_back);
     const bool stressed = under_stress(s, cfg_);
     if (stressed && !has_goal(cfg_)) {
         // Without a goal a foreground under stress wants all it can get:
@@ -76,13 +94,39 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         e = goal_error(s, cfg_);
         regime_ = e < 0 ? "goal missed" : "goal met";
     }
-    // Derivative only between two measured errors; the forced +1 of an
-    // unstressed interval is not a measurement and would kick.
-    const double d = (cfg_.kd > 0 && stressed && prev_stressed_ && has_goal(cfg_))
-                         ? cfg_.kd * (e - prev_error_) / dt_s
-                         : 0.0;
+    return pid(e, dt_s, switched_back, stressed && has_goal(cfg_));
+}
+
+double BackgroundThrottle::update_spare(const IntervalSample& s, const IntervalSample* reads, double dt_s,
+                                        bool switched_back) {
+    // Reads are foreground too: the pass's disk and CPU use come out of theirs.
+    const double h = std::max(s.held_fraction(), reads != nullptr ? reads->held_fraction() : 0.0);
+    const bool held = h >= cfg_.held_ratio;
+    if (held && has_goal(cfg_)) {
+        // Requests wait on the daemon and a goal is set: the dissertation's
+        // rule, the pass may take what the goal leaves.
+        const double e = goal_error(s, cfg_);
+        regime_ = e < 0 ? "goal missed" : "goal met";
+        return pid(e, dt_s, switched_back, true);
+    }
+    // Paced to the set point: below it the foreground has capacity to
+    // spare, and what the pass takes shows as more requests held.
+    // Held requests are the foreground losing: the pass backs off at three
+    // times the pace it speeds up (a saturating load, over half held, that
+    // finds it at full speed has it paused within two intervals).
+    regime_ = held ? "foreground held" : "spare capacity";
+    const double e = (cfg_.held_ratio - h) / cfg_.held_ratio;
+    return pid(e < 0 ? 3 * e : e, dt_s, switched_back, false, -3.0);
+}
+
+double BackgroundThrottle::pid(double e, double dt_s, bool switched_back, bool measured, double lowest) {
+    e = std::clamp(e, lowest, 1.0);
+    // Derivative only between two measured errors; a forced +1 (or the
+    // held share's error) is not the goal's measurement and would kick.
+    const double d =
+        (cfg_.kd > 0 && measured && prev_stressed_) ? cfg_.kd * (e - prev_error_) / dt_s : 0.0;
     prev_error_ = e;
-    prev_stressed_ = stressed;
+    prev_stressed_ = measured;
 
     // Increases are rate-limited while the foreground is active; decreases
     // are not (protecting the foreground is urgent, draining the backlog is not).

@@ -27,9 +27,11 @@ class BackgroundThrottle {
 public:
     explicit BackgroundThrottle(const ControlConfig& cfg);
     // dt_s: the interval's length in seconds; reads: the same interval's
-    // read requests, if counted. Returns the new speed.
+    // read requests, if counted; over_limit: the backlog is past its limit
+    // (in deferred mode the pass then runs at full speed). Returns the new
+    // speed.
     double update(const IntervalSample& s, WriteMode mode, double dt_s,
-                  const IntervalSample* reads = nullptr);
+                  const IntervalSample* reads = nullptr, bool over_limit = false);
     double speed() const;
     // Addition: why the last update set the speed, e.g. "goal missed".
     const char* regime() const;
@@ -37,6 +39,14 @@ public:
     double integral() const;
 
 private:
+    // The spare-capacity throttle (cfg.spare_capacity): paced by the share
+    // of held requests, or by the goal while requests are held and one is set.
+    double update_spare(const IntervalSample& s, const IntervalSample* reads, double dt_s, bool switched_back);
+    // One PI(D) step on the error e (positive: the pass may speed up),
+    // clamped to [lowest, 1]; measured: e is a measurement (the goal's),
+    // which D may differentiate.
+    double pid(double e, double dt_s, bool switched_back, bool measured, double lowest = -1.0);
+
     ControlConfig cfg_;
     double speed_ = 1.0;
     double integral_ = 1.0;  // consistent with the initial full speed

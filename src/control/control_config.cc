@@ -61,6 +61,10 @@ Status ControlConfig::validate() const {
     if (!(capacity_margin >= 0 && capacity_margin < 1)) {
         return bad("capacity_margin", "in [0, 1)", capacity_margin);
     }
+    if (held_gap_us == 0 || held_gap_us > interval_ms * 1000) {
+        return bad("held_gap_us", "between 1 and interval_ms * 1000", static_cast<double>(held_gap_us));
+    }
+    if (!(held_ratio > 0 && held_ratio < 0.5)) return bad("held_ratio", "in (0, 0.5)", held_ratio);
     return Status::ok();
 }
 

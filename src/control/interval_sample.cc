@@ -25,6 +25,12 @@ double IntervalSample::stress_fraction() const {
     return f > 1.0 ? 1.0 : f;
 }
 
+double IntervalSample::held_fraction() const {
+    if (arrivals == 0) return 0.0;
+    const double f = static_cast<double>(held) / static_cast<double>(arrivals);
+    return f > 1.0 ? 1.0 : f;
+}
+
 bool foreground_idle(const IntervalSample& s, const ControlConfig& cfg) {
     if (s.last_arrival_ns == 0) return true;
     // A request may arrive after end_ns was read (it raced take_sample):

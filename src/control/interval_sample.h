@@ -27,12 +27,18 @@ struct IntervalSample {
     // stress_fraction; stress is known at arrival, completion may fall in
     // the next interval).
     std::uint64_t arrivals = 0;
+    // Of those, the ones that arrived within held_gap of the previous
+    // completion or while another request was in service: their
+    // application was waiting on the daemon (the spare-capacity measure).
+    std::uint64_t held = 0;
 
     double seconds() const;
     double ops_per_s() const;
     double bytes_per_s() const;
     // stressed / arrivals (ops if arrivals is 0), at most 1.
     double stress_fraction() const;
+    // held / arrivals (0 without arrivals), at most 1.
+    double held_fraction() const;
 };
 
 // HIODS's stress test: at least stress_ratio of the interval's requests were

@@ -16,6 +16,7 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) {
 LoadMonitor::LoadMonitor(Clock* clock, const ControlConfig& cfg)
     : clock_(clock),
       stress_gap_ns_(cfg.stress_gap_us * 1000),
+      held_gap_ns_(cfg.held_gap_us * 1000),
       interval_start_ns_(clock->now_ns()) {}
 
 std::uint64_t LoadMonitor::request_started() {
@@ -26,8 +27,10 @@ std::uint64_t LoadMonitor::request_started() {
     // idle in between: a gap of zero. A completion that raced past our clock
     // read (last_finish > now) is a negative gap, stressed as well.
     const bool stressed = busy > 0 || (last_finish != 0 && now <= last_finish + stress_gap_ns_);
+    const bool held = busy > 0 || (last_finish != 0 && now <= last_finish + held_gap_ns_);
     arrivals_.fetch_add(1, std::memory_order_relaxed);
     if (stressed) stressed_.fetch_add(1, std::memory_order_relaxed);
+    if (held) held_.fetch_add(1, std::memory_order_relaxed);
     raise_to(last_arrival_ns_, now);
     return now;
 }
@@ -53,6 +56,7 @@ IntervalSample LoadMonitor::take_sample() {
     s.bytes = bytes_.exchange(0, std::memory_order_relaxed);
     s.arrivals = arrivals_.exchange(0, std::memory_order_relaxed);
     s.stressed = stressed_.exchange(0, std::memory_order_relaxed);
+    s.held = held_.exchange(0, std::memory_order_relaxed);
     s.busy_ns = busy_ns_.exchange(0, std::memory_order_relaxed);
     s.last_arrival_ns = last_arrival_ns_.load(std::memory_order_relaxed);
     return s;

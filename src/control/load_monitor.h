@@ -35,9 +35,9 @@ public:
 
 private:
     Clock* clock_;
-    const std::uint64_t stress_gap_ns_;
+    const std::uint64_t stress_gap_ns_, held_gap_ns_;
     std::atomic<std::uint64_t> interval_start_ns_;
-    std::atomic<std::uint64_t> ops_{0}, bytes_{0}, arrivals_{0}, stressed_{0}, busy_ns_{0};
+    std::atomic<std::uint64_t> ops_{0}, bytes_{0}, arrivals_{0}, stressed_{0}, held_{0}, busy_ns_{0};
     std::atomic<std::uint64_t> last_arrival_ns_{0}, last_finish_ns_{0};
     std::atomic<std::uint64_t> in_flight_{0};
 };

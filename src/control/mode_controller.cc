@@ -39,6 +39,7 @@ WriteMode ModeController::mode() const { return mode_.load(std::memory_order_rel
 
 double ModeController::background_speed() const { return speed_.load(std::memory_order_relaxed); }
 
+const char* ModeController::throttle_regime() const { return regime_.load(std::memory_order_relaxed); }
 std::uint64_t ModeController::mode_since_ns() const {
     return mode_since_ns_.load(std::memory_order_relaxed);
 }
@@ -48,7 +49,7 @@ ModeController::Setting ModeController::setting() const { return setting_; }
 const char* ModeController::policy_name() const { return policy_ ? policy_->name() : ""; }
 
 IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t backlog_bytes,
-                                    std::uint64_t background_bytes) {
+                                    std::uint64_t background_bytes, std::uint64_t backlog_limit) {
     std::lock_guard<std::mutex> lock(tick_mu_);
     IntervalSample s = monitor_.take_sample();
     const IntervalSample reads = read_monitor_.take_sample();
@@ -60,6 +61,20 @@ IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t
     WriteMode next = current;
     std::string reason;
     if (policy_ != nullptr) next = policy_->decide(s, current, &reason);
+    if (backlog_limit == 0 || backlog_bytes <= backlog_limit / 10 * 9) over_limit_ = false;
+    if (backlog_limit != 0 && backlog_bytes > backlog_limit) over_limit_ = true;
+    if (over_limit_ && setting_ == Setting::kHybrid && next == WriteMode::kDeferred) {
+        // The backlog is bounded: inline adds nothing to it, and the pass
+        // drains it beside.
+        next = WriteMode::kInline;
+        if (current == WriteMode::kDeferred) {
+            char text[160];
+            std::snprintf(text, sizeof text, "backlog %.1f MiB over its limit of %.1f MiB: writing inline",
+                          static_cast<double>(backlog_bytes) / 1048576.0,
+                          static_cast<double>(backlog_limit) / 1048576.0);
+            reason = text;
+        }
+    }
     if (next != current) {
         mode_.store(next, std::memory_order_relaxed);
         mode_since_ns_.store(s.end_ns, std::memory_order_relaxed);
@@ -78,8 +93,9 @@ IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t
     }
 
     const double before = last_event_speed_;
-    const double speed = throttle_.update(s, next, s.seconds(), &reads);
+    const double speed = throttle_.update(s, next, s.seconds(), &reads, over_limit_);
     speed_.store(speed, std::memory_order_relaxed);
+    regime_.store(throttle_.regime(), std::memory_order_relaxed);
     if (std::fabs(speed - before) > kThrottleEventStep) {
         char text[128];
         std::snprintf(text, sizeof text, "%s: background speed %.2f -> %.2f", throttle_.regime(),

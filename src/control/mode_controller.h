@@ -53,11 +53,16 @@ public:
     LoadMonitor& read_monitor();
     WriteMode mode() const;           // atomic read, called on every write
     double background_speed() const;  // atomic read
+    // Why the throttle set that speed at the last tick ("start" before it).
+    const char* throttle_regime() const;
     // Called every interval by the engine's controller thread with the
     // backlog figures; takes a sample, runs policy and throttle, records
-    // events. Returns the sample.
+    // events. Returns the sample. backlog_limit (0: none) bounds the
+    // backlog: past it hybrid writes inline (and stays so until the backlog
+    // is under 90 % of it), and a pass under a deferred mode runs at full
+    // speed, taking capacity from the foreground.
     IntervalSample tick(std::uint64_t backlog_records, std::uint64_t backlog_bytes,
-                        std::uint64_t background_bytes);
+                        std::uint64_t background_bytes, std::uint64_t backlog_limit = 0);
     // The last events (at most kMaxEvents) and samples (at most kMaxSamples),
     // oldest first, for hiodsfs-stat.
     std::vector<ControlEvent> events() const;
@@ -84,9 +89,11 @@ private:
     BackgroundThrottle throttle_;
     std::atomic<WriteMode> mode_;
     std::atomic<double> speed_;
+    std::atomic<const char*> regime_{"start"};
     std::atomic<std::uint64_t> mode_since_ns_;
     std::mutex tick_mu_;  // serialises tick(); guards policy_, throttle_, last_event_speed_
     double last_event_speed_ = 1.0;
+    bool over_limit_ = false;  // the backlog passed its limit and is not yet under 90 % of it
     mutable std::mutex history_mu_;  // guards events_, samples_
     std::deque<ControlEvent> events_;
     std::deque<IntervalSample> samples_;

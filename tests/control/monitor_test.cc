@@ -73,6 +73,10 @@ TEST_CASE("config: defaults are valid; bad values are rejected with the setting 
         {"kp and ki", [](ControlConfig& c) { c.kp = c.ki = 0; }},
         {"ramp_per_s", [](ControlConfig& c) { c.ramp_per_s = 0; }},
         {"capacity_margin", [](ControlConfig& c) { c.capacity_margin = 1; }},
+        {"held_gap_us", [](ControlConfig& c) { c.held_gap_us = 0; }},
+        {"held_gap_us", [](ControlConfig& c) { c.held_gap_us = 2'000'000; }},
+        {"held_ratio", [](ControlConfig& c) { c.held_ratio = 0; }},
+        {"held_ratio", [](ControlConfig& c) { c.held_ratio = 0.5; }},
     };
     for (const Case& c : cases) {
         ControlConfig cfg;
@@ -195,6 +199,31 @@ TEST_CASE("monitor: a request is in stress when it arrives within the gap of the
     CHECK(s.ops == 0);
     CHECK(s.stress_fraction() == 0);
     CHECK(foreground_idle(s, cfg));
+}
+
+TEST_CASE("monitor: a request is held when it arrives within the held gap of the last completion, or beside "
+          "another",
+          "[control][spare]") {
+    constexpr std::uint64_t kUs = 1000;
+    ManualClock clock(1000 * kMs);
+    ControlConfig cfg;  // 20 us
+    LoadMonitor m(&clock, cfg);
+    request(clock, m, 1000 * kMs, 12 * kUs);             // the first ever: not held
+    request(clock, m, 1000 * kMs + 27 * kUs, 12 * kUs);  // 15 us after the completion: held
+    request(clock, m, 1000 * kMs + 59 * kUs, 12 * kUs);  // exactly 20 us after it: held (inclusive)
+    request(clock, m, 1000 * kMs + 92 * kUs, 12 * kUs);  // 21 us after: not held, though in HIODS's stress
+    clock.set_ns(1000 * kMs + 200 * kUs);
+    const std::uint64_t a1 = m.request_started();       // 96 us after: not held
+    clock.set_ns(1000 * kMs + 500 * kUs);
+    const std::uint64_t a2 = m.request_started();       // beside a1: held
+    m.request_finished(a1, 4096);
+    m.request_finished(a2, 4096);
+    clock.set_ns(1100 * kMs);
+    const IntervalSample s = m.take_sample();
+    CHECK(s.arrivals == 6);
+    CHECK(s.held == 3);
+    CHECK(s.stressed == 5);
+    CHECK(s.held_fraction() == Approx(0.5));
 }
 
 TEST_CASE("monitor: concurrent writers lose no request") {

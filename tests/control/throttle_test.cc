@@ -31,8 +31,9 @@ IntervalSample sample(std::uint64_t k, double ops_per_s, Load load = Load::kStre
     s.bytes = s.ops * 65536;
     s.arrivals = s.ops;
     s.stressed = load == Load::kStressed ? s.ops : 0;
+    s.held = s.stressed;  // a stressed load here is a saturating one
     s.last_arrival_ns = load == Load::kIdle ? s.end_ns - 5 * kSec : s.end_ns - 1'000'000;
-    if (load == Load::kIdle) s.ops = s.arrivals = s.stressed = s.bytes = 0;
+    if (load == Load::kIdle) s.ops = s.arrivals = s.stressed = s.held = s.bytes = 0;
     return s;
 }
 
@@ -273,23 +274,30 @@ TEST_CASE("throttle: the derivative does not kick when stress begins") {
 }
 
 TEST_CASE("throttle: without a goal the background yields to a foreground under stress") {
+    const bool spare = GENERATE(true, false);
+    INFO((spare ? "spare capacity" : "HIODS's stress test"));
     ControlConfig cfg;  // no goal
+    cfg.spare_capacity = spare;
     BackgroundThrottle t(cfg);
     std::uint64_t k = 0;
     // Idle: full speed.
     CHECK(t.update(sample(k++, 0, Load::kIdle), WriteMode::kDeferred, 1.0) == 1.0);
-    // A foreground under stress (a deferred-mode burst): paused at once.
+    // A foreground under stress, every request held (a deferred-mode
+    // burst): paused at once by HIODS's test, within two intervals by the
+    // held share.
     double s = t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
+    if (!spare) CHECK(s == 0.0);
+    s = t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
     CHECK(s == 0.0);
     for (int i = 0; i < 10; ++i) s = t.update(sample(k++, 100), WriteMode::kDeferred, 1.0);
     CHECK(s == 0.0);
-    CHECK(std::string(t.regime()) == "no goal, foreground under stress");
+    CHECK(std::string(t.regime()) == (spare ? "foreground held" : "no goal, foreground under stress"));
     // Calm: ramp-limited back to full speed.
     double prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
     CHECK(prev <= cfg.ramp_per_s + 1e-12);
     for (int i = 0; i < 30; ++i) prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
     CHECK(prev == 1.0);
-    CHECK(std::string(t.regime()) == "no goal");
+    CHECK(std::string(t.regime()) == (spare ? "spare capacity" : "no goal"));
 }
 
 TEST_CASE("throttle: random inputs keep speed and integral in [0, 1] and the ramp holds") {
@@ -315,9 +323,11 @@ TEST_CASE("throttle: random inputs keep speed and integral in [0, 1] and the ram
 }
 
 TEST_CASE("streaming reads pause the background, with or without a write goal", "[control]") {
+    const bool spare = GENERATE(true, false);
     for (bool goal : {false, true}) {
-        DYNAMIC_SECTION((goal ? "write goal" : "no goal")) {
+        DYNAMIC_SECTION((goal ? "write goal" : "no goal") << (spare ? "" : ", HIODS's stress test")) {
             ControlConfig cfg = goal ? goal_config() : ControlConfig{};
+            cfg.spare_capacity = spare;
             BackgroundThrottle t(cfg);
             std::uint64_t k = 0;
             // Writes idle, reads streaming: the pass would take their disk
@@ -325,7 +335,7 @@ TEST_CASE("streaming reads pause the background, with or without a write goal", 
             IntervalSample idle_writes = sample(k, 0, Load::kIdle);
             IntervalSample reads = sample(k++, 3000, Load::kStressed);
             CHECK(t.update(idle_writes, WriteMode::kDeferred, 1.0, &reads) == 0.0);
-            CHECK(std::string(t.regime()) == "reads under stress");
+            CHECK(std::string(t.regime()) == (spare ? "reads saturating" : "reads under stress"));
             // Reads that trickle (not under stress) and no writes: the
             // background ramps up again instead of jumping to full speed.
             IntervalSample calm = sample(k, 50, Load::kCalm);
