@@ -120,8 +120,17 @@ struct EngineOptions {
     std::uint64_t dictionary_min_bytes = 64ull << 20;
     // The write-rate goal and controller settings (hybrid mode), the
     // policy's name ("" = the default), and the clock (nullptr = system).
+    // policy "hiods" also gives the throttle HIODS's stress test
+    // (ControlConfig::spare_capacity false).
     ControlConfig control;
     std::string policy;
+    // The largest backlog (bytes written raw, not yet deduplicated): past
+    // it hybrid writes inline and the pass of a deferred mode runs at full
+    // speed (docs/controller.md). backlog_max_bytes when not 0, else
+    // backlog_max_percent of the space the backlog could take (the store's
+    // file system's free bytes plus the backlog); both 0: no limit.
+    std::uint64_t backlog_max_bytes = 0;
+    unsigned backlog_max_percent = 25;
     Clock* clock = nullptr;
     // Publish STORE/status.json every control interval (the daemon does, so
     // hiodsfs-stat can read a mounted store without disturbing it).

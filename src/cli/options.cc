@@ -258,6 +258,28 @@ const std::vector<OptionSpec>& option_table() {
                      uint_option(0, 64, "expected 0 to 64", [](DaemonOptions& o, std::uint64_t v) {
                          o.background_threads = static_cast<unsigned>(v);
                      })});
+        t.push_back({"backlog_max", "SIZE|PCT%",
+                     "the largest backlog of data not yet deduplicated:\n"
+                     "past it hybrid writes inline and a deferred pass\n"
+                     "takes what it needs from the foreground (default\n" +
+                         std::to_string(engine.backlog_max_percent) +
+                         "% of the free space; 0: no limit)",
+                     [](const OptionInput& in) {
+                         const std::string what = "expected a size such as 4G, a percentage from 1% to 100%, or 0";
+                         std::uint64_t v = 0;
+                         if (!in.value.empty() && in.value.back() == '%') {
+                             if (!parse_uint(in.value.substr(0, in.value.size() - 1), 1, 100, &v))
+                                 return in.bad_value(what);
+                             in.out->backlog_max_percent = static_cast<unsigned>(v);
+                             in.out->backlog_max_bytes = 0;
+                             return true;
+                         }
+                         if (!parse_size(in.value, 1ull << 60, &v) || (v != 0 && v < (1u << 20)))
+                             return in.bad_value(what + " (a size is at least 1M)");
+                         in.out->backlog_max_bytes = v;
+                         in.out->backlog_max_percent = 0;
+                         return true;
+                     }});
         t.push_back({"compact_threshold", "PCT",
                      "compact segments less than PCT % live (default 50;\n"
                      "0: only delete segments without live data)",

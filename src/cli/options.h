@@ -44,6 +44,10 @@ struct DaemonOptions {
     // content (0: never; docs/architecture.md, "Compression").
     std::uint64_t dictionary_min_bytes = EngineOptions{}.dictionary_min_bytes;
     unsigned background_threads = 2;
+    // The backlog's limit: a size, or a percentage of the space it could
+    // take (EngineOptions::backlog_max_*).
+    std::uint64_t backlog_max_bytes = EngineOptions{}.backlog_max_bytes;
+    unsigned backlog_max_percent = EngineOptions{}.backlog_max_percent;
     // Compact segments with less than this percentage live (0: only delete dead ones).
     unsigned compact_threshold = 50;
     std::uint32_t commit_interval_ms = 1000;

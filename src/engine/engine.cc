@@ -311,7 +311,9 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     }
     Clock* clock = options.clock != nullptr ? options.clock : Clock::system();
     clock_ = clock;
-    controller_ = std::make_unique<ModeController>(clock, options.control, setting, std::move(policy));
+    ControlConfig control = options.control;
+    if (options.policy == "hiods") control.spare_capacity = false;
+    controller_ = std::make_unique<ModeController>(clock, control, setting, std::move(policy));
     deferred_.store(controller_->mode() == WriteMode::kDeferred);
     if (options.read_only) return Status::ok();
     if (options.background_commit)
@@ -525,8 +527,10 @@ void EngineImpl::control_round(std::uint64_t* last_processed) {
     SpaceCounters c;
     if (counters(&c)) {
         std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
+        const std::uint64_t limit = backlog_limit(c.backlog_bytes);
+        backlog_limit_.store(limit, std::memory_order_relaxed);
         IntervalSample s =
-            controller_->tick(c.backlog_records, c.backlog_bytes, processed - *last_processed);
+            controller_->tick(c.backlog_records, c.backlog_bytes, processed - *last_processed, limit);
         *last_processed = processed;
         if (controller_->setting() == ModeController::Setting::kHybrid)
             deferred_.store(controller_->mode() == WriteMode::kDeferred);
@@ -534,6 +538,15 @@ void EngineImpl::control_round(std::uint64_t* last_processed) {
         stop_with_segments();        // a write refused since: stop now, not at the next commit
         if (opts_.publish_status) (void)publish_status();
     }
+}
+
+std::uint64_t EngineImpl::backlog_limit(std::uint64_t backlog_bytes) const {
+    if (opts_.backlog_max_bytes != 0) return opts_.backlog_max_bytes;
+    if (opts_.backlog_max_percent == 0) return 0;
+    struct statvfs v {};
+    if (!store_->statvfs(&v)) return 0;  // unknown: no limit this interval
+    const std::uint64_t room = std::uint64_t{v.f_bavail} * v.f_frsize + backlog_bytes;
+    return std::max<std::uint64_t>(1, room / 100 * opts_.backlog_max_percent);
 }
 
 // A sample of Db::kHistory now and then (see history.h), folded into the

@@ -521,6 +521,8 @@ private:
     // (control_): last_processed is the pass's progress at its last run.
     void commit_round();
     void control_round(std::uint64_t* last_processed);
+    // The backlog's limit in bytes this interval (0: none; EngineOptions::backlog_max_*).
+    std::uint64_t backlog_limit(std::uint64_t backlog_bytes) const;
     void stop_committer();
     Status publish_status();
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
@@ -582,6 +584,7 @@ private:
     std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
+    std::atomic<std::uint64_t> backlog_limit_{0};   // the last control round's (status.json)
     std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation
     std::atomic<std::uint64_t> overwrites_in_windows_{0};  // overwrites that ran without the stream lock
     std::atomic<std::uint64_t> overwrites_beside_others_{0};  // of those, begun while another ran

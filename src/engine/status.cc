@@ -26,6 +26,7 @@ std::string EngineImpl::status_json() {
     j["cloned_bytes"] = c.cloned_bytes;
     j["backlog_records"] = c.backlog_records;
     j["backlog_bytes"] = c.backlog_bytes;
+    j["backlog_limit_bytes"] = backlog_limit_.load(std::memory_order_relaxed);
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
     j["read_replans"] = read_replans_.load();
@@ -128,10 +129,14 @@ std::string EngineImpl::status_json() {
     j["mode"] = deferred_.load() ? "deferred" : "inline";
     j["mode_since_ns"] = controller_->mode_since_ns();
     j["background_speed"] = controller_->background_speed();
+    j["throttle_regime"] = controller_->throttle_regime();
     auto samples = controller_->samples();
     if (!samples.empty()) {
         j["ops_per_s"] = samples.back().ops_per_s();
         j["bytes_per_s"] = samples.back().bytes_per_s();
+        // The share of the last interval's writes their application was
+        // waiting to send (the throttle's spare-capacity measure).
+        j["held_fraction"] = samples.back().held_fraction();
         const double secs = samples.back().seconds();
         j["background_bytes_per_s"] =
             secs > 0 ? static_cast<double>(samples.back().background_bytes) / secs : 0.0;

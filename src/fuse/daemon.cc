@@ -518,6 +518,8 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.dictionary_min_bytes = opt.dictionary_min_bytes;
     eo.background_threads = opt.background_threads;
     eo.compact_threshold = opt.compact_threshold / 100.0;
+    eo.backlog_max_bytes = opt.backlog_max_bytes;
+    eo.backlog_max_percent = opt.backlog_max_percent;
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
     eo.publish_status = !opt.read_only;
     eo.request_counts = [&channel] { return channel.counts(); };

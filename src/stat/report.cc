@@ -274,6 +274,9 @@ Status report_from(const json& status, Report* r) {
     r->bytes_per_s = st.d("bytes_per_s");
     r->background_bytes_per_s = st.d("background_bytes_per_s");
     r->background_speed = st.d("background_speed");
+    r->throttle_regime = st.s("throttle_regime");  // older daemons: ""
+    r->held_fraction = st.d("held_fraction");
+    r->backlog_limit_bytes = st.u("backlog_limit_bytes");
     r->recompress_pending_segments = st.u("recompress_pending_segments");
     r->dictionary_pending = st.u("dictionary_pending") != 0;
     r->target_ops = st.d("target_ops");
@@ -351,6 +354,9 @@ Status load_report(const std::string& arg, Report* out) {
         out->setting.clear();
         out->mode_since.reset();
         out->ops_per_s = out->bytes_per_s = out->background_bytes_per_s = out->background_speed = 0;
+        out->throttle_regime.clear();
+        out->held_fraction = 0;
+        out->backlog_limit_bytes = 0;
         out->target_ops = out->target_bytes_per_s = 0;
         out->recompress_pending_segments = 0;
         out->dictionary_pending = false;
@@ -544,7 +550,8 @@ std::string format_text(const Report& r, const Style& style) {
         line(&o, "writes now", ops, rate_text(r.bytes_per_s));
         char speed[48];
         std::snprintf(speed, sizeof(speed), "throttle speed %.2f", r.background_speed);
-        line(&o, "background", rate_text(r.background_bytes_per_s), speed);
+        line(&o, "background", rate_text(r.background_bytes_per_s),
+             std::string(speed) + (r.throttle_regime.empty() ? "" : " (" + r.throttle_regime + ")"));
         if (r.recompress_pending_segments > 0 || r.dictionary_pending)
             line(&o, "recompression", grouped(r.recompress_pending_segments) + " segments",
                  std::string("to look at for weakly compressed chunks when idle") +
@@ -559,7 +566,8 @@ std::string format_text(const Report& r, const Style& style) {
                 : std::string(r.mounted ? "not draining now (background paused)" : "drains when mounted");
     }
     line(&o, "backlog", human_bytes(static_cast<double>(r.backlog_bytes)),
-         grouped(r.backlog_records) + " records" + (eta.empty() ? "" : ", " + eta));
+         grouped(r.backlog_records) + " records" + (eta.empty() ? "" : ", " + eta) +
+             (r.backlog_limit_bytes > 0 ? "; limit " + human_bytes(static_cast<double>(r.backlog_limit_bytes)) : ""));
     line(&o, "read errors", grouped(r.read_errors), "chunks that failed their checksum on read", &paint,
          r.read_errors > 0 ? "31" : nullptr);
     if (r.quarantined_dirty_records > 0 || r.quarantined_deletes > 0)
@@ -702,6 +710,7 @@ std::string format_json(const Report& r, bool with_history) {
     j["backlog"] = {{"records", r.backlog_records},
                     {"bytes", r.backlog_bytes},
                     {"drain_bytes_per_s", rate(r.drain_rate())},
+                    {"limit_bytes", r.backlog_limit_bytes},
                     {"eta_s", opt_num(r.drain_eta_s())}};
     j["activity"] = {{"setting", str_or_null(r.setting)},
                      {"mode", r.mode},
@@ -710,6 +719,8 @@ std::string format_json(const Report& r, bool with_history) {
                      {"bytes_per_s", rate(r.bytes_per_s)},
                      {"background_bytes_per_s", rate(r.background_bytes_per_s)},
                      {"background_speed", fraction(r.background_speed)},
+                     {"throttle_regime", str_or_null(r.throttle_regime)},
+                     {"held_fraction", fraction(r.held_fraction)},
                      {"target_ops", rate(r.target_ops)},
                      {"target_bytes_per_s", rate(r.target_bytes_per_s)},
                      {"recompress_pending_segments", r.recompress_pending_segments},

@@ -68,6 +68,12 @@ struct Report {
     std::optional<Tier> tier;
     double ops_per_s = 0, bytes_per_s = 0, background_bytes_per_s = 0, background_speed = 0;
     double target_ops = 0, target_bytes_per_s = 0;
+    // Mounted: why the throttle set that speed ("" from older daemons), and
+    // the share of the last interval's writes that waited on the daemon.
+    std::string throttle_regime;
+    double held_fraction = 0;
+    // The backlog's limit (0: none, or unmounted).
+    std::uint64_t backlog_limit_bytes = 0;
     // Mounted: idle work still to come (recompression's segments to look
     // at, a dictionary round under way).
     std::uint64_t recompress_pending_segments = 0;

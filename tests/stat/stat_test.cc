@@ -503,3 +503,33 @@ TEST_CASE("report: recompression still to come shows in text and JSON while moun
     CHECK(checked_json(r, false)["activity"]["dictionary_pending"] == false);
     CHECK(stat::format_text(r, {false}).find("recompression") == std::string::npos);
 }
+
+TEST_CASE("report: the throttle's reason, the held share and the backlog's limit show in text and JSON while "
+          "mounted",
+          "[stat][spare]") {
+    stat::Report r;
+    REQUIRE(stat::report_from_status(status_text({{"backlog_records", 10},
+                                                  {"backlog_bytes", 40960},
+                                                  {"backlog_limit_bytes", 3ull << 30},
+                                                  {"background_speed", 0.42},
+                                                  {"throttle_regime", "spare capacity"},
+                                                  {"held_fraction", 0.12}}),
+                                     &r));
+    r.store = "/srv/store";
+    r.mounted = true;
+    r.mountpoint = "/mnt/dedup";
+    json v = checked_json(r, false);
+    CHECK(v["activity"]["throttle_regime"] == "spare capacity");
+    CHECK(v["activity"]["held_fraction"] == Approx(0.12));
+    CHECK(v["backlog"]["limit_bytes"] == 3ull << 30);
+    std::string text = stat::format_text(r, {false});
+    INFO(text);
+    CHECK(text.find("throttle speed 0.42 (spare capacity)") != std::string::npos);
+    CHECK(text.find("limit 3.00 GiB") != std::string::npos);
+    // A daemon older than the figures: null, 0 and no limit shown.
+    REQUIRE(stat::report_from_status(status_text(), &r));
+    v = checked_json(r, false);
+    CHECK(v["activity"]["throttle_regime"].is_null());
+    CHECK(v["backlog"]["limit_bytes"] == 0);
+    CHECK(stat::format_text(r, {false}).find("limit") == std::string::npos);
+}
