@@ -4,9 +4,9 @@
 // stores them at its level; compaction keeps encodings; a chunk whose
 // encoding does not decode is EIO, flagged damaged, and named by fsck.
 #include <fstream>
-#include <mutex>
 
 #include "compression_test_util.h"
+#include "segment_read_counter.h"
 #include "fsck/fsck.h"
 #include "store/fault_env.h"
 
@@ -329,75 +329,6 @@ TEST_CASE(
     CHECK(k.by_level.count(static_cast<int>(CompressionMethod::kLz4) * 100) == 0);
     CHECK(check_invariants(dir.store()).empty());
 }
-
-namespace {
-
-// An Env that counts the bytes read from each segment file.
-class SegmentReadCounter final : public Env {
-public:
-    explicit SegmentReadCounter(Env* base) : base_(base) {}
-
-    Status open(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
-        std::unique_ptr<File> f;
-        HIODSFS_TRY(base_->open(path, mode, &f));
-        if (path.size() > 4 && path.compare(path.size() - 4, 4, ".seg") == 0)
-            f = std::make_unique<Counted>(std::move(f), this, path);
-        *out = std::move(f);
-        return Status::ok();
-    }
-    Status unlink(const std::string& p) override { return base_->unlink(p); }
-    Status rename(const std::string& a, const std::string& b) override { return base_->rename(a, b); }
-    Status mkdir(const std::string& p) override { return base_->mkdir(p); }
-    Status list_dir(const std::string& p, std::vector<std::string>* n) override { return base_->list_dir(p, n); }
-    bool exists(const std::string& p) override { return base_->exists(p); }
-    Status sync_dir(const std::string& p) override { return base_->sync_dir(p); }
-
-    // Segment files read since the last reset, with the bytes read of each.
-    std::map<std::string, std::uint64_t> reads() {
-        std::lock_guard l(mu_);
-        return reads_;
-    }
-    void reset() {
-        std::lock_guard l(mu_);
-        reads_.clear();
-    }
-
-private:
-    class Counted final : public File {
-    public:
-        Counted(std::unique_ptr<File> f, SegmentReadCounter* env, std::string path)
-            : f_(std::move(f)), env_(env), path_(std::move(path)) {}
-        Status pwrite(const void* d, std::size_t n, std::uint64_t off) override { return f_->pwrite(d, n, off); }
-        Status pread(void* d, std::size_t n, std::uint64_t off, std::size_t* got) override {
-            const Status st = f_->pread(d, n, off, got);
-            env_->count(path_, *got);
-            return st;
-        }
-        Status preadv(const struct iovec* iov, int count, std::uint64_t off, std::size_t* got) override {
-            const Status st = f_->preadv(iov, count, off, got);
-            env_->count(path_, *got);
-            return st;
-        }
-        Status sync() override { return f_->sync(); }
-        Status size(std::uint64_t* out) override { return f_->size(out); }
-        Status truncate(std::uint64_t n) override { return f_->truncate(n); }
-
-    private:
-        std::unique_ptr<File> f_;
-        SegmentReadCounter* env_;
-        std::string path_;
-    };
-    void count(const std::string& path, std::size_t n) {
-        std::lock_guard l(mu_);
-        reads_[path] += n;
-    }
-
-    Env* const base_;
-    std::mutex mu_;
-    std::map<std::string, std::uint64_t> reads_;
-};
-
-}  // namespace
 
 TEST_CASE("segments an idle pass found settled are not read again by the next open's idle pass, until the "
           "background level changes",

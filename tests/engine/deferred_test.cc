@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine_test_util.h"
+#include "segment_read_counter.h"
 #include "common/parallel_loop.h"
 #include "dedup/background_pass.h"
 #include "store/fault_env.h"
@@ -100,6 +101,51 @@ TEST_CASE("deferred writes converge to what inline mode stores", "[engine][defer
             CHECK(problems.empty());
         }
     }
+}
+
+TEST_CASE("records of a range the pass has already swept are skipped without reading its chunks",
+          "[engine][deferred][spare]") {
+    // The same 4 KiB of a file overwritten again and again before the pass
+    // runs: the first record's sweep chunks the range as it is then; the
+    // others find nothing raw there and read nothing.
+    auto read_by_pass = [](int overwrites) {
+        TempDir dir;
+        SegmentReadCounter counter(Env::posix());
+        EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+        o.mode = DedupMode::kDeferred;
+        o.background_threads = 0;
+        o.env = &counter;
+        auto e = open_engine(o);
+        std::mt19937_64 rng(9);
+        const Attr a = make_file(*e, "f");
+        write_all(*e, a.ino, 0, random_bytes(rng, 1 << 20));
+        REQUIRE(e->run_background().is_ok());
+        std::vector<std::uint8_t> last;
+        for (int i = 0; i < overwrites; ++i) {
+            last = random_bytes(rng, 4096);
+            write_all(*e, a.ino, 512 * 1024, last);
+        }
+        const std::uint64_t records = counters_of(*e).backlog_records;
+        // Out of the write buffer: what the pass reads, it reads from the files.
+        REQUIRE(e->sync_all().is_ok());
+        counter.reset();
+        REQUIRE(e->run_background().is_ok());
+        const std::uint64_t pass_read = counter.total();
+        UNSCOPED_INFO(overwrites << " overwrites: " << records << " records, the pass read " << pass_read << " bytes");
+        CHECK(counters_of(*e).raw_bytes == 0);
+        std::vector<std::uint8_t> back(4096);
+        std::size_t got = 0;
+        REQUIRE(e->read(a.ino, 512 * 1024, back.size(), back.data(), &got).is_ok());
+        CHECK(back == last);
+        return std::pair<std::uint64_t, std::uint64_t>{records, pass_read};
+    };
+    const auto [one_records, one] = read_by_pass(1);
+    const auto [ten_records, ten] = read_by_pass(10);
+    CHECK(ten_records > one_records);
+    CHECK(one > 0);
+    // Read again for each record, ten would read about ten times as much;
+    // the bytes differ, so the cuts and what a sweep reads around them do too.
+    CHECK(ten < 2 * one);
 }
 
 TEST_CASE("a clone of deferred data made before the pass is deduplicated by it", "[engine][deferred]") {
