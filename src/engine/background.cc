@@ -9,21 +9,26 @@ namespace hiodsfs {
 // Background pass (DedupTarget)
 
 Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
-    std::unique_ptr<Txn> t;
-    HIODSFS_TRY(meta_->begin_read(&t));
-    Cursor c = t->cursor(Db::kDirty);
-    for (bool ok = c.first(); ok && out->size() < max && !past_dirty_queue(c.key());
-         ok = c.next()) {
-        DirtyRecord r;
-        DirtyRange range;
-        if (!parse_key_u64(c.key(), &r.seq) || !decode_dirty(c.value(), &range))
-            return Status::error(EUCLEAN, "dirty-queue record is damaged");
-        r.ino = range.ino;
-        r.offset = range.offset;
-        r.length = range.length;
-        out->push_back(r);
+    {
+        std::unique_ptr<Txn> t;
+        HIODSFS_TRY(meta_->begin_read(&t));
+        Cursor c = t->cursor(Db::kDirty);
+        for (bool ok = c.first(); ok && out->size() < max && !past_dirty_queue(c.key()); ok = c.next()) {
+            DirtyRecord r;
+            DirtyRange range;
+            if (!parse_key_u64(c.key(), &r.seq) || !decode_dirty(c.value(), &range))
+                return Status::error(EUCLEAN, "dirty-queue record is damaged");
+            r.ino = range.ino;
+            r.offset = range.offset;
+            r.length = range.length;
+            out->push_back(r);
+        }
+        HIODSFS_TRY(c.status());
     }
-    return c.status();
+    // Taken: writes over these ranges from now on queue records of their own.
+    std::lock_guard<std::mutex> l(pending_dirty_.mu);
+    pending_dirty_.taken(*out);
+    return Status::ok();
 }
 
 Status EngineImpl::finish_dirty(const std::vector<DirtyRecord>& done) {
@@ -258,6 +263,8 @@ Status EngineImpl::reclaim_step(bool* did_work) {
     // Deleted files first: their chunks' death is what makes segments dead.
     HIODSFS_TRY(purge_step(did_work));
     if (*did_work) return Status::ok();
+    // Forced by dead space (dead_space_over_bound) it runs flat out, but
+    // with the usual threshold and no recompression: the foreground is busy.
     const bool full_speed = !reclaimer_ || controller_->background_speed() >= 1.0;
     return compactor_->step(full_speed, did_work);
 }

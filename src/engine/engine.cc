@@ -335,8 +335,9 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
                 control_round(&last_processed);
             });
     if (reclaim_mode_ == ReclaimMode::kBackground) {
-        reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this),
-                                                 [this] { return background_speed(); });
+        reclaimer_ = std::make_unique<Reclaimer>(static_cast<ReclaimTarget*>(this), [this] {
+            return reclaim_forced_.load(std::memory_order_relaxed) ? 1.0 : background_speed();
+        });
         SpaceAdmission::Reclaim reclaim;
         reclaim.wake = [this] { reclaimer_->wake(); };
         reclaim.disk_bytes = [this] { return segs_->disk_bytes(); };
@@ -529,6 +530,7 @@ void EngineImpl::control_round(std::uint64_t* last_processed) {
         std::uint64_t processed = pass_ ? pass_->processed_bytes() : 0;
         const std::uint64_t limit = backlog_limit(c.backlog_bytes);
         backlog_limit_.store(limit, std::memory_order_relaxed);
+        reclaim_forced_.store(dead_space_over_bound(c), std::memory_order_relaxed);
         IntervalSample s =
             controller_->tick(c.backlog_records, c.backlog_bytes, processed - *last_processed, limit);
         *last_processed = processed;
@@ -538,6 +540,11 @@ void EngineImpl::control_round(std::uint64_t* last_processed) {
         stop_with_segments();        // a write refused since: stop now, not at the next commit
         if (opts_.publish_status) (void)publish_status();
     }
+}
+
+bool EngineImpl::dead_space_over_bound(const SpaceCounters& c) const {
+    const std::uint64_t floor = hooks_.dead_space_floor != 0 ? hooks_.dead_space_floor : kDeadSpaceFloor;
+    return c.dead_bytes > floor && c.dead_bytes > kDeadSpacePerLive * c.stored_bytes;
 }
 
 std::uint64_t EngineImpl::backlog_limit(std::uint64_t backlog_bytes) const {

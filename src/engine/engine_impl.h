@@ -22,7 +22,7 @@
 // (dictionary_trainer.h).
 //
 // Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
-// then held_mu_, pins_mu_ or WriteErrors' own.
+// then PendingDirty::mu, held_mu_, pins_mu_ or WriteErrors' own.
 #pragma once
 
 #include "hiodsfs/engine.h"
@@ -59,6 +59,7 @@
 #include "engine/inode_ops.h"
 #include "engine/interval_thread.h"
 #include "engine/meta_tier.h"
+#include "engine/pending_dirty.h"
 #include "engine/quarantine.h"
 #include "engine/space_admission.h"
 #include "engine/space_budget.h"
@@ -523,6 +524,13 @@ private:
     void control_round(std::uint64_t* last_processed);
     // The backlog's limit in bytes this interval (0: none; EngineOptions::backlog_max_*).
     std::uint64_t backlog_limit(std::uint64_t backlog_bytes) const;
+    // Dead bytes in the segments past which reclaim runs at full speed
+    // whatever the throttle says: more than kDeadSpacePerLive times the
+    // live chunks' bytes, and more than kDeadSpaceFloor. Overwrites under a
+    // load that keeps the pass paused leave the old bytes dead; without
+    // this the store's disk use grew without bound while the load lasted.
+    static constexpr std::uint64_t kDeadSpacePerLive = 2, kDeadSpaceFloor = 256ull << 20;
+    bool dead_space_over_bound(const SpaceCounters& c) const;
     void stop_committer();
     Status publish_status();
     Status record_history(const IntervalSample& s, const SpaceCounters& c);
@@ -585,6 +593,7 @@ private:
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
     std::atomic<std::uint64_t> backlog_limit_{0};   // the last control round's (status.json)
+    std::atomic<bool> reclaim_forced_{false};       // the last control round found dead space over its bound
     std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation
     std::atomic<std::uint64_t> overwrites_in_windows_{0};  // overwrites that ran without the stream lock
     std::atomic<std::uint64_t> overwrites_beside_others_{0};  // of those, begun while another ran
@@ -609,6 +618,11 @@ private:
         if (opts_.log) opts_.log(line);
     }};
     std::atomic<std::uint64_t> held_batches_{0}, held_applied_{0}, held_lost_{0};
+    // Records queued and not yet taken by the pass, which deferred writes
+    // over them need not repeat (pending_dirty.h); and the writes that did
+    // not (runs whose range a record already covered).
+    PendingDirty pending_dirty_;
+    std::atomic<std::uint64_t> dirty_covered_{0};
     std::mutex raw_ids_mu_;
     ChunkId raw_ids_next_ = 0, raw_ids_end_ = 0;  // reserved (MetaStore::take_chunk_ids)
 

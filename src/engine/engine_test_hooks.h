@@ -4,6 +4,7 @@
 // open_engine_with_hooks.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -21,6 +22,9 @@ struct EngineHooks {
     // The background speed the pass and the reclaimer go by, in place of
     // the controller's.
     std::function<double()> background_speed;
+    // Dead bytes below which reclaim is never forced (0: the engine's
+    // kDeadSpaceFloor), so a test need not write hundreds of MiB.
+    std::uint64_t dead_space_floor = 0;
 };
 
 // Engine::open, with hooks.

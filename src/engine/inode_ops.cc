@@ -200,8 +200,9 @@ Status check_regular(const Inode& in) {
     return Status::ok();
 }
 
-Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len) {
+Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len, std::uint64_t* seq) {
     auto& sup = t.super();
+    if (seq != nullptr) *seq = sup.next_dirty;
     HIODSFS_TRY(t.put(Db::kDirty, key_u64(sup.next_dirty++), encode_dirty({ino, off, len})));
     sup.counters.backlog_records += 1;
     sup.counters.backlog_bytes += len;

@@ -114,8 +114,9 @@ Status purge_inode(Txn& t, InodeId ino);
 Attr to_attr(InodeId ino, const Inode& in);
 // EISDIR for a directory, EINVAL for anything else that is not a regular file.
 Status check_regular(const Inode& in);
-// Queues [off, off + len) of ino for the background pass.
-Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len);
+// Queues [off, off + len) of ino for the background pass; *seq (if given)
+// is the record's sequence number.
+Status queue_dirty(Txn& t, InodeId ino, std::uint64_t off, std::uint64_t len, std::uint64_t* seq = nullptr);
 // New chunks' live bytes per segment, added once per request (most of a
 // request's chunks land in one segment).
 using SegmentGains = std::vector<std::pair<SegmentId, std::uint64_t>>;

@@ -27,6 +27,7 @@ std::string EngineImpl::status_json() {
     j["backlog_records"] = c.backlog_records;
     j["backlog_bytes"] = c.backlog_bytes;
     j["backlog_limit_bytes"] = backlog_limit_.load(std::memory_order_relaxed);
+    j["reclaim_forced"] = reclaim_forced_.load(std::memory_order_relaxed);
     j["read_errors"] = read_errors_.load();
     j["reads_beside_sweep"] = reads_beside_sweep_.load();
     j["read_replans"] = read_replans_.load();
@@ -42,6 +43,7 @@ std::string EngineImpl::status_json() {
     j["held_writes_applied"] = held_applied_.load();
     j["held_write_batches"] = held_batches_.load();
     j["held_writes_lost"] = held_lost_.load();
+    j["dirty_writes_covered"] = dirty_covered_.load();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;

@@ -206,17 +206,36 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
     }
     for (const auto& [seg, bytes] : gains)
         HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
+    // Until the operation has committed: a record relied on here is not
+    // taken by the pass before these writes are in the group (pending_dirty.h).
+    std::lock_guard<std::mutex> pending_lock(pending_dirty_.mu);
+    std::vector<PendingDirty::Range> queued;
+    PendingDirty this_batch;  // the same records, looked up (no lock: this thread's)
+    std::uint64_t covered = 0;
     for (FileWrites& f : files) {
         const InodeId ino = w[f.first].ino;
         Inode& in = f.in;
-        // The pass gets one range per run of writes that follow each other.
+        // The pass gets one range per run of writes that follow each other,
+        // unless a record it has yet to take covers the run.
+        auto queue_run = [&](std::uint64_t off, std::uint64_t len) -> Status {
+            // A record of this batch covers it as well as one of an earlier.
+            if (this_batch.covers(ino, off, len) || pending_dirty_.covers(ino, off, len)) {
+                ++covered;
+                return Status::ok();
+            }
+            PendingDirty::Range r{ino, off, len, 0};
+            HIODSFS_TRY(queue_dirty(*t, ino, off, len, &r.seq));
+            queued.push_back(r);
+            this_batch.add({r});
+            return Status::ok();
+        };
         std::uint64_t run_off = w[f.first].off, run_end = w[f.first].off;
         for (std::size_t k = f.first; k < f.end; ++k) {
             const HeldWrite& h = w[k];
             ExtentRecord e{h.chunk, 0, h.loc.length};
             HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.loc.length, &e));
             if (h.off != run_end) {
-                if (run_end > run_off) HIODSFS_TRY(queue_dirty(*t, ino, run_off, run_end - run_off));
+                if (run_end > run_off) HIODSFS_TRY(queue_run(run_off, run_end - run_off));
                 run_off = h.off;
             }
             run_end = h.off + h.loc.length;
@@ -226,10 +245,13 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
                 set_time(&in.r.ctime_s, &in.r.ctime_ns, h.time);
             }
         }
-        HIODSFS_TRY(queue_dirty(*t, ino, run_off, run_end - run_off));
+        HIODSFS_TRY(queue_run(run_off, run_end - run_off));
         HIODSFS_TRY(store_inode(*t, ino, in));
     }
-    return t->commit();
+    HIODSFS_TRY(t->commit());
+    pending_dirty_.add(queued);
+    dirty_covered_.fetch_add(covered, std::memory_order_relaxed);
+    return Status::ok();
 }
 
 }  // namespace hiodsfs

@@ -647,3 +647,47 @@ TEST_CASE("a read whose chunk an overwrite freed and compaction removed plans ag
     e.reset();
     check_store(dir.store(), "after the race");
 }
+
+// Overwrites under a load that keeps the pass paused leave the old bytes
+// dead, and the reclaimer went by the same throttle: the store's disk use
+// grew for as long as the load lasted. Past its bound (twice the live
+// bytes, and a floor) the dead space is reclaimed whatever the throttle says.
+TEST_CASE("dead space past its bound is reclaimed while the throttle keeps the background paused",
+          "[engine][reclaim][spare]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kChunking);
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;  // no pass: the raw copies stay, and die when overwritten
+    o.reclaim = ReclaimMode::kBackground;
+    o.control.interval_ms = 50;
+    o.segments.max_segment_bytes = 1ull << 20;
+    EngineHooks hooks;
+    hooks.background_speed = [] { return 0.0; };  // paused, always
+    hooks.dead_space_floor = 4ull << 20;
+    auto e = open_engine(o, hooks);
+    std::mt19937_64 rng(91);
+    const Attr a = make_file(*e, "f");
+    std::vector<std::uint8_t> data;
+    for (int i = 0; i < 12; ++i) {
+        data = random_bytes(rng, 2u << 20);
+        write_all(*e, a.ino, 0, data, 256 * 1024);
+        require_ok(e->fsync(a.ino, false));
+    }
+    SpaceCounters c = counters_of(*e);
+    INFO("after the overwrites: stored " << c.stored_bytes << ", dead " << c.dead_bytes);
+    REQUIRE(c.dead_bytes > 8 * c.stored_bytes);
+    // The control loop sees it, and the reclaimer runs though the speed is 0.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+        c = counters_of(*e);
+        if (c.dead_bytes <= 2 * c.stored_bytes || c.dead_bytes <= hooks.dead_space_floor) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    INFO("then: stored " << c.stored_bytes << ", dead " << c.dead_bytes << ", disk " << c.disk_bytes);
+    CHECK((c.dead_bytes <= 2 * c.stored_bytes || c.dead_bytes <= hooks.dead_space_floor));
+    CHECK(c.disk_bytes <= 4 * c.stored_bytes + hooks.dead_space_floor);
+    CHECK(read_all(*e, a.ino) == data);
+    require_ok(e->close());
+    e.reset();
+    check_store(dir.store(), "after the forced reclaim", false);
+}
