@@ -56,9 +56,11 @@ struct ControlConfig {
     // makes a request at least capacity_margin cheaper than inline.
     double capacity_margin = 0.1;
     // Spare capacity (the throttle's measure, docs/controller.md): a write
-    // request that arrives within held_gap_us of the previous completion,
-    // or while another is in service, found its application waiting on the
-    // daemon: it was held. A FUSE round trip through the kernel and back
+    // request that arrives within held_gap_us of the previous completion
+    // found its application waiting on the daemon: it was held. (One that
+    // arrives while another is in service is not, by that alone: the
+    // daemon serves several at once, and independent writers overlap at
+    // any load.) A FUSE round trip through the kernel and back
     // takes 10-20 us on the machines measured, so 20 us separates "sent as
     // soon as it could" from "had nothing to send" (HIODS's 3 ms gap was
     // for requests that took milliseconds: at FUSE's pace a load at 6 % of
