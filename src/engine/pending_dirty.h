@@ -32,9 +32,9 @@ struct DirtyRecord;
 
 class PendingDirty {
 public:
-    // At most this many ranges are kept (about 80 MiB); past it new records
+    // At most this many ranges are kept (about 20 MiB); past it new records
     // are not added, and writes over them queue their own.
-    static constexpr std::size_t kMaxRanges = 1u << 20;
+    static constexpr std::size_t kMaxRanges = 1u << 18;
 
     struct Range {
         InodeId ino = 0;
