@@ -47,3 +47,27 @@ bench_machine() {
     echo "disk:        $(lsblk -dn -o NAME,SIZE,ROTA,MODEL "$dev" 2>/dev/null | awk '{printf "%s %s rotational=%s %s", $1, $2, $3, $4}')"
     echo "load avg:    $(cut -d' ' -f1-3 /proc/loadavg) at start"
 }
+
+# bench_build_passthrough WORKDIR LOGFILE: compiles libfuse's passthrough_ll
+# from Debian's libfuse3-dev example into WORKDIR/bin (never committed) and
+# prints its path; on failure prints the compiler's errors to stderr and
+# returns 1. Debian may ship the examples gzipped; passthrough_ll.c
+# includes passthrough_helpers.h from the same directory.
+bench_build_passthrough() {
+    local work=$1 log=$2 examples=/usr/share/doc/libfuse3-dev/examples f
+    mkdir -p "$work/pt-src" "$work/bin"
+    for f in passthrough_ll.c passthrough_helpers.h; do
+        if [ -f "$examples/$f" ]; then
+            cp -- "$examples/$f" "$work/pt-src/$f"
+        elif [ -f "$examples/$f.gz" ]; then
+            gzip -dc "$examples/$f.gz" >"$work/pt-src/$f"
+        else
+            echo "$examples/$f not found: apt-get install libfuse3-dev" >&2
+            return 1
+        fi
+    done
+    # shellcheck disable=SC2046  # pkg-config output must split into words
+    gcc -O2 -o "$work/bin/passthrough_ll" "$work/pt-src/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) \
+        2>"$log" || { cat "$log" >&2; return 1; }
+    echo "$work/bin/passthrough_ll"
+}
