@@ -141,6 +141,11 @@ public:
         const json& v = get(key);
         return v.is_number() ? v.get<double>() : 0;
     }
+    // true, or a number other than 0.
+    bool flag(const char* key) const {
+        const json& v = get(key);
+        return v.is_boolean() ? v.get<bool>() : u(key) != 0;
+    }
     std::string s(const char* key) const {
         const json& v = get(key);
         return v.is_string() ? v.get<std::string>() : std::string();
@@ -277,6 +282,7 @@ Status report_from(const json& status, Report* r) {
     r->throttle_regime = st.s("throttle_regime");  // older daemons: ""
     r->held_fraction = st.d("held_fraction");
     r->backlog_limit_bytes = st.u("backlog_limit_bytes");
+    r->reclaim_forced = st.flag("reclaim_forced");
     r->recompress_pending_segments = st.u("recompress_pending_segments");
     r->dictionary_pending = st.u("dictionary_pending") != 0;
     r->target_ops = st.d("target_ops");
@@ -357,6 +363,7 @@ Status load_report(const std::string& arg, Report* out) {
         out->throttle_regime.clear();
         out->held_fraction = 0;
         out->backlog_limit_bytes = 0;
+        out->reclaim_forced = false;
         out->target_ops = out->target_bytes_per_s = 0;
         out->recompress_pending_segments = 0;
         out->dictionary_pending = false;
@@ -552,6 +559,9 @@ std::string format_text(const Report& r, const Style& style) {
         std::snprintf(speed, sizeof(speed), "throttle speed %.2f", r.background_speed);
         line(&o, "background", rate_text(r.background_bytes_per_s),
              std::string(speed) + (r.throttle_regime.empty() ? "" : " (" + r.throttle_regime + ")"));
+        if (r.reclaim_forced)
+            line(&o, "reclaim", "forced", "dead space is over twice the live data: compaction runs at full speed", &paint,
+                 "33");
         if (r.recompress_pending_segments > 0 || r.dictionary_pending)
             line(&o, "recompression", grouped(r.recompress_pending_segments) + " segments",
                  std::string("to look at for weakly compressed chunks when idle") +
@@ -721,6 +731,7 @@ std::string format_json(const Report& r, bool with_history) {
                      {"background_speed", fraction(r.background_speed)},
                      {"throttle_regime", str_or_null(r.throttle_regime)},
                      {"held_fraction", fraction(r.held_fraction)},
+                     {"reclaim_forced", r.reclaim_forced},
                      {"target_ops", rate(r.target_ops)},
                      {"target_bytes_per_s", rate(r.target_bytes_per_s)},
                      {"recompress_pending_segments", r.recompress_pending_segments},

@@ -74,6 +74,9 @@ struct Report {
     double held_fraction = 0;
     // The backlog's limit (0: none, or unmounted).
     std::uint64_t backlog_limit_bytes = 0;
+    // Mounted: dead space is over its bound, so reclaim runs at full speed
+    // whatever the throttle says.
+    bool reclaim_forced = false;
     // Mounted: idle work still to come (recompression's segments to look
     // at, a dictionary round under way).
     std::uint64_t recompress_pending_segments = 0;

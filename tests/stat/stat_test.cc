@@ -513,7 +513,8 @@ TEST_CASE("report: the throttle's reason, the held share and the backlog's limit
                                                   {"backlog_limit_bytes", 3ull << 30},
                                                   {"background_speed", 0.42},
                                                   {"throttle_regime", "spare capacity"},
-                                                  {"held_fraction", 0.12}}),
+                                                  {"held_fraction", 0.12},
+                                                  {"reclaim_forced", true}}),
                                      &r));
     r.store = "/srv/store";
     r.mounted = true;
@@ -522,14 +523,19 @@ TEST_CASE("report: the throttle's reason, the held share and the backlog's limit
     CHECK(v["activity"]["throttle_regime"] == "spare capacity");
     CHECK(v["activity"]["held_fraction"] == Approx(0.12));
     CHECK(v["backlog"]["limit_bytes"] == 3ull << 30);
+    CHECK(v["activity"]["reclaim_forced"] == true);
     std::string text = stat::format_text(r, {false});
     INFO(text);
     CHECK(text.find("throttle speed 0.42 (spare capacity)") != std::string::npos);
     CHECK(text.find("limit 3.00 GiB") != std::string::npos);
+    CHECK(text.find("reclaim") != std::string::npos);
+    CHECK(text.find("dead space is over twice the live data") != std::string::npos);
     // A daemon older than the figures: null, 0 and no limit shown.
     REQUIRE(stat::report_from_status(status_text(), &r));
     v = checked_json(r, false);
     CHECK(v["activity"]["throttle_regime"].is_null());
     CHECK(v["backlog"]["limit_bytes"] == 0);
+    CHECK(v["activity"]["reclaim_forced"] == false);
     CHECK(stat::format_text(r, {false}).find("limit") == std::string::npos);
+    CHECK(stat::format_text(r, {false}).find("over twice the live data") == std::string::npos);
 }
