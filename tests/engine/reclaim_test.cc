@@ -673,10 +673,12 @@ TEST_CASE("dead space past its bound is reclaimed while the throttle keeps the b
         write_all(*e, a.ino, 0, data, 256 * 1024);
         require_ok(e->fsync(a.ino, false));
     }
+    // 24 MiB written over 2 MiB: 22 MiB died, 11 times the live bytes. The
+    // control loop sees it (perhaps already while they were written), and
+    // the reclaimer runs though the speed is 0; without that, the dead
+    // bytes would stay.
     SpaceCounters c = counters_of(*e);
     INFO("after the overwrites: stored " << c.stored_bytes << ", dead " << c.dead_bytes);
-    REQUIRE(c.dead_bytes > 8 * c.stored_bytes);
-    // The control loop sees it, and the reclaimer runs though the speed is 0.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
         c = counters_of(*e);
