@@ -57,10 +57,11 @@ struct ControlConfig {
     double capacity_margin = 0.1;
     // Spare capacity (the throttle's measure, docs/controller.md): a write
     // request that arrives within held_gap_us of the previous completion
-    // found its application waiting on the daemon: it was held. (One that
-    // arrives while another is in service is not, by that alone: the
+    // found its application waiting on the daemon: it was held; so is one
+    // that arrives with two or more others in service (a queue, as the
+    // kernel's writeback keeps). One other alone does not count: the
     // daemon serves several at once, and independent writers overlap at
-    // any load.) A FUSE round trip through the kernel and back
+    // any load. A FUSE round trip through the kernel and back
     // takes 10-20 us on the machines measured, so 20 us separates "sent as
     // soon as it could" from "had nothing to send" (HIODS's 3 ms gap was
     // for requests that took milliseconds: at FUSE's pace a load at 6 % of

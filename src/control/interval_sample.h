@@ -28,8 +28,8 @@ struct IntervalSample {
     // the next interval).
     std::uint64_t arrivals = 0;
     // Of those, the ones that arrived within held_gap of the previous
-    // completion: their application was waiting on the daemon (the
-    // spare-capacity measure).
+    // completion, or with two or more others in service: their
+    // application was waiting on the daemon (the spare-capacity measure).
     std::uint64_t held = 0;
 
     double seconds() const;

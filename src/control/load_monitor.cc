@@ -27,9 +27,11 @@ std::uint64_t LoadMonitor::request_started() {
     // idle in between: a gap of zero. A completion that raced past our clock
     // read (last_finish > now) is a negative gap, stressed as well.
     const bool stressed = busy > 0 || (last_finish != 0 && now <= last_finish + stress_gap_ns_);
-    // Not `busy > 0`: independent writers overlap whatever the load, and
-    // the daemon serves them at once (stress counts overlap; held does not).
-    const bool held = last_finish != 0 && now <= last_finish + held_gap_ns_;
+    // Or with two or more others in service: a queue is forming, as when
+    // the kernel's writeback keeps a stream of large writes outstanding.
+    // Not one other alone: independent writers overlap at any load, and
+    // the daemon serves them at once (stress counts any overlap).
+    const bool held = busy >= 2 || (last_finish != 0 && now <= last_finish + held_gap_ns_);
     arrivals_.fetch_add(1, std::memory_order_relaxed);
     if (stressed) stressed_.fetch_add(1, std::memory_order_relaxed);
     if (held) held_.fetch_add(1, std::memory_order_relaxed);

@@ -201,8 +201,8 @@ TEST_CASE("monitor: a request is in stress when it arrives within the gap of the
     CHECK(foreground_idle(s, cfg));
 }
 
-TEST_CASE("monitor: a request is held when it arrives within the held gap of the last completion, not for "
-          "arriving beside another",
+TEST_CASE("monitor: a request is held when it arrives within the held gap of the last completion, or beside "
+          "two others (a queue), not beside one",
           "[control][spare]") {
     constexpr std::uint64_t kUs = 1000;
     ManualClock clock(1000 * kMs);
@@ -216,14 +216,17 @@ TEST_CASE("monitor: a request is held when it arrives within the held gap of the
     const std::uint64_t a1 = m.request_started();       // 96 us after: not held
     clock.set_ns(1000 * kMs + 500 * kUs);
     const std::uint64_t a2 = m.request_started();       // beside a1, 396 us after the last completion: not held
+    clock.set_ns(1000 * kMs + 700 * kUs);
+    const std::uint64_t a3 = m.request_started();       // beside a1 and a2: a queue forming, held
     m.request_finished(a1, 4096);
     m.request_finished(a2, 4096);
+    m.request_finished(a3, 4096);
     clock.set_ns(1100 * kMs);
     const IntervalSample s = m.take_sample();
-    CHECK(s.arrivals == 6);
-    CHECK(s.held == 2);
-    CHECK(s.stressed == 5);  // HIODS's stress counts a2 for arriving beside a1
-    CHECK(s.held_fraction() == Approx(2.0 / 6));
+    CHECK(s.arrivals == 7);
+    CHECK(s.held == 3);
+    CHECK(s.stressed == 6);  // HIODS's stress counts any arrival beside another
+    CHECK(s.held_fraction() == Approx(3.0 / 7));
 }
 
 TEST_CASE("monitor: concurrent writers lose no request") {
