@@ -120,5 +120,7 @@ double json_number(double v);
 // "1.50 GiB", "812 B".
 // "3 h 12 min", "45 s".
 std::string human_duration(double seconds);
+// YYYY-MM-DD of a unix time, in UTC.
+std::string utc_date(double unix_time);
 
 }  // namespace hiodsfs::stat
