@@ -13,7 +13,12 @@ Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t));
         Cursor c = t->cursor(Db::kDirty);
-        for (bool ok = c.first(); ok && out->size() < max && !past_dirty_queue(c.key()); ok = c.next()) {
+        // From the floor: the records below it are finished, and their
+        // deletions wait in the commit overlay, where stepping over each
+        // one costs a key comparison per take.
+        const std::uint64_t floor = dirty_floor_.load();
+        for (bool ok = floor > 0 ? c.seek(key_u64(floor)) : c.first();
+             ok && out->size() < max && !past_dirty_queue(c.key()); ok = c.next()) {
             DirtyRecord r;
             DirtyRange range;
             if (!parse_key_u64(c.key(), &r.seq) || !decode_dirty(c.value(), &range))
@@ -25,6 +30,10 @@ Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
         }
         HIODSFS_TRY(c.status());
     }
+    // Records get rising numbers, so none will appear below the oldest
+    // left (a set-aside record requeued at open keeps its number: that
+    // happens before the pass starts, and lowers the floor).
+    if (!out->empty()) dirty_floor_.store(out->front().seq);
     // Taken: writes over these ranges from now on queue records of their own.
     std::lock_guard<std::mutex> l(pending_dirty_.mu);
     pending_dirty_.taken(*out);
@@ -94,6 +103,7 @@ Status EngineImpl::requeue_set_aside() {
         HIODSFS_TRY(t->del(Db::kDirty, key));
         counters.backlog_records += 1;
         counters.backlog_bytes += r.length;
+        dirty_floor_.store(0);
         ++requeued;
     }
     HIODSFS_TRY(t->commit());

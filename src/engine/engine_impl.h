@@ -247,6 +247,8 @@ private:
     // into the queue, to be tried again (marked orphans are, by the open's
     // freeing of every orphan).
     Status requeue_set_aside();
+    // No dirty record has a number below this (take_dirty starts there).
+    std::atomic<std::uint64_t> dirty_floor_{0};
     // What is set aside now, for status.json: dirty records, marked
     // orphans, and the reason of one of them ("" if none).
     void count_set_aside(Txn& t, std::uint64_t* dirty, std::uint64_t* deletes, std::string* why);
