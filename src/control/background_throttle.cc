@@ -41,6 +41,7 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
     }
     prev_mode_ = mode;
     have_mode_ = true;
+    idle_ = false;
 
     if (over_limit && mode == WriteMode::kDeferred) {
         // The backlog may not grow without bound: the pass takes what it
@@ -69,6 +70,7 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         speed_ = 1.0;
         prev_stressed_ = false;
         regime_ = "foreground idle";
+        idle_ = true;
         return speed_;
     }
 

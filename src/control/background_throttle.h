@@ -37,6 +37,8 @@ public:
     const char* regime() const;
     // Addition: the integral term (tests check it stays within [0, 1]).
     double integral() const;
+    // The last update found the foreground idle (and so ran at full speed).
+    bool found_idle() const { return idle_; }
 
 private:
     // The spare-capacity throttle (cfg.spare_capacity): paced by the share
@@ -55,6 +57,7 @@ private:
     WriteMode prev_mode_ = WriteMode::kInline;
     bool have_mode_ = false;
     const char* regime_ = "start";
+    bool idle_ = false;
 };
 
 }  // namespace hiodsfs

@@ -11,6 +11,14 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) {
     }
 }
 
+// Takes one from a, unless it is zero.
+template <typename T>
+void lower_to_zero(std::atomic<T>& a) {
+    T cur = a.load(std::memory_order_relaxed);
+    while (cur > 0 && !a.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+    }
+}
+
 }  // namespace
 
 LoadMonitor::LoadMonitor(Clock* clock, const ControlConfig& cfg)
@@ -19,19 +27,22 @@ LoadMonitor::LoadMonitor(Clock* clock, const ControlConfig& cfg)
       held_gap_ns_(cfg.held_gap_us * 1000),
       interval_start_ns_(clock->now_ns()) {}
 
-std::uint64_t LoadMonitor::request_started() {
+std::uint64_t LoadMonitor::request_started(std::uint64_t stream) {
     const std::uint64_t now = clock_->now_ns();
     const std::uint64_t busy = in_flight_.fetch_add(1, std::memory_order_relaxed);
+    const std::uint32_t same_stream =
+        stream_in_flight_[stream % kStreamSlots].fetch_add(1, std::memory_order_relaxed);
     const std::uint64_t last_finish = last_finish_ns_.load(std::memory_order_relaxed);
     // Arriving while another request is in flight means the daemon was never
     // idle in between: a gap of zero. A completion that raced past our clock
     // read (last_finish > now) is a negative gap, stressed as well.
     const bool stressed = busy > 0 || (last_finish != 0 && now <= last_finish + stress_gap_ns_);
-    // Or with two or more others in service: a queue is forming, as when
-    // the kernel's writeback keeps a stream of large writes outstanding.
-    // Not one other alone: independent writers overlap at any load, and
-    // the daemon serves them at once (stress counts any overlap).
-    const bool held = busy >= 2 || (last_finish != 0 && now <= last_finish + held_gap_ns_);
+    // Or with two or more others of its stream in service: a queue is
+    // forming, as when the kernel's writeback keeps a stream of large writes
+    // outstanding. Not others of other streams: independent writers overlap
+    // at any load, more so while the pass runs, and the daemon serves them
+    // at once (stress counts any overlap).
+    const bool held = same_stream >= 2 || (last_finish != 0 && now <= last_finish + held_gap_ns_);
     arrivals_.fetch_add(1, std::memory_order_relaxed);
     if (stressed) stressed_.fetch_add(1, std::memory_order_relaxed);
     if (held) held_.fetch_add(1, std::memory_order_relaxed);
@@ -39,16 +50,15 @@ std::uint64_t LoadMonitor::request_started() {
     return now;
 }
 
-void LoadMonitor::request_finished(std::uint64_t arrival_ns, std::uint64_t bytes) {
+void LoadMonitor::request_finished(std::uint64_t arrival_ns, std::uint64_t bytes, std::uint64_t stream) {
     const std::uint64_t now = clock_->now_ns();
     ops_.fetch_add(1, std::memory_order_relaxed);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
     busy_ns_.fetch_add(now > arrival_ns ? now - arrival_ns : 0, std::memory_order_relaxed);
     raise_to(last_finish_ns_, now);
     // Never below zero even if a caller finishes a request it did not start.
-    std::uint64_t cur = in_flight_.load(std::memory_order_relaxed);
-    while (cur > 0 && !in_flight_.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
-    }
+    lower_to_zero(in_flight_);
+    lower_to_zero(stream_in_flight_[stream % kStreamSlots]);
 }
 
 IntervalSample LoadMonitor::take_sample() {

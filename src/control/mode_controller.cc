@@ -37,9 +37,22 @@ LoadMonitor& ModeController::read_monitor() { return read_monitor_; }
 
 WriteMode ModeController::mode() const { return mode_.load(std::memory_order_relaxed); }
 
-double ModeController::background_speed() const { return speed_.load(std::memory_order_relaxed); }
+double ModeController::background_speed() const {
+    // The speed for an idle foreground is 1, and the next tick would find a
+    // returning one with the pass at full speed for up to an interval: a
+    // saturating load that starts then loses what the pass takes meanwhile.
+    if (foreground_returning()) return 0.0;
+    return speed_.load(std::memory_order_relaxed);
+}
 
-const char* ModeController::throttle_regime() const { return regime_.load(std::memory_order_relaxed); }
+bool ModeController::foreground_returning() const {
+    return idle_at_tick_.load(std::memory_order_relaxed) &&
+           monitor_.arrivals_since_sample() + read_monitor_.arrivals_since_sample() >= kReturningRequests;
+}
+
+const char* ModeController::throttle_regime() const {
+    return foreground_returning() ? "foreground returning" : regime_.load(std::memory_order_relaxed);
+}
 std::uint64_t ModeController::mode_since_ns() const {
     return mode_since_ns_.load(std::memory_order_relaxed);
 }
@@ -96,6 +109,7 @@ IntervalSample ModeController::tick(std::uint64_t backlog_records, std::uint64_t
     const double speed = throttle_.update(s, next, s.seconds(), &reads, over_limit_);
     speed_.store(speed, std::memory_order_relaxed);
     regime_.store(throttle_.regime(), std::memory_order_relaxed);
+    idle_at_tick_.store(cfg_.spare_capacity && throttle_.found_idle(), std::memory_order_relaxed);
     if (std::fabs(speed - before) > kThrottleEventStep) {
         char text[128];
         std::snprintf(text, sizeof text, "%s: background speed %.2f -> %.2f", throttle_.regime(),

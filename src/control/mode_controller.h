@@ -77,9 +77,14 @@ public:
     // A throttle event is recorded when the speed moved more than this since
     // the last one, so the event ring shows trends rather than every tick.
     static constexpr double kThrottleEventStep = 0.1;
+    // With the spare-capacity throttle, a foreground idle at the last tick
+    // that has sent this many requests since is back: the pass pauses until
+    // the next tick measures what it leaves (a single stray write does not).
+    static constexpr std::uint64_t kReturningRequests = 16;
 
 private:
     void record_event(ControlEvent ev);
+    bool foreground_returning() const;
 
     const ControlConfig cfg_;
     const Setting setting_;
@@ -90,6 +95,7 @@ private:
     std::atomic<WriteMode> mode_;
     std::atomic<double> speed_;
     std::atomic<const char*> regime_{"start"};
+    std::atomic<bool> idle_at_tick_{false};  // the last tick found the foreground idle
     std::atomic<std::uint64_t> mode_since_ns_;
     std::mutex tick_mu_;  // serialises tick(); guards policy_, throttle_, last_event_speed_
     double last_event_speed_ = 1.0;

@@ -189,7 +189,7 @@ Status EngineImpl::read(InodeId ino, std::uint64_t offset, std::size_t len, void
                         std::size_t* got) {
     // Measured so the background pass yields to streaming reads (the throttle).
     *got = 0;
-    const MeasuredRequest measured(controller_->read_monitor(), got);
+    const MeasuredRequest measured(controller_->read_monitor(), ino, got);
     auto s = streams_.get(ino);
     std::unique_lock<std::mutex> l(s->mu, std::defer_lock);
     // The pass takes the lock a moment before its sweep begins: a read that

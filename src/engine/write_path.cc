@@ -603,7 +603,7 @@ Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* 
         return Status::error(EFBIG, "write past the maximum file size");
     if (len == 0) return Status::ok();
     // Every write request is measured for the mode controller.
-    const MeasuredRequest measured(controller_->monitor(), std::uint64_t{len});
+    const MeasuredRequest measured(controller_->monitor(), ino, std::uint64_t{len});
     std::optional<Admission> admission;
     HIODSFS_TRY(space_.admit_write(len, &admission));
     auto s = streams_.get(ino);

@@ -202,7 +202,7 @@ TEST_CASE("monitor: a request is in stress when it arrives within the gap of the
 }
 
 TEST_CASE("monitor: a request is held when it arrives within the held gap of the last completion, or beside "
-          "two others (a queue), not beside one",
+          "two others of its stream (a queue), not beside those of other streams",
           "[control][spare]") {
     constexpr std::uint64_t kUs = 1000;
     ManualClock clock(1000 * kMs);
@@ -212,21 +212,33 @@ TEST_CASE("monitor: a request is held when it arrives within the held gap of the
     request(clock, m, 1000 * kMs + 27 * kUs, 12 * kUs);  // 15 us after the completion: held
     request(clock, m, 1000 * kMs + 59 * kUs, 12 * kUs);  // exactly 20 us after it: held (inclusive)
     request(clock, m, 1000 * kMs + 92 * kUs, 12 * kUs);  // 21 us after: not held, though in HIODS's stress
+    // One stream: a queue forms when a third request joins two in service.
     clock.set_ns(1000 * kMs + 200 * kUs);
-    const std::uint64_t a1 = m.request_started();       // 96 us after: not held
+    const std::uint64_t a1 = m.request_started(5);  // 96 us after: not held
     clock.set_ns(1000 * kMs + 500 * kUs);
-    const std::uint64_t a2 = m.request_started();       // beside a1, 396 us after the last completion: not held
+    const std::uint64_t a2 = m.request_started(5);  // beside a1, 396 us after the last completion: not held
     clock.set_ns(1000 * kMs + 700 * kUs);
-    const std::uint64_t a3 = m.request_started();       // beside a1 and a2: a queue forming, held
-    m.request_finished(a1, 4096);
-    m.request_finished(a2, 4096);
-    m.request_finished(a3, 4096);
+    const std::uint64_t a3 = m.request_started(5);  // beside a1 and a2: a queue forming, held
+    m.request_finished(a1, 4096, 5);
+    m.request_finished(a2, 4096, 5);
+    m.request_finished(a3, 4096, 5);
+    // Three writers of their own files, in service together: no queue.
+    clock.set_ns(1000 * kMs + 900 * kUs);
+    const std::uint64_t b1 = m.request_started(11);
+    clock.set_ns(1000 * kMs + 950 * kUs);
+    const std::uint64_t b2 = m.request_started(12);
+    clock.set_ns(1000 * kMs + 990 * kUs);
+    const std::uint64_t b3 = m.request_started(13);
+    m.request_finished(b1, 4096, 11);
+    m.request_finished(b2, 4096, 12);
+    m.request_finished(b3, 4096, 13);
     clock.set_ns(1100 * kMs);
     const IntervalSample s = m.take_sample();
-    CHECK(s.arrivals == 7);
+    CHECK(s.arrivals == 10);
     CHECK(s.held == 3);
-    CHECK(s.stressed == 6);  // HIODS's stress counts any arrival beside another
-    CHECK(s.held_fraction() == Approx(3.0 / 7));
+    CHECK(s.stressed == 9);  // HIODS's stress counts any arrival beside another
+    CHECK(s.held_fraction() == Approx(3.0 / 10));
+    CHECK(m.in_flight() == 0);
 }
 
 TEST_CASE("monitor: concurrent writers lose no request") {
@@ -264,13 +276,13 @@ TEST_CASE("a measured request counts when it ends, on whatever path it returns",
     ControlConfig cfg;
     LoadMonitor m(&clock, cfg);
     {
-        const MeasuredRequest w(m, std::uint64_t{4096});
+        const MeasuredRequest w(m, 7, std::uint64_t{4096});
         CHECK(m.in_flight() == 1);
         clock.advance_ns(2 * kMs);
     }
     std::size_t got = 0;
     {
-        const MeasuredRequest r(m, &got);
+        const MeasuredRequest r(m, 7, &got);
         clock.advance_ns(kMs);
         got = 100;  // what a read returned, known only at its end
     }

@@ -221,3 +221,144 @@ TEST_CASE("spare capacity: a deferred pass forced by the backlog's limit runs un
     CHECK(ctl.background_speed() < 1.0);
     CHECK(std::string(ctl.throttle_regime()) != "backlog over its limit");
 }
+
+namespace {
+
+// Writers of files of their own, each rate-limited (Poisson arrivals, sent
+// at once when behind), served concurrently by
+// the daemon's request threads (inline mode's writes: 400 us each, and
+// 400 us more times the background speed for what the pass takes from
+// them). At 2 000 requests/s in all, one writer's request often meets
+// others in service; two others, more often while the pass runs. Each
+// writer's requests are one stream, or (same_stream) all of them share one.
+// Returns the background speed averaged over the second half.
+double independent_writers(bool same_stream, double* backlog_at_end, double* served_share) {
+    ManualClock clock(0);
+    ModeController ctl(&clock, ControlConfig{}, ModeController::Setting::kDeferred, nullptr);
+    constexpr int kWriters = 4;
+    constexpr double kRate = 500;  // requests/s per writer
+    constexpr std::uint64_t kEnd = 60 * kSec;
+    std::mt19937_64 rng(7);
+    std::exponential_distribution<double> turnaround(1.0 / 10'000);
+    std::exponential_distribution<double> interval(kRate / 1e9);  // Poisson arrivals
+    struct Writer {
+        double due = 0, ready = 0;  // the rate's schedule; the earliest after the last completion
+        std::uint64_t done = 0, arrival = 0;
+        bool in_service = false;
+    };
+    std::vector<Writer> w(kWriters);
+    for (auto& x : w) x.due = interval(rng);
+    double backlog = 0, speed_sum = 0, served = 0;
+    int speed_n = 0;
+    std::uint64_t next_tick = kSec;
+    for (;;) {
+        // The next event: a completion, a send, or the controller's tick.
+        int who = -1;
+        bool completion = false;
+        std::uint64_t at = next_tick;
+        for (int i = 0; i < kWriters; ++i) {
+            const auto t = w[i].in_service ? w[i].done : static_cast<std::uint64_t>(std::max(w[i].due, w[i].ready));
+            if (t < at) at = t, who = i, completion = w[i].in_service;
+        }
+        if (at >= kEnd) break;
+        clock.set_ns(at);
+        const std::uint64_t stream = same_stream ? 1 : 100 + static_cast<std::uint64_t>(who);
+        if (who < 0) {
+            const double drained = std::min(backlog, ctl.background_speed() * kDrainBytesPerS);
+            backlog -= drained;
+            ctl.tick(static_cast<std::uint64_t>(backlog / kRequestBytes), static_cast<std::uint64_t>(backlog),
+                     static_cast<std::uint64_t>(drained), 0);
+            if (at > kEnd / 2) speed_sum += ctl.background_speed(), ++speed_n;
+            next_tick += kSec;
+        } else if (completion) {
+            Writer& x = w[who];
+            ctl.monitor().request_finished(x.arrival, static_cast<std::uint64_t>(kRequestBytes), stream);
+            x.in_service = false;
+            x.due += interval(rng);
+            x.ready = static_cast<double>(at) + 10'000 + turnaround(rng);
+            backlog += kRequestBytes;
+            served += 1;
+        } else {
+            Writer& x = w[who];
+            x.arrival = ctl.monitor().request_started(stream);
+            x.done = at + static_cast<std::uint64_t>(400'000 * (1 + ctl.background_speed()));
+            x.in_service = true;
+        }
+    }
+    *backlog_at_end = backlog;
+    *served_share = served / (kWriters * kRate * 60);
+    return speed_n > 0 ? speed_sum / speed_n : 0;
+}
+
+}  // namespace
+
+TEST_CASE("spare capacity: writers of their own files in service together are no queue, and leave the pass "
+          "running",
+          "[control][spare]") {
+    double backlog = 0, served = 0;
+    const double speed = independent_writers(false, &backlog, &served);
+    INFO("mean speed " << speed << ", backlog at the end " << backlog << ", served " << served << " of offered");
+    CHECK(speed > 0.5);
+    CHECK(served >= 0.97);
+    CHECK(backlog < 2 * 2000 * kRequestBytes);  // drained at each tick: the last second's writes
+    // The same requests as one stream's are a queue whenever three meet:
+    // the pass yields more to them.
+    double one_backlog = 0, one_served = 0;
+    const double one_speed = independent_writers(true, &one_backlog, &one_served);
+    INFO("as one stream: mean speed " << one_speed);
+    CHECK(one_speed < speed);
+}
+
+TEST_CASE("spare capacity: a foreground that returns after idleness pauses the pass at once, until the next tick "
+          "measures it; a stray write does not",
+          "[control][spare]") {
+    ManualClock clock(0);
+    ModeController ctl(&clock, ControlConfig{}, ModeController::Setting::kDeferred, nullptr);
+    auto write_at = [&](std::uint64_t t, std::uint64_t service) {
+        clock.set_ns(t);
+        const std::uint64_t a = ctl.monitor().request_started(3);
+        clock.set_ns(t + service);
+        ctl.monitor().request_finished(a, 4096, 3);
+    };
+    clock.set_ns(2 * kSec);
+    ctl.tick(0, 0, 0);
+    REQUIRE(ctl.background_speed() == 1.0);
+    REQUIRE(std::string(ctl.throttle_regime()) == "foreground idle");
+    write_at(2 * kSec + 100 * kMs, 20'000);  // one stray write
+    CHECK(ctl.background_speed() == 1.0);
+    // A saturating writer starts: within its first requests the pass pauses.
+    std::uint64_t t = 2 * kSec + 200 * kMs;
+    for (std::uint64_t i = 0; i < ModeController::kReturningRequests; ++i, t += 25'000) write_at(t, 15'000);
+    CHECK(ctl.background_speed() == 0.0);
+    CHECK(std::string(ctl.throttle_regime()) == "foreground returning");
+    for (; t < 3 * kSec; t += 25'000) write_at(t, 15'000);
+    clock.set_ns(3 * kSec);
+    ctl.tick(0, 0, 0);
+    CHECK(ctl.background_speed() < 0.5);  // measured: held, backed off
+    CHECK(std::string(ctl.throttle_regime()) == "foreground held");
+    // A light load that returns gets the pass back at the next tick.
+    clock.set_ns(5 * kSec);
+    ctl.tick(0, 0, 0);  // idle again
+    REQUIRE(ctl.background_speed() == 1.0);
+    t = 5 * kSec;
+    for (int i = 0; i < 1000; ++i, t += kMs) write_at(t, 20'000);  // 1 000/s
+    CHECK(ctl.background_speed() == 0.0);
+    clock.set_ns(t);
+    ctl.tick(0, 0, 0);
+    CHECK(ctl.background_speed() > 0.3);  // from the integral a saturating load left near 0
+    CHECK(std::string(ctl.throttle_regime()) == "spare capacity");
+}
+
+TEST_CASE("spare capacity: policy=hiods's throttle keeps full speed until its tick", "[control][spare]") {
+    ManualClock clock(0);
+    ControlConfig cfg;
+    cfg.spare_capacity = false;
+    ModeController ctl(&clock, cfg, ModeController::Setting::kDeferred, nullptr);
+    clock.set_ns(2 * kSec);
+    ctl.tick(0, 0, 0);
+    for (std::uint64_t i = 0; i < 2 * ModeController::kReturningRequests; ++i) {
+        clock.set_ns(2 * kSec + i * 25'000);
+        ctl.monitor().request_finished(ctl.monitor().request_started(), 4096);
+    }
+    CHECK(ctl.background_speed() == 1.0);
+}
