@@ -33,6 +33,13 @@ public:
     virtual Status preadv(const struct iovec* iov, int count, std::uint64_t offset, std::size_t* got);
     // Makes every byte written so far durable (fdatasync).
     virtual Status sync() = 0;
+    // Starts writing [offset, offset + len) back to the disk, without
+    // waiting and without promising anything (sync() does): a later sync()
+    // then has that much less to wait for. By default it does nothing.
+    virtual void start_writeback(std::uint64_t offset, std::uint64_t len) {
+        (void)offset;
+        (void)len;
+    }
     virtual Status size(std::uint64_t* out) = 0;
     virtual Status truncate(std::uint64_t length) = 0;
 

@@ -118,6 +118,20 @@ Status Appender::hand_off_locked(std::unique_lock<std::mutex>& lock) {
     return Status::ok();
 }
 
+// A segment fills in under a second at a fast writer's pace, and its
+// roll-over syncs it under mu (sync_sealing_locked): with the whole segment
+// still in the page cache that took hundreds of ms, and every append
+// waited. Written back as it fills, the sync finds little left.
+void Appender::start_writeback(File& file, SegmentId segment, std::uint64_t end) {
+    if (segment != writeback_segment_ || end < writeback_from_) {
+        writeback_segment_ = segment;
+        writeback_from_ = 0;
+    }
+    if (end - writeback_from_ < kWritebackStep) return;
+    file.start_writeback(writeback_from_, end - writeback_from_);
+    writeback_from_ = end;
+}
+
 void Appender::flusher_loop() {
     std::unique_lock lock(mu);
     for (;;) {
@@ -127,9 +141,11 @@ void Appender::flusher_loop() {
         if (stopping_) return;  // the destructor writes what is left
         flush_busy_ = true;
         const std::shared_ptr<File> file = active_file_;  // no roll-over while busy
+        const SegmentId segment = active_;
         const std::uint64_t at = written_;
         lock.unlock();
         Status st = file->pwrite(flushing_.data(), flushing_.size(), at);
+        if (st) start_writeback(*file, segment, at + flushing_.size());
         lock.lock();
         flush_busy_ = false;
         if (st) {

@@ -119,6 +119,10 @@ private:
     Status write_flushing_locked();
     Status hand_off_locked(std::unique_lock<std::mutex>& lock);
     void flusher_loop();
+    // The flusher's: starts the write-back of the segment's bytes up to end
+    // once kWritebackStep of them have not been started.
+    void start_writeback(File& file, SegmentId segment, std::uint64_t end);
+    static constexpr std::uint64_t kWritebackStep = 8u << 20;
     Status stop_after_failed_sync_locked(const Status& st);
 
     Env* const env_;
@@ -136,6 +140,8 @@ private:
     std::condition_variable flush_cv_;    // wakes the flusher
     std::condition_variable flushed_cv_;  // a write of `flushing` ended
     std::thread flusher_;
+    SegmentId writeback_segment_ = 0;   // the flusher's own: where write-back
+    std::uint64_t writeback_from_ = 0;  // was last started
     Status failed_;
     SyncLedger ledger_;                          // what sync() has left to do
     std::map<SegmentId, std::uint64_t> sealed_;  // sealed segment -> file size

@@ -36,6 +36,13 @@ void SegmentReader::cache_drop(SegmentId id) {
     open_files_.drop(id);
 }
 
+std::shared_ptr<File> SegmentReader::cache_take(SegmentId id) {
+    std::shared_ptr<File> file;
+    std::lock_guard lock(files_mu_);
+    if (open_files_.find(id, &file)) open_files_.drop(id);
+    return file;
+}
+
 Status SegmentReader::file_for_read(SegmentId id, std::shared_ptr<File>* out) {
     if (tier_ != nullptr && tier_->reads_into_memory(id)) return tier_->read_into_memory(id, out);
     {

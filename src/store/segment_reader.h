@@ -49,6 +49,9 @@ public:
     // Keeps a segment's file open for reads, or closes it.
     void cache_put(SegmentId id, std::shared_ptr<File> file);
     void cache_drop(SegmentId id);
+    // Takes the segment's file out of the cache and hands it over (null if
+    // it was not open), for the caller to close where it chooses.
+    std::shared_ptr<File> cache_take(SegmentId id);
     // An open file of the segment: kept open, opened, or fetched from the
     // tier first.
     Status file_for_read(SegmentId id, std::shared_ptr<File>* out);

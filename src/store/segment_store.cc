@@ -387,6 +387,15 @@ Status SegmentStore::remove(SegmentId segment) {
         }
         HIODSFS_TRY(m.tier->remove(segment));
     }
+    // The file's blocks are freed when its last descriptor closes (for a
+    // 64 MiB segment, tens of ms of the file system's work): kept open here,
+    // that close comes at the end, after the lock, so that appends do not
+    // wait for it; under the lock they all did.
+    std::shared_ptr<File> last = m.reader.cache_take(segment);
+    if (!last) {
+        std::unique_ptr<File> f;
+        if (m.env->open(m.path(segment), OpenMode::kRead, &f)) last = std::move(f);
+    }
     std::lock_guard lock(w.mu);
     HIODSFS_TRY(check());
     Status unlinked = m.env->unlink(m.path(segment));
