@@ -12,6 +12,17 @@
 namespace hiodsfs {
 namespace {
 constexpr std::size_t kBatchRecords = 256;
+// Below full speed a batch shrinks with the speed, to this many at least.
+// The throttle's speed is a duty cycle (a batch, then a rest), and a whole
+// batch of small records holds their files' locks for up to a second: at
+// speed 0.05 a steady writer then lost whole seconds, one in twenty.
+constexpr std::size_t kMinBatchRecords = 8;
+
+std::size_t batch_records(double speed) {
+    if (speed >= 1.0) return kBatchRecords;
+    const auto n = static_cast<std::size_t>(static_cast<double>(kBatchRecords) * std::max(0.0, speed));
+    return std::clamp(n, kMinBatchRecords, kBatchRecords);
+}
 // Idle polling: dirty records also arrive from writes made before a restart.
 constexpr auto kIdleWait = std::chrono::milliseconds(200);
 
@@ -25,6 +36,7 @@ struct FileWork {
 BackgroundPass::BackgroundPass(DedupTarget* target, std::function<double()> speed, unsigned threads)
     : target_(target),
       threads_(std::max(1u, threads)),
+      speed_(speed),
       worker_("dedup-pass", [this](bool* did_work) { return step(did_work); }, std::move(speed), kIdleWait) {}
 
 BackgroundPass::~BackgroundPass() { stop(); }
@@ -99,7 +111,7 @@ Status BackgroundPass::run_until_idle(DedupTarget* target, unsigned threads) {
 
 Status BackgroundPass::step(bool* did_work) {
     std::vector<DirtyRecord> batch;
-    HIODSFS_TRY(target_->take_dirty(kBatchRecords, &batch));
+    HIODSFS_TRY(target_->take_dirty(batch_records(speed_()), &batch));
     *did_work = !batch.empty();
     if (batch.empty()) return Status::ok();
     std::uint64_t bytes = 0;

@@ -82,6 +82,7 @@ private:
 
     DedupTarget* target_;
     unsigned threads_;
+    std::function<double()> speed_;
     std::atomic<std::uint64_t> processed_bytes_{0};
     PacedWorker worker_;  // last: its thread calls step() on the members above
 };

@@ -143,6 +143,12 @@ Status EngineImpl::rechunk(InodeId ino, std::uint64_t offset, std::uint64_t leng
     s->pass_at_lock.store(true, std::memory_order_relaxed);
     {
         std::unique_lock<std::mutex> l(s->mu);
+        // A write waiting for the file goes first. The lock is not fair:
+        // taking it back at once, record after record of a batch, the pass
+        // kept a steady random writer out for a whole batch (writes of
+        // 100 ms and more). Bounded, so a file written without a pause
+        // still gets its records done.
+        s->moved.wait_for(l, kYieldToWriters, [&] { return s->writers.load(std::memory_order_relaxed) == 0; });
         whole(*s, l);
         st = rechunk_locked(ino, *s, offset, length, &gone);
     }
@@ -182,6 +188,15 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
             }
         }
         if (!any_raw) return Status::ok();
+        // The sweep starts at the cut before the range. Behind raw bytes
+        // (a file written whole in deferred mode) that may be hundreds of
+        // MiB back, all read before the range: the range then starts
+        // there, and the sweep yields through it as below.
+        if (chunking_.kind != ChunkingParams::Kind::kFixed) {
+            std::uint64_t cut = offset;
+            HIODSFS_TRY(cut_before(*t, ino, in, offset, kUnbounded, &cut));
+            if (offset - cut > kSweepStep) offset = cut;
+        }
     }
     HIODSFS_TRY(close_stream(ino, *s, true));
     // From here until the lock goes, every byte of the file is in its extents.
@@ -194,22 +209,24 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     // point before it, and realign with the chunks after it. Unlike a write
     // it never gives up early: a cut left where the stream stopped would be
     // no content-defined one, and nothing would come back to fix it.
+    // The throttle paused the pass (reads or writes need the machine), or a
+    // write or another operation on this file waits for the lock (a lone
+    // append, truncate or lseek would otherwise wait out the whole re-cut,
+    // seconds for a large file): the sweep stops at a piece, after at least
+    // one so that every sweep gets somewhere, and leaves the rest for a
+    // later one.
+    auto must_yield = [&] {
+        if (background_speed() <= 0) return true;
+        if (s->writers.load(std::memory_order_relaxed) == 0 && s->waiters.load(std::memory_order_relaxed) == 0)
+            return false;
+        sweeps_yielded_to_requests_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    };
     Status result = start_stream(ino, *s, offset, kUnbounded);
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
-        // The throttle paused the pass (reads or writes need the machine),
-        // or a write or another operation on this file waits for the lock
-        // (a lone append, truncate or lseek would otherwise wait out the
-        // whole re-cut, seconds for a large file):
-        // stop at this piece, after at least one so that every sweep gets
-        // somewhere, and leave the rest for a later one.
-        if (pos > offset && background_speed() <= 0) return requeue_sweep(ino, *s, end);
-        if (pos > offset &&
-            (s->writers.load(std::memory_order_relaxed) > 0 || s->waiters.load(std::memory_order_relaxed) > 0)) {
-            sweeps_yielded_to_requests_.fetch_add(1, std::memory_order_relaxed);
-            return requeue_sweep(ino, *s, end);
-        }
-        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, 1u << 20));
+        if (pos > offset && must_yield()) return requeue_sweep(ino, *s, end);
+        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, kSweepStep));
         // The chunked copy is written before the raw bytes die: on a full
         // disk the sweep stops here (the record stays queued, the raw bytes
         // readable) instead of taking the room compaction and commits need.
@@ -222,7 +239,21 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         if (result) result = feed(ino, *s, buf.data(), n);
         pos += n;
     }
-    if (result) result = realign(ino, *s, end, kUnbounded);
+    // After the range the re-cut goes on until a cut meets an old chunk
+    // boundary. Through bytes still raw (a file written whole in deferred
+    // mode) that is a sweep of its own, hundreds of MiB, and it yields as
+    // the one above does, in steps.
+    for (std::uint64_t step = kSweepStep; result;) {
+        const std::uint64_t at = s->end();
+        bool left = false;
+        result = realign(ino, *s, end, kUnbounded, nullptr, nullptr, nullptr, at + step, &left);
+        if (!result || !left) break;
+        if (s->end() == at) {  // one piece longer than the step
+            step *= 2;
+            continue;
+        }
+        if (must_yield()) return requeue_sweep(ino, *s, s->end());
+    }
     Status closed = close_stream(ino, *s, true);
     s->clear();
     return result ? closed : result;

@@ -83,6 +83,12 @@ namespace hiodsfs {
 // at most kReorderWait.
 inline constexpr std::uint64_t kReorderWindow = 16 << 20;
 inline constexpr auto kReorderWait = std::chrono::milliseconds(50);
+// The pass lets writes waiting for a file's lock go before each of its
+// records, waiting at most this long for them (rechunk).
+inline constexpr auto kYieldToWriters = std::chrono::milliseconds(10);
+// A sweep of the pass reads this much at a time, and may stop between
+// two such steps for the throttle or a request (rechunk_locked).
+inline constexpr std::uint64_t kSweepStep = 1u << 20;
 // A commit syncs the segments in rounds before it takes the metadata lock,
 // at most this many, until the writers appended at most kLockedSyncBytes
 // during the last one: the sync under the lock, which every metadata
@@ -439,6 +445,11 @@ private:
     // unless ino is a regular file.
     // ahead (if given): realign's first steps after a write ending at
     // ahead_from, looked up in the same operation as the start.
+    // The cut point a stream restarted at off starts from (CDC): the start
+    // of the chunk before off, a hole's end or the file's start; off itself
+    // when that lies more than reach back.
+    Status cut_before(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t reach,
+                      std::uint64_t* start);
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
                         std::uint64_t* size = nullptr, std::uint64_t ahead_from = 0,
                         std::vector<RealignStep>* ahead = nullptr, ChunkBatch* batch = nullptr);

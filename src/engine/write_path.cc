@@ -335,6 +335,24 @@ Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
 // cut); raw data and chunk tails are passed over back to a chunk's start, a
 // hole or the file's start. If that lies more than `reach` before off, the
 // stream starts at off.
+Status EngineImpl::cut_before(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t reach,
+                              std::uint64_t* start) {
+    *start = off;
+    if (off > in.r.size) return Status::ok();  // past the end, the gap stays a hole: a cut point
+    for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
+        std::vector<MappedExtent> ex;
+        HIODSFS_TRY(extents_in(t, ino, in, pos - 1, pos, &ex));
+        if (ex.empty()) break;  // a hole ends at pos: a cut point
+        bool is_start = false;
+        HIODSFS_TRY(starts_chunk(t, ex.front(), &is_start));
+        pos = ex.front().start;
+        *start = pos;  // the file's start, if the walk ends there
+        if (is_start) break;
+    }
+    if (off - *start > reach) *start = off;  // never preload unbounded
+    return Status::ok();
+}
+
 Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
                                  std::uint64_t* size, std::uint64_t ahead_from,
                                  std::vector<RealignStep>* ahead, ChunkBatch* batch) {
@@ -353,21 +371,8 @@ Status EngineImpl::start_stream(InodeId ino, Stream& s, std::uint64_t off, std::
             // Fixed chunks sit at multiples of the size: restart at the one
             // that holds off, preloaded with the old bytes before off.
             start = off - off % chunking_.avg_size;
-        } else if (off <= in.r.size) {  // past the end, the gap stays a hole: a cut point
-            for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
-                std::vector<MappedExtent> ex;
-                HIODSFS_TRY(extents_in(*t, ino, in, pos - 1, pos, &ex));
-                if (ex.empty()) break;  // a hole ends at pos: a cut point
-                bool is_start = false;
-                HIODSFS_TRY(starts_chunk(*t, ex.front(), &is_start));
-                pos = ex.front().start;
-                if (is_start) {
-                    start = pos;
-                    break;
-                }
-                start = pos;  // the file's start, if the walk ends there
-            }
-            if (off - start > reach) start = off;  // never preload unbounded
+        } else {
+            HIODSFS_TRY(cut_before(*t, ino, in, off, reach, &start));
         }
         if (start < off)
             HIODSFS_TRY(plan_read(*t, ino, in, start,

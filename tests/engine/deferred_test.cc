@@ -325,6 +325,30 @@ void check_canonical(const std::string& store, InodeId ino, const std::vector<st
     CHECK(stored == canonical_stored);
 }
 
+
+// Drains the pass over file ino: it must then read back as content with
+// nothing raw or queued, be cut as content written in one go inline (once
+// the engine is closed), and leave a consistent store. before_close runs on
+// the drained engine first (more checks, or cleaning up).
+void check_drained(std::unique_ptr<Engine>& e, const std::string& store, InodeId ino,
+                   const std::vector<std::uint8_t>& content, const ChunkingParams& params,
+                   const std::function<void(Engine&)>& before_close = nullptr) {
+    REQUIRE(e->flush(ino).is_ok());
+    REQUIRE(e->run_background().is_ok());
+    CHECK(read_all(*e, ino) == content);
+    SpaceCounters c = counters_of(*e);
+    CHECK(c.raw_bytes == 0);
+    CHECK(c.backlog_records == 0);
+    CHECK(c.backlog_bytes == 0);
+    if (before_close) before_close(*e);
+    REQUIRE(e->close().is_ok());
+    e.reset();
+    check_canonical(store, ino, content, params);
+    auto problems = check_invariants(store);
+    for (auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
+}
+
 }  // namespace
 
 // Random 4 KiB overwrites and odd-sized appends (fio's dedupable blocks) in
@@ -375,18 +399,7 @@ TEST_CASE("the pass leaves the canonical chunking after random overwrites", "[en
                     // re-chunked ranges next to raw ones.
                     if (i % pass_every == 0) REQUIRE(e->run_background().is_ok());
                 }
-                REQUIRE(e->flush(a.ino).is_ok());
-                REQUIRE(e->run_background().is_ok());
-                CHECK(read_all(*e, a.ino) == content);
-                SpaceCounters c = counters_of(*e);
-                CHECK(c.raw_bytes == 0);
-                CHECK(c.backlog_records == 0);
-                REQUIRE(e->close().is_ok());
-                e.reset();
-                check_canonical(dir.store(), a.ino, content, params);
-                auto problems = check_invariants(dir.store());
-                for (auto& p : problems) UNSCOPED_INFO(p);
-                CHECK(problems.empty());
+                check_drained(e, dir.store(), a.ino, content, params);
             }
         }
     }
@@ -635,23 +648,53 @@ TEST_CASE("a sweep the throttle pauses stops early and leaves the canonical cuts
                 std::copy(b.begin(), b.end(), content.begin() + static_cast<std::ptrdiff_t>(off));
                 write_all(*e, a.ino, off, b);
             }
-            REQUIRE(e->flush(a.ino).is_ok());
-            REQUIRE(e->run_background().is_ok());
-            CHECK(read_all(*e, a.ino) == content);
-            SpaceCounters c = counters_of(*e);
-            CHECK(c.raw_bytes == 0);
-            CHECK(c.backlog_records == 0);
-            CHECK(c.backlog_bytes == 0);
-            auto status = nlohmann::json::parse(e->status_json());
-            CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= 3);
-            REQUIRE(e->close().is_ok());
-            e.reset();
-            check_canonical(dir.store(), a.ino, content, params);
-            auto problems = check_invariants(dir.store());
-            for (auto& p : problems) UNSCOPED_INFO(p);
-            CHECK(problems.empty());
+            check_drained(e, dir.store(), a.ino, content, params, [](Engine& drained) {
+                auto status = nlohmann::json::parse(drained.status_json());
+                CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= 3);
+            });
         }
     }
+}
+
+// Raw bytes around a record (a file written whole in deferred mode) are
+// swept with it: from the cut before it, which may be the file's start, and
+// on after it until a cut meets a chunk boundary, the file's end here. All
+// of that yields as the range itself does: with the throttle paused every
+// sweep stops after a piece (1 MiB), so an 8 MiB file takes several. A
+// sweep that read all of it in one go held the file's lock for seconds on
+// a large file, and every write to it waited.
+TEST_CASE("the raw bytes a sweep reads before and after its range yield to the throttle too", "[engine][deferred]") {
+    TempDir dir;
+    const ChunkingParams params = ChunkingParams::cdc(2048, 8192, 32768);
+    EngineOptions o = options_for(dir.store(), params);
+    o.mode = DedupMode::kDeferred;
+    o.background_threads = 0;
+    EngineHooks hooks;
+    hooks.background_speed = [] { return 0.0; };
+    auto e = open_engine(o, hooks);
+    Attr a = make_file(*e, "f");
+    BlockSource blocks(17);
+    std::vector<std::uint8_t> content;
+    for (int i = 0; i < 2048; ++i) {  // 8 MiB
+        auto b = blocks.next();
+        content.insert(content.end(), b.begin(), b.end());
+    }
+    // The oldest record is 4 KiB at 6 MiB, written first; then records of
+    // another file fill the pass's first batch; then the file around the
+    // first record comes, raw, with records of its own in later batches.
+    const std::uint64_t at = 6u << 20;
+    write_all(*e, a.ino, at, std::vector<std::uint8_t>(content.begin() + at, content.begin() + at + 4096));
+    Attr other = make_file(*e, "g");
+    std::vector<std::uint8_t> small(4096, 7);
+    for (std::uint64_t i = 0; i < 300; ++i) write_all(*e, other.ino, i * 8192, small);
+    write_all(*e, a.ino, 0, content, 1 << 20);
+    check_drained(e, dir.store(), a.ino, content, params, [](Engine& drained) {
+        auto status = nlohmann::json::parse(drained.status_json());
+        // One stop per MiB but the last, from the first record's sweep alone.
+        CHECK(status["sweeps_yielded"].get<std::uint64_t>() >= 7);
+        REQUIRE(drained.unlink(kRootInode, "g").is_ok());  // the canonical store holds f alone
+        REQUIRE(drained.run_reclaim().is_ok());
+    });
 }
 
 // An overwrite inside a file runs in a window of its own (write_path.cc,
