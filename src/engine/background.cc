@@ -188,14 +188,20 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
             }
         }
         if (!any_raw) return Status::ok();
-        // The sweep starts at the cut before the range. Behind raw bytes
-        // (a file written whole in deferred mode) that may be hundreds of
-        // MiB back, all read before the range: the range then starts
-        // there, and the sweep yields through it as below.
+        // The sweep starts at the cut before the range. Behind raw bytes (a
+        // file written whole in deferred mode, not yet swept) that may be
+        // hundreds of MiB back, all to be read before the range, with the
+        // file's lock held: the record waits at the back of the queue
+        // instead, for the records of those bytes to sweep them first.
         if (chunking_.kind != ChunkingParams::Kind::kFixed) {
             std::uint64_t cut = offset;
-            HIODSFS_TRY(cut_before(*t, ino, in, offset, kUnbounded, &cut));
-            if (offset - cut > kSweepStep) offset = cut;
+            bool beyond = false;
+            HIODSFS_TRY(cut_before(*t, ino, in, offset, kSweepReach, &cut, &beyond));
+            if (beyond) {
+                t.reset();
+                sweeps_deferred_.fetch_add(1, std::memory_order_relaxed);
+                return requeue_range(ino, offset, end);
+            }
         }
     }
     HIODSFS_TRY(close_stream(ino, *s, true));
@@ -225,7 +231,7 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     Status result = start_stream(ino, *s, offset, kUnbounded);
     std::vector<std::uint8_t> buf;
     for (std::uint64_t pos = offset; result && pos < end;) {
-        if (pos > offset && must_yield()) return requeue_sweep(ino, *s, end);
+        if (pos > offset && must_yield()) return requeue_sweep(ino, *s, offset, end);
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - pos, kSweepStep));
         // The chunked copy is written before the raw bytes die: on a full
         // disk the sweep stops here (the record stays queued, the raw bytes
@@ -242,7 +248,8 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
     // After the range the re-cut goes on until a cut meets an old chunk
     // boundary. Through bytes still raw (a file written whole in deferred
     // mode) that is a sweep of its own, hundreds of MiB, and it yields as
-    // the one above does, in steps.
+    // the one above does, in steps: those bytes are other records' to
+    // sweep, so what it queues again is only what is left of its range.
     for (std::uint64_t step = kSweepStep; result;) {
         const std::uint64_t at = s->end();
         bool left = false;
@@ -252,20 +259,26 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
             step *= 2;
             continue;
         }
-        if (must_yield()) return requeue_sweep(ino, *s, s->end());
+        if (must_yield()) return requeue_sweep(ino, *s, offset, end);
     }
     Status closed = close_stream(ino, *s, true);
     s->clear();
     return result ? closed : result;
 }
 
-Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t end) {
+Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t end) {
     // The stream's tail [s.off, ...) was read from the file and is mapped as
     // it was; s.off is a cut the chunker made, so a sweep from there (which
     // starts at the cut before it) cuts the rest as this one would have.
-    const std::uint64_t from = s.off;
+    // Raw bytes outside [offset, end) are other records' (every raw byte
+    // is in a queued record's range, or in one a sweep holds).
+    const std::uint64_t from = std::max(s.off, offset);
     s.clear();
     sweeps_yielded_.fetch_add(1, std::memory_order_relaxed);
+    return requeue_range(ino, from, end);
+}
+
+Status EngineImpl::requeue_range(InodeId ino, std::uint64_t from, std::uint64_t end) {
     if (from >= end) return Status::ok();
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));

@@ -89,6 +89,9 @@ inline constexpr auto kYieldToWriters = std::chrono::milliseconds(10);
 // A sweep of the pass reads this much at a time, and may stop between
 // two such steps for the throttle or a request (rechunk_locked).
 inline constexpr std::uint64_t kSweepStep = 1u << 20;
+// A record whose cut lies further back than this over raw bytes waits for
+// the records of those bytes (rechunk_locked).
+inline constexpr std::uint64_t kSweepReach = 4u << 20;
 // A commit syncs the segments in rounds before it takes the metadata lock,
 // at most this many, until the writers appended at most kLockedSyncBytes
 // during the last one: the sync under the lock, which every metadata
@@ -264,9 +267,12 @@ private:
     double background_speed() const {
         return hooks_.background_speed ? hooks_.background_speed() : controller_->background_speed();
     }
-    // A sweep stopped for the throttle: the stream's bytes (all still mapped)
-    // are dropped and [s.off, end) is queued again, to be swept from that cut.
-    Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t end);
+    // A sweep stopped for the throttle or a request: the stream's bytes (all
+    // still mapped) are dropped, and what is left of the record's range
+    // [offset, end), from s's last cut, is queued again.
+    Status requeue_sweep(InodeId ino, Stream& s, std::uint64_t offset, std::uint64_t end);
+    // Queues [from, end) of ino again (a record of its own, at the back).
+    Status requeue_range(InodeId ino, std::uint64_t from, std::uint64_t end);
 
     // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
     // Held, or taken by an apply that has not finished: a read that does
@@ -449,7 +455,7 @@ private:
     // of the chunk before off, a hole's end or the file's start; off itself
     // when that lies more than reach back.
     Status cut_before(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t reach,
-                      std::uint64_t* start);
+                      std::uint64_t* start, bool* beyond = nullptr);
     Status start_stream(InodeId ino, Stream& s, std::uint64_t off, std::uint64_t reach,
                         std::uint64_t* size = nullptr, std::uint64_t ahead_from = 0,
                         std::vector<RealignStep>* ahead = nullptr, ChunkBatch* batch = nullptr);
@@ -605,6 +611,7 @@ private:
     std::atomic<std::uint64_t> syncs_beside_sweep_{0};  // flushes and fsyncs that did not either
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
+    std::atomic<std::uint64_t> sweeps_deferred_{0};  // records sent back behind the raw bytes before them
     std::atomic<std::uint64_t> backlog_limit_{0};   // the last control round's (status.json)
     std::atomic<bool> reclaim_forced_{false};       // the last control round found dead space over its bound
     std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation

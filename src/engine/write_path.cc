@@ -336,8 +336,9 @@ Status EngineImpl::starts_chunk(Txn& t, const MappedExtent& m, bool* out) {
 // hole or the file's start. If that lies more than `reach` before off, the
 // stream starts at off.
 Status EngineImpl::cut_before(Txn& t, InodeId ino, const Inode& in, std::uint64_t off, std::uint64_t reach,
-                              std::uint64_t* start) {
+                              std::uint64_t* start, bool* beyond) {
     *start = off;
+    if (beyond != nullptr) *beyond = false;
     if (off > in.r.size) return Status::ok();  // past the end, the gap stays a hole: a cut point
     for (std::uint64_t pos = off; pos > 0 && off - pos <= reach;) {
         std::vector<MappedExtent> ex;
@@ -349,7 +350,10 @@ Status EngineImpl::cut_before(Txn& t, InodeId ino, const Inode& in, std::uint64_
         *start = pos;  // the file's start, if the walk ends there
         if (is_start) break;
     }
-    if (off - *start > reach) *start = off;  // never preload unbounded
+    if (off - *start > reach) {
+        *start = off;  // never preload unbounded
+        if (beyond != nullptr) *beyond = true;
+    }
     return Status::ok();
 }
 
