@@ -75,6 +75,10 @@ public:
         return base_->pread(data, len, offset, got);
     }
     Status sync() override { return env_->file_sync(this); }
+    void start_writeback(std::uint64_t offset, std::uint64_t len) override {
+        env_->writeback_bytes_.fetch_add(len, std::memory_order_relaxed);
+        base_->start_writeback(offset, len);
+    }
     Status size(std::uint64_t* out) override {
         if (stale()) return stale_handle(node_->path);
         return base_->size(out);
@@ -334,6 +338,8 @@ std::uint64_t FaultInjectionEnv::write_count() const {
     std::lock_guard lock(mu_);
     return writes_;
 }
+
+std::uint64_t FaultInjectionEnv::writeback_bytes() const { return writeback_bytes_.load(); }
 
 std::uint64_t FaultInjectionEnv::sync_count() const {
     std::lock_guard lock(mu_);

@@ -106,6 +106,9 @@ public:
     // Calls seen since construction (failed ones included).
     std::uint64_t write_count() const;
     std::uint64_t sync_count() const;
+    // Bytes files were asked to start writing back (File::start_writeback):
+    // a hint, which makes nothing durable here either.
+    std::uint64_t writeback_bytes() const;
     // How many writes and syncs were made to fail so far.
     std::uint64_t injected_faults() const;
     // The error the last injected fault returned ("" before any): tests
@@ -161,6 +164,7 @@ private:
     std::atomic<std::uint64_t> epoch_{0};
 
     std::uint64_t writes_ = 0;
+    std::atomic<std::uint64_t> writeback_bytes_{0};
     std::uint64_t syncs_ = 0;
     std::uint64_t injected_ = 0;
     std::string last_injected_;

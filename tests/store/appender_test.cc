@@ -51,6 +51,22 @@ TEST_CASE("segment store: sync does only what is needed", "[segment]") {
     REQUIRE(env.sync_count() == 5);
 }
 
+// A segment's roll-over syncs it under the append lock: the flusher starts
+// its write-back as it fills (every 8 MiB), so that sync finds little left.
+TEST_CASE("segment store: the flusher starts a filling segment's write-back as it goes", "[segment]") {
+    TempDir tmp;
+    FaultInjectionEnv env(Env::posix());
+    std::unique_ptr<SegmentStore> s;
+    REQUIRE_OK(SegmentStore::open(&env, tmp.path(), small_options(64u << 20, 256u << 10), &s));
+    Rec r;
+    for (ChunkId id = 1; id <= 384; ++id) REQUIRE_OK(append(*s, id, std::vector<char>(64u << 10, 'w'), &r));
+    REQUIRE_OK(s->flush());
+    REQUIRE(r.loc.segment == 1);  // one segment: no roll-over synced it
+    // 24 MiB appended: two steps of 8 MiB started at least.
+    CHECK(env.writeback_bytes() >= (16u << 20));
+    CHECK(env.writeback_bytes() <= (24u << 20) + 4096);
+}
+
 TEST_CASE("segment store: sync_through returns at once for what a sync covered, however much came after",
           "[segment]") {
     TempDir tmp;
