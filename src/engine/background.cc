@@ -193,7 +193,10 @@ Status EngineImpl::rechunk_locked(InodeId ino, Stream& stream, std::uint64_t off
         // hundreds of MiB back, all to be read before the range, with the
         // file's lock held: the record waits at the back of the queue
         // instead, for the records of those bytes to sweep them first.
-        if (chunking_.kind != ChunkingParams::Kind::kFixed) {
+        // Not when the file's work was set aside this run: its raw bytes
+        // are out of the queue until the next mount, and the record would
+        // come back behind them on every batch.
+        if (chunking_.kind != ChunkingParams::Kind::kFixed && !quarantine_.noted(Quarantine::Work::kDedup, ino)) {
             std::uint64_t cut = offset;
             bool beyond = false;
             HIODSFS_TRY(cut_before(*t, ino, in, offset, kSweepReach, &cut, &beyond));
@@ -271,7 +274,8 @@ Status EngineImpl::requeue_sweep(InodeId ino, Stream& s, std::uint64_t offset, s
     // it was; s.off is a cut the chunker made, so a sweep from there (which
     // starts at the cut before it) cuts the rest as this one would have.
     // Raw bytes outside [offset, end) are other records' (every raw byte
-    // is in a queued record's range, or in one a sweep holds).
+    // is in a queued record's range, or in one a sweep holds, or its
+    // file's work was set aside: rechunk_locked sweeps those from the far cut).
     const std::uint64_t from = std::max(s.off, offset);
     s.clear();
     sweeps_yielded_.fetch_add(1, std::memory_order_relaxed);

@@ -44,6 +44,11 @@ void Quarantine::note(Work work, InodeId ino, const std::string& why) {
             " is set aside (its space waits for the next mount, or hiodsfs-fsck --repair): " + why);
 }
 
+bool Quarantine::noted(Work work, InodeId ino) const {
+    std::lock_guard<std::mutex> g(mu_);
+    return logged_.count({work, ino}) != 0;
+}
+
 std::string Quarantine::last() const {
     std::lock_guard<std::mutex> g(mu_);
     return last_;

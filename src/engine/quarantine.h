@@ -36,6 +36,8 @@ public:
     static std::string describe(Work work, InodeId ino, std::string_view why);
     // Work of ino was set aside for why: logged the first time this run.
     void note(Work work, InodeId ino, const std::string& why);
+    // Whether work of ino was noted this run.
+    bool noted(Work work, InodeId ino) const;
     // The last one noted, described; "" if none.
     std::string last() const;
 
