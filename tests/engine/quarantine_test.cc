@@ -57,6 +57,18 @@ void edit_meta(const std::string& store, const std::function<void(Txn&)>& fn) {
     REQUIRE(m->commit_group(nullptr).is_ok());
 }
 
+// The bytes of the chunk at the start of a closed store's file no longer
+// read (a checksum failure: EIO).
+void damage_first_chunk(const std::string& store, InodeId ino) {
+    edit_meta(store, [&](Txn& t) {
+        bool found = false;
+        ChunkRecord rec;
+        REQUIRE(get_chunk(t, extent_at(t, ino, 0).chunk, &rec, &found).is_ok());
+        REQUIRE(found);
+        flip_chunk_byte(store, rec, 100);
+    });
+}
+
 std::vector<std::string> fsck_notes(const std::string& store) {
     FsckReport report;
     FsckOptions fo;
@@ -95,13 +107,7 @@ TEST_CASE("the background pass sets aside a file it fails on and deduplicates th
         REQUIRE(e->close().is_ok());
     }
     // a's raw bytes no longer read: its re-chunking fails (EIO).
-    edit_meta(dir.store(), [&](Txn& t) {
-        bool found = false;
-        ChunkRecord rec;
-        REQUIRE(get_chunk(t, extent_at(t, a, 0).chunk, &rec, &found).is_ok());
-        REQUIRE(found);
-        flip_chunk_byte(dir.store(), rec, 100);
-    });
+    damage_first_chunk(dir.store(), a);
     const std::string a_name = "inode " + std::to_string(a);
     {
         auto e = open_engine(o);
@@ -217,13 +223,7 @@ TEST_CASE("a record behind a file's set-aside raw bytes is not sent back behind 
         write_all(*e, a, 0, data, 1 << 20);
         REQUIRE(e->close().is_ok());
     }
-    edit_meta(dir.store(), [&](Txn& t) {
-        bool found = false;
-        ChunkRecord rec;
-        REQUIRE(get_chunk(t, extent_at(t, a, 0).chunk, &rec, &found).is_ok());
-        REQUIRE(found);
-        flip_chunk_byte(dir.store(), rec, 100);
-    });
+    damage_first_chunk(dir.store(), a);
     auto e = open_engine(o);
     REQUIRE(e->run_background().is_ok());
     REQUIRE(status_of(*e).at("quarantined_dirty_records").get<std::uint64_t>() >= 1);
