@@ -164,6 +164,11 @@ struct EngineOptions {
     // Requests the layer above has received, by kind (the FUSE daemon's
     // count by opcode), published in status.json as "requests"; may be empty.
     std::function<std::vector<std::pair<std::string, std::uint64_t>>()> request_counts;
+    // Called when a file's size or times change with no request that
+    // asked for it (acknowledged writes that could not be applied), so that
+    // the layer above drops what its kernel cached; may be empty. It may
+    // run with engine locks held: it must not call the engine.
+    std::function<void(InodeId)> attrs_changed;
 };
 
 struct Attr {

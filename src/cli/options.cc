@@ -346,9 +346,9 @@ const std::vector<OptionSpec>& option_table() {
         t.push_back({"threads", "N", "request threads (default 10)",
                      uint_option(1, 1024, "expected 1 to 1024",
                                  [](DaemonOptions& o, std::uint64_t v) { o.threads = static_cast<unsigned>(v); })});
-        t.push_back({"entry_timeout", "SECONDS", "kernel name cache timeout (default 1)",
+        t.push_back({"entry_timeout", "SECONDS", "kernel name cache timeout (default 86400)",
                      seconds_option(&DaemonOptions::entry_timeout)});
-        t.push_back({"attr_timeout", "SECONDS", "kernel attribute cache timeout (default 1)",
+        t.push_back({"attr_timeout", "SECONDS", "kernel attribute cache timeout (default 86400)",
                      seconds_option(&DaemonOptions::attr_timeout)});
         t.push_back({"nonempty", "", "mount over a directory that is not empty", [](const OptionInput& in) {
                          in.out->nonempty = true;

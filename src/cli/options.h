@@ -59,8 +59,14 @@ struct DaemonOptions {
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;
     unsigned threads = 10;
-    double entry_timeout = 1.0;  // seconds
-    double attr_timeout = 1.0;
+    // Seconds the kernel may trust a name or attributes it was told. A day:
+    // the store is this daemon's alone (its lock, or the RADOS lease), so
+    // every change passes through this mount's kernel, which updates or
+    // drops what it cached; the one change the daemon makes itself (an
+    // acknowledged write it could not apply) drops the kernel's copy
+    // (EngineOptions::attrs_changed). docs/architecture.md, "Kernel caches".
+    double entry_timeout = 86400;
+    double attr_timeout = 86400;
     bool read_only = false;
     // Mount over a directory that has entries (hidden while mounted).
     bool nonempty = false;

@@ -132,6 +132,7 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
                     opts_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
                               std::to_string(batch[i].ino) + " are lost: " + st.message());
                 write_errors_.record(batch[i].ino, st);
+                if (opts_.attrs_changed) opts_.attrs_changed(batch[i].ino);
             }
         }
         held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);

@@ -523,6 +523,11 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     // hiodsfs-stat reads STORE/status.json instead of opening a mounted store.
     eo.publish_status = !opt.read_only;
     eo.request_counts = [&channel] { return channel.counts(); };
+    // The kernel trusts attributes for a day (DaemonOptions::attr_timeout):
+    // a write it was told had landed and that was lost changes the size
+    // behind its back. Attributes only (offset -1): no page-cache work
+    // that could wait on this request's inode.
+    eo.attrs_changed = [s = se.get()](InodeId ino) { fuse_lowlevel_notify_inval_inode(s, ino, -1, 0); };
     std::unique_ptr<Engine> engine;
     Status st = open_store(open_engine, eo, opt.rados ? opt.rados_source : opt.store, &engine);
     if (!st.is_ok()) return fail(st.to_string());

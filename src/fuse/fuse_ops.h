@@ -24,8 +24,10 @@ namespace hiodsfs::fuse {
 class KernelChannel;
 
 struct FuseSettings {
-    double entry_timeout = 1.0;
-    double attr_timeout = 1.0;
+    // Long: every change reaches the store through this kernel (see
+    // DaemonOptions::entry_timeout).
+    double entry_timeout = 86400;
+    double attr_timeout = 86400;
     bool writeback_cache = true;  // asked for; granted only if the kernel can
     std::uint32_t max_write = 1u << 20;
 };

@@ -65,7 +65,8 @@ TEST_CASE("positional arguments and defaults") {
     CHECK_FALSE(p.opt.chunking_given);
     CHECK(p.opt.writeback_cache);
     CHECK(p.opt.max_write == 1u << 20);
-    CHECK(p.opt.entry_timeout == 1.0);
+    CHECK(p.opt.entry_timeout == 86400.0);
+    CHECK(p.opt.attr_timeout == 86400.0);
     CHECK(fuse_option_string(p.opt) == "default_permissions,fsname=/store,subtype=hiodsfs");
 
     CHECK_FALSE(parse({"/store"}).ok);

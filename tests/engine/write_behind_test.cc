@@ -179,6 +179,12 @@ TEST_CASE("a held write that cannot be applied is reported at fsync, once, and c
     hooks.held_write_fault = [&](InodeId ino) { return ino == failing.load() ? ENOSPC : 0; };
     std::vector<std::string> logged;
     o.log = [&](const std::string& m) { logged.push_back(m); };
+    std::mutex changed_mu;
+    std::set<InodeId> changed;  // files whose cached attributes the layer above must drop
+    o.attrs_changed = [&](InodeId ino) {
+        std::lock_guard<std::mutex> g(changed_mu);
+        changed.insert(ino);
+    };
     std::mt19937_64 rng(9);
     std::vector<std::uint8_t> a_model, b_model;
     InodeId a = 0, b = 0;
@@ -205,6 +211,10 @@ TEST_CASE("a held write that cannot be applied is reported at fsync, once, and c
         CHECK(status_count(*e, "held_writes_lost") == 400);
         REQUIRE(logged.size() >= 1);
         CHECK(logged.front().find("inode " + std::to_string(a)) != std::string::npos);
+        {
+            std::lock_guard<std::mutex> g(changed_mu);
+            CHECK(changed == std::set<InodeId>{a});
+        }
         failing = 0;
         REQUIRE(e->close().is_ok());
     }

@@ -93,8 +93,10 @@ TEST_CASE("a reader's open and close do not take a lost write's error from its w
           "[mount][errseq]") {
     // Deferred writes are held in memory and applied later; the file's inode
     // record, made undecodable under the running daemon, makes the apply of
-    // the writer's second write fail after it was acknowledged. Long cache
-    // timeouts keep the kernel from asking for the damaged record itself.
+    // the writer's second write fail after it was acknowledged. The reader
+    // opens before: the lost write drops the kernel's cached attributes
+    // (EngineOptions::attrs_changed), and an open after it would ask for
+    // the damaged record.
     MountFixture fx({"mode=deferred", "background_threads=0", "no_writeback_cache",
                      "commit_interval=100", "control_interval=100", "entry_timeout=600",
                      "attr_timeout=600"});
@@ -104,6 +106,8 @@ TEST_CASE("a reader's open and close do not take a lost write's error from its w
     const std::string block(4096, 'w');
     REQUIRE(::pwrite(writer, block.data(), block.size(), 0) == 4096);
     REQUIRE(::fsync(writer) == 0);
+    const int reader = ::open(f.c_str(), O_RDONLY);
+    REQUIRE(reader >= 0);
     // A group number no other record holds finds the record in the file:
     // mode, uid and gid follow its flags byte. (Root stays the owner: the
     // kernel would ask a user outside the owner's class for the file's ACL,
@@ -130,8 +134,6 @@ TEST_CASE("a reader's open and close do not take a lost write's error from its w
     REQUIRE(wait_for([&] { return fx.daemon_log().find("writes to inode") != std::string::npos; },
                      30s));
 
-    const int reader = ::open(f.c_str(), O_RDONLY);
-    REQUIRE(reader >= 0);
     CHECK(::close(reader) == 0);
     CHECK(MT_ERRNO(::fsync(writer)) == EIO);
     CHECK(MT_ERRNO(::fsync(writer)) == 0);  // told once
