@@ -368,9 +368,11 @@ Status MetaStore::damaged(int rc, const std::string& what) {
 }
 
 void MetaStore::take_damage_locked() {
-    if (!stopped_.load() || !failed_.is_ok()) return;
+    if (!stopped_.load() || (!failed_.is_ok() && !failed_by_lost_group_)) return;
     std::lock_guard<std::mutex> lock(damage_mu_);
-    failed_ = damage_;
+    if (failed_.is_ok()) failed_ = damage_;
+    else if (!damage_.is_ok()) failed_ = Status::error(EIO, damage_.message() + " (then: " + failed_.message() + ")");
+    failed_by_lost_group_ = failed_by_lost_group_ && damage_.is_ok();
 }
 
 SuperState MetaStore::super_snapshot() {
@@ -420,9 +422,11 @@ void MetaStore::lose_group_locked(const std::string& why) {
     pending_ops_ = 0;
     pending_writes_ = 0;
     take_damage_locked();
-    if (failed_.is_ok())
+    if (failed_.is_ok()) {
         failed_ = Status::error(EIO, why + "; the operations of the last interval are lost and the store " +
                                          "accepts nothing more until it is mounted again");
+        failed_by_lost_group_ = true;
+    }
     stopped_ = true;
     new_snapshot_locked(false);
 }

@@ -284,7 +284,8 @@ private:
     // (EIO from then on, saying why) and the EIO is returned. Any thread,
     // with or without mu_ or the snapshot lock.
     Status damaged(int rc, const std::string& what);
-    // Moves a stop damaged() recorded into failed_.
+    // Moves a stop damaged() recorded into failed_; damage found after a
+    // lost group (often its cause, met by another thread) is named first.
     void take_damage_locked();  // caller holds mu_
     Status ensure_group();  // caller holds mu_
     bool trim_resident_locked();  // caller holds mu_
@@ -332,6 +333,7 @@ private:
     std::mutex mu_;
     std::string dir_;
     Status failed_;
+    bool failed_by_lost_group_ = false;  // failed_ is lose_group_locked's
     bool serving_ = false;  // open() has returned it
     // A damaged page met where mu_ may not be taken (a read beside the
     // operations), for take_damage_locked(); a leaf lock.
