@@ -346,6 +346,14 @@ const std::vector<OptionSpec>& option_table() {
         t.push_back({"threads", "N", "request threads (default 10)",
                      uint_option(1, 1024, "expected 1 to 1024",
                                  [](DaemonOptions& o, std::uint64_t v) { o.threads = static_cast<unsigned>(v); })});
+        t.push_back({"request_poll", "USEC",
+                     "one request thread at a time waits for the next\n"
+                     "request, polling this long before it sleeps: fewer\n"
+                     "wake-ups for copiers that send one request at a time\n"
+                     "(default 50; 0: off)",
+                     uint_option(0, 10000, "expected 0 to 10000 microseconds", [](DaemonOptions& o, std::uint64_t v) {
+                         o.request_poll_us = static_cast<unsigned>(v);
+                     })});
         t.push_back({"entry_timeout", "SECONDS", "kernel name cache timeout (default 86400)",
                      seconds_option(&DaemonOptions::entry_timeout)});
         t.push_back({"attr_timeout", "SECONDS", "kernel attribute cache timeout (default 86400)",

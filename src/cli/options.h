@@ -59,6 +59,10 @@ struct DaemonOptions {
     bool writeback_cache = true;
     std::uint32_t max_write = 1u << 20;
     unsigned threads = 10;
+    // Microseconds the request thread that reads next polls /dev/fuse
+    // before it sleeps; with it only one thread waits for a request at a
+    // time (fuse/reader_gate.h). 0: off, every idle thread waits in read.
+    unsigned request_poll_us = 50;
     // Seconds the kernel may trust a name or attributes it was told. A day:
     // the store is this daemon's alone (its lock, or the RADOS lease), so
     // every change passes through this mount's kernel, which updates or

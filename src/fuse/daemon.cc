@@ -468,6 +468,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     // Before the engine, which reads its counts until it is closed.
     KernelChannel channel;
     state.channel = &channel;
+    if (opt.request_poll_us > 0) channel.poll_for_requests(std::chrono::microseconds(opt.request_poll_us));
 
     EngineOptions eo;
     eo.log = [](const std::string& message) { fuse_log(FUSE_LOG_ERR, "%s\n", message.c_str()); };

@@ -10,6 +10,7 @@
 
 #include "common/thread_name.h"
 #include "fuse/fuse_ops.h"
+#include "fuse/reader_gate.h"
 #include "fuse_lowlevel.h"
 
 namespace hiodsfs::fuse {
@@ -48,6 +49,15 @@ const RequestFlags& current_request() { return t_request; }
 
 void allow_parallel_direct_writes() { t_request.parallel_direct_writes = true; }
 
+KernelChannel::KernelChannel() = default;
+KernelChannel::~KernelChannel() = default;
+
+void KernelChannel::poll_for_requests(std::chrono::microseconds poll, std::chrono::microseconds watch) {
+    gate_ = std::make_unique<ReaderGate>(poll, watch);
+}
+
+std::uint64_t KernelChannel::gate_takeovers() const { return gate_ ? gate_->takeovers() : 0; }
+
 bool KernelChannel::install(fuse_session* se) {
     fuse_custom_io io{};
     io.read = [](int fd, void* buf, size_t len, void* userdata) -> ssize_t {
@@ -68,7 +78,16 @@ long KernelChannel::read_hook(int fd, void* buf, std::size_t len, void* self) {
         name_this_thread("fuse-req");
         named = true;
     }
+    ReaderGate* gate = static_cast<KernelChannel*>(self)->gate_.get();
+    if (gate != nullptr) gate->enter(fd);
     const ssize_t n = ::read(fd, buf, len);
+    if (gate != nullptr) {
+        const int err = errno;
+        gate->leave(n > 0 && ReaderGate::ready(fd));
+        // Unmounted: nothing more to wait for, every thread reads its error.
+        if (n < 0 && err == ENODEV) gate->open();
+        errno = err;
+    }
     t_request = RequestFlags{};
     if (n > 0) static_cast<KernelChannel*>(self)->note_request(buf, static_cast<std::size_t>(n));
     return n;

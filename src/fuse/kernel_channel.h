@@ -20,6 +20,9 @@
 // time. A handler asks for it (allow_parallel_direct_writes) and the
 // channel adds it to the OPEN or CREATE reply.
 //
+// With request_poll= the channel reads through a ReaderGate
+// (fuse/reader_gate.h): one thread at a time waits for the next request.
+//
 // The channel also counts requests by opcode, for status.json.
 // Thread-safety: the hooks run on libfuse's worker threads; counts() and
 // killpriv_v2() may be called from any thread.
@@ -27,7 +30,9 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +41,8 @@ struct fuse_session;
 struct iovec;
 
 namespace hiodsfs::fuse {
+
+class ReaderGate;
 
 // What the raw request being handled on this thread said beyond what
 // libfuse passes on.
@@ -54,13 +61,21 @@ void allow_parallel_direct_writes();
 
 class KernelChannel {
 public:
-    KernelChannel() = default;
+    KernelChannel();
+    ~KernelChannel();
     KernelChannel(const KernelChannel&) = delete;
     KernelChannel& operator=(const KernelChannel&) = delete;
 
     // Routes the session's /dev/fuse traffic through this channel; call after
     // fuse_session_mount and before the loop. False (errno set) on failure.
     bool install(fuse_session* se);
+    // Before install: one request thread at a time waits for a request,
+    // polling for it this long before it sleeps (ReaderGate); a waiting
+    // thread looks every watch whether the reader is busy.
+    void poll_for_requests(std::chrono::microseconds poll,
+                           std::chrono::microseconds watch = std::chrono::milliseconds(2));
+    // The gate's takeovers (0 without one).
+    std::uint64_t gate_takeovers() const;
 
     // Whether the INIT reply carried FUSE_HANDLE_KILLPRIV_V2.
     bool killpriv_v2() const { return killpriv_v2_.load(std::memory_order_relaxed); }
@@ -77,6 +92,7 @@ private:
     std::atomic<std::uint64_t> init_unique_{0};
     std::atomic<bool> killpriv_v2_{false};
     std::array<std::atomic<std::uint64_t>, kOpcodes> counts_{};
+    std::unique_ptr<ReaderGate> gate_;
 };
 
 }  // namespace hiodsfs::fuse

@@ -66,6 +66,7 @@ TEST_CASE("positional arguments and defaults") {
     CHECK(p.opt.writeback_cache);
     CHECK(p.opt.max_write == 1u << 20);
     CHECK(p.opt.entry_timeout == 86400.0);
+    CHECK(p.opt.request_poll_us == 50);
     CHECK(p.opt.attr_timeout == 86400.0);
     CHECK(fuse_option_string(p.opt) == "default_permissions,fsname=/store,subtype=hiodsfs");
 
@@ -104,6 +105,18 @@ TEST_CASE("long flags, with dashes or underscores, win over -o") {
     CHECK(p.opt.entry_timeout == 5.0);
     CHECK(p.opt.attr_timeout == 0.5);
     CHECK_FALSE(p.opt.writeback_cache);
+}
+
+TEST_CASE("request_poll takes microseconds up to 10000; 0 turns the gate off") {
+    Parsed off = parse({"/s", "/m", "-o", "request_poll=0"});
+    REQUIRE(off.ok);
+    CHECK(off.opt.request_poll_us == 0);
+    Parsed most = parse({"/s", "/m", "-o", "request_poll=10000"});
+    REQUIRE(most.ok);
+    CHECK(most.opt.request_poll_us == 10000);
+    Parsed over = parse({"/s", "/m", "-o", "request_poll=10001"});
+    CHECK_FALSE(over.ok);
+    CHECK(over.error.find("request_poll") != std::string::npos);
 }
 
 TEST_CASE("bad options are one-line errors") {
