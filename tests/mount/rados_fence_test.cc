@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -49,6 +50,18 @@ std::vector<std::string> lockers(const test::CephCluster& c, const std::string& 
     std::vector<std::string> out;
     for (const auto& l : lock.at("lockers")) out.push_back(l.at(field));
     return out;
+}
+
+// Whether every thread of pid is stopped (SIGSTOP has taken effect).
+bool all_threads_stopped(pid_t pid) {
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+        const std::string stat = read_file_or_empty(t.path().string() + "/stat");
+        const std::size_t paren = stat.rfind(')');
+        if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'T') return false;
+    }
+    return !ec;
 }
 
 // A field of the store's holder record (the content of STORE.lock).
@@ -116,6 +129,10 @@ TEST_CASE(
         }
     } paused{first.daemon_pid(), {}};
     REQUIRE(::kill(paused.pid, SIGSTOP) == 0);
+    // Stopped: each of its threads stops as it next runs, and one that is
+    // running (the request thread polling for the next request) could
+    // still answer a request sent at once.
+    REQUIRE(wait_for(30s, [&] { return all_threads_stopped(paused.pid); }));
     paused.writer = std::thread([&] { paused.err = write_and_fsync(first.path("late"), late); });
 
     // Its lease runs out; another host takes the store over.

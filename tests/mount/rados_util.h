@@ -97,9 +97,11 @@ inline void replace_cache_dir(const MountFixture& fx) {
 }
 
 // Writes data to path (created or truncated) and fsyncs it: 0, or the errno
-// of the step that failed.
+// of the step that failed. Close-on-exec: a command the test runs from
+// another thread meanwhile must not inherit the descriptor, or its exit
+// waits for a daemon the test has paused (its close flushes the file).
 inline int write_and_fsync(const std::string& path, const std::string& data) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int err = 0;
     if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size()))
