@@ -62,7 +62,9 @@ struct DaemonOptions {
     // Microseconds the request thread that reads next polls /dev/fuse
     // before it sleeps; with it only one thread waits for a request at a
     // time (fuse/reader_gate.h). 0: off, every idle thread waits in read.
-    unsigned request_poll_us = 50;
+    // Off by default: rsync's three processes need the CPU the polling
+    // takes on a 2-core machine (docs/benchmarks.md, "tree ingest").
+    unsigned request_poll_us = 0;
     // Seconds the kernel may trust a name or attributes it was told. A day:
     // the store is this daemon's alone (its lock, or the RADOS lease), so
     // every change passes through this mount's kernel, which updates or

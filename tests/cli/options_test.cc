@@ -66,7 +66,7 @@ TEST_CASE("positional arguments and defaults") {
     CHECK(p.opt.writeback_cache);
     CHECK(p.opt.max_write == 1u << 20);
     CHECK(p.opt.entry_timeout == 86400.0);
-    CHECK(p.opt.request_poll_us == 50);
+    CHECK(p.opt.request_poll_us == 0);
     CHECK(p.opt.attr_timeout == 86400.0);
     CHECK(fuse_option_string(p.opt) == "default_permissions,fsname=/store,subtype=hiodsfs");
 
