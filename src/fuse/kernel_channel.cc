@@ -56,7 +56,6 @@ void KernelChannel::poll_for_requests(std::chrono::microseconds poll, std::chron
     gate_ = std::make_unique<ReaderGate>(poll, watch);
 }
 
-std::uint64_t KernelChannel::gate_takeovers() const { return gate_ ? gate_->takeovers() : 0; }
 
 bool KernelChannel::install(fuse_session* se) {
     fuse_custom_io io{};

@@ -74,8 +74,6 @@ public:
     // thread looks every watch whether the reader is busy.
     void poll_for_requests(std::chrono::microseconds poll,
                            std::chrono::microseconds watch = std::chrono::milliseconds(2));
-    // The gate's takeovers (0 without one).
-    std::uint64_t gate_takeovers() const;
 
     // Whether the INIT reply carried FUSE_HANDLE_KILLPRIV_V2.
     bool killpriv_v2() const { return killpriv_v2_.load(std::memory_order_relaxed); }
