@@ -250,19 +250,6 @@ Trace demand_below_goal() { return {"400/s offered, below the goal", {}, {{300, 
 
 }  // namespace
 
-TEST_CASE("policy: make_policy knows both policies and names the unknown one") {
-    ControlConfig cfg;
-    std::string error;
-    for (const std::string& name : policy_names()) {
-        auto p = make_policy(name, cfg, &error);
-        REQUIRE(p != nullptr);
-        CHECK(name == p->name());
-    }
-    CHECK(make_policy(kDefaultPolicy, cfg, &error) != nullptr);
-    CHECK(make_policy("pid", cfg, &error) == nullptr);
-    CHECK(error == "unknown mode policy 'pid' (known: capacity, hiods)");
-}
-
 TEST_CASE("policy: a steady light load stays inline") {
     for (const std::string& policy : policy_names()) {
         INFO(policy);

@@ -1,7 +1,6 @@
-// Clock, ControlConfig validation, IntervalSample figures and LoadMonitor.
+// LoadMonitor: what an interval's requests add up to (arrivals, held and
+// stressed requests, busy time), per file and overall.
 #include <catch2/catch.hpp>
-#include <cerrno>
-#include <limits>
 #include <thread>
 #include <vector>
 
@@ -26,127 +25,6 @@ void request(ManualClock& clock, LoadMonitor& m, std::uint64_t at, std::uint64_t
 }
 
 }  // namespace
-
-TEST_CASE("clocks: manual clock moves only when told, system clock is monotonic") {
-    ManualClock clock(5);
-    CHECK(clock.now_ns() == 5);
-    clock.advance_ns(10);
-    CHECK(clock.now_ns() == 15);
-    clock.set_ns(1000);
-    CHECK(clock.now_ns() == 1000);
-
-    Clock* sys = Clock::system();
-    REQUIRE(sys == Clock::system());
-    const std::uint64_t a = sys->now_ns();
-    const std::uint64_t b = sys->now_ns();
-    CHECK(a > 0);
-    CHECK(b >= a);
-}
-
-TEST_CASE("config: defaults are valid; bad values are rejected with the setting named") {
-    ControlConfig ok;
-    REQUIRE(ok.validate().is_ok());
-    ok.target_ops = 1000;
-    ok.target_bytes_per_s = 100e6;
-    REQUIRE(ok.validate().is_ok());
-
-    struct Case {
-        const char* field;
-        void (*apply)(ControlConfig&);
-    };
-    const Case cases[] = {
-        {"target_ops", [](ControlConfig& c) { c.target_ops = -1; }},
-        {"target_ops",
-         [](ControlConfig& c) { c.target_ops = std::numeric_limits<double>::quiet_NaN(); }},
-        {"target_bytes_per_s", [](ControlConfig& c) { c.target_bytes_per_s = -5; }},
-        {"interval_ms", [](ControlConfig& c) { c.interval_ms = 0; }},
-        {"interval_ms", [](ControlConfig& c) { c.interval_ms = 3'600'000; }},
-        {"stress_gap_us", [](ControlConfig& c) { c.stress_gap_us = 0; }},
-        {"stress_gap_us", [](ControlConfig& c) { c.stress_gap_us = 2'000'000; }},
-        {"stress_ratio", [](ControlConfig& c) { c.stress_ratio = 0; }},
-        {"stress_ratio", [](ControlConfig& c) { c.stress_ratio = 1.5; }},
-        {"recency_ms", [](ControlConfig& c) { c.recency_ms = 0; }},
-        {"switch_after", [](ControlConfig& c) { c.switch_after = 0; }},
-        {"kp", [](ControlConfig& c) { c.kp = -0.1; }},
-        {"ki", [](ControlConfig& c) { c.ki = std::numeric_limits<double>::infinity(); }},
-        {"kd", [](ControlConfig& c) { c.kd = -1; }},
-        {"kp and ki", [](ControlConfig& c) { c.kp = c.ki = 0; }},
-        {"ramp_per_s", [](ControlConfig& c) { c.ramp_per_s = 0; }},
-        {"capacity_margin", [](ControlConfig& c) { c.capacity_margin = 1; }},
-        {"held_gap_us", [](ControlConfig& c) { c.held_gap_us = 0; }},
-        {"held_gap_us", [](ControlConfig& c) { c.held_gap_us = 2'000'000; }},
-        {"held_ratio", [](ControlConfig& c) { c.held_ratio = 0; }},
-        {"held_ratio", [](ControlConfig& c) { c.held_ratio = 0.5; }},
-    };
-    for (const Case& c : cases) {
-        ControlConfig cfg;
-        c.apply(cfg);
-        const Status st = cfg.validate();
-        INFO(c.field << ": " << st.message());
-        CHECK(st.err() == EINVAL);
-        CHECK(st.message().find(c.field) != std::string::npos);
-        CHECK(st.message().rfind("control: ", 0) == 0);
-    }
-    ControlConfig neg;
-    neg.target_ops = -3;
-    CHECK(neg.validate().message() ==
-          "control: target_ops must be a finite number >= 0 (write ops/s; 0 = no goal), got -3");
-}
-
-TEST_CASE("sample: rates, stress fraction and the stress and idle tests") {
-    IntervalSample s;
-    CHECK(s.ops_per_s() == 0);  // zero-length interval
-    CHECK(s.stress_fraction() == 0);
-    s.start_ns = 10 * kMs;
-    s.end_ns = 510 * kMs;
-    s.ops = 100;
-    s.bytes = 100 * 4096;
-    s.arrivals = 100;
-    s.stressed = 95;
-    s.last_arrival_ns = 500 * kMs;
-    CHECK(s.seconds() == Approx(0.5));
-    CHECK(s.ops_per_s() == Approx(200));
-    CHECK(s.bytes_per_s() == Approx(200 * 4096));
-    CHECK(s.stress_fraction() == Approx(0.95));
-
-    ControlConfig cfg;
-    CHECK(under_stress(s, cfg));
-    CHECK_FALSE(foreground_idle(s, cfg));
-    s.stressed = 89;
-    CHECK_FALSE(under_stress(s, cfg));  // below the 90 % ratio
-    s.stressed = 90;
-    CHECK(under_stress(s, cfg));  // the ratio is inclusive
-
-    // Recency: the last request must be at most recency_ms before the end.
-    s.end_ns = s.last_arrival_ns + 1000 * kMs;
-    CHECK(under_stress(s, cfg));
-    s.end_ns = s.last_arrival_ns + 1000 * kMs + 1;
-    CHECK_FALSE(under_stress(s, cfg));
-    CHECK(foreground_idle(s, cfg));
-    s.last_arrival_ns = 0;
-    CHECK(foreground_idle(s, cfg));
-
-    // Samples built without arrivals (e.g. by hand) use ops as the base.
-    IntervalSample h;
-    h.ops = 10;
-    h.stressed = 20;
-    CHECK(h.stress_fraction() == 1.0);
-
-    CHECK_FALSE(has_goal(cfg));
-    CHECK_FALSE(goal_missed(s, cfg));
-    cfg.target_ops = 1000;
-    s.start_ns = 0;
-    s.end_ns = 1000 * kMs;
-    s.ops = 999;
-    s.bytes = 10'000'000;
-    CHECK(goal_missed(s, cfg));
-    s.ops = 1000;
-    CHECK_FALSE(goal_missed(s, cfg));
-    cfg.target_bytes_per_s = 20e6;  // either goal missed is a miss
-    CHECK(goal_missed(s, cfg));
-    CHECK(std::string(to_string(WriteMode::kInline)) == "inline");
-    CHECK(std::string(to_string(WriteMode::kDeferred)) == "deferred");
-}
 
 TEST_CASE("monitor: a request is in stress when it arrives within the gap of the last completion") {
     ManualClock clock(1000 * kMs);
