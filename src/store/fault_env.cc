@@ -1,4 +1,4 @@
-// FaultInjectionEnv: see include/hiodsfs/fault_env.h for the durability model.
+// FaultInjectionEnv: see store/fault_env.h for the durability model.
 
 #include "store/fault_env.h"
 
