@@ -141,11 +141,12 @@ Status EngineImpl::commit_locked(bool* reached_limit) {
         SegmentPosition synced;
         HIODSFS_TRY(segs_->sync(&synced));
         // Writes held back after the group took the last ones appended
-        // past drained_at_: their bytes are not the group's, crash leftovers
+        // past drained_at(): their bytes are not the group's, crash leftovers
         // if it is the last commit.
-        const bool drained_first = drained_at_.segment < synced.segment ||
-                                   (drained_at_.segment == synced.segment && drained_at_.offset < synced.offset);
-        const SegmentPosition frontier = drained_first ? drained_at_ : synced;
+        const SegmentPosition drained = write_behind_->drained_at();
+        const bool drained_first = drained.segment < synced.segment ||
+                                   (drained.segment == synced.segment && drained.offset < synced.offset);
+        const SegmentPosition frontier = drained_first ? drained : synced;
         state->frontier_segment = frontier.segment;
         state->frontier_offset = frontier.offset;
         // Every byte the journal record will refer to is in the tier before it.

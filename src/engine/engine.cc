@@ -168,7 +168,19 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
                                           fsck_hint + " (mount with -o ro to copy out the rest)");
     HIODSFS_TRY(opened);
     // Always: a commit's frontier comes from apply() (commit_now).
-    meta_->set_held_back(this);
+    WriteBehindParts held;
+    held.meta = meta_.get();
+    held.segs = segs_.get();
+    held.pending = &pending_dirty_;
+    held.errors = &write_errors_;
+    held.log = opts_.log;
+    held.attrs_changed = opts_.attrs_changed;
+    held.held_write_fault = hooks_.held_write_fault;
+    held.wake_pass = [this] {
+        if (pass_) pass_->wake();
+    };
+    write_behind_ = std::make_unique<WriteBehind>(std::move(held));
+    meta_->set_held_back(write_behind_.get());
     if (tier == nullptr && !options.read_only && options.fsync_log) meta_->set_logging(true);
     if (!fresh && options.segments.tier == nullptr) HIODSFS_TRY(replay_log(dir));
     // With the frontier committed before the replay: a segment after it

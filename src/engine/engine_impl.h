@@ -13,16 +13,16 @@
 //   file_ops.cc       truncate, flush, fsync, fallocate, clone and seek
 //   background.cc     the background pass's target (dirty queue,
 //                     re-chunking) and space reclaim (purge, compaction)
-//   write_behind.cc   deferred writes' metadata held in memory and applied
-//                     in batches (HeldBack)
 // Its parts with state of their own are classes it owns: StreamTable
-// (stream_table.h, the open write streams), SpaceAdmission
+// (stream_table.h, the open write streams), WriteBehind (write_behind.h,
+// deferred writes' metadata held and applied in batches), SpaceAdmission
 // (space_admission.h), the IntervalThreads (interval_thread.h) that
 // run the committer and the control loop, and the DictionaryTrainer
 // (dictionary_trainer.h).
 //
-// Lock order: Stream::mu, then raw_ids_mu_, then the MetaStore lock (a Txn),
-// then PendingDirty::mu, held_mu_, pins_mu_ or WriteErrors' own.
+// Lock order: Stream::mu, then WriteBehind's raw_ids_mu_, then the
+// MetaStore lock (a Txn), then WriteBehind's held_mu_, PendingDirty::mu,
+// pins_mu_ or WriteErrors' own (write_behind.h).
 #pragma once
 
 #include "hiodsfs/engine.h"
@@ -65,6 +65,7 @@
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
 #include "engine/stream_table.h"
+#include "engine/write_behind.h"
 #include "engine/write_errors.h"
 #include "chunk/fingerprint.h"
 #include "common/parallel_loop.h"
@@ -154,19 +155,7 @@ struct RealignStep {
     ReadPlan plan;
 };
 
-// A deferred write's metadata while it is held back (write_behind.cc): one
-// raw piece of it, already appended to the segment store.
-struct HeldWrite {
-    InodeId ino;
-    std::uint64_t off;        // file offset of the piece
-    ChunkId chunk;
-    ChunkLocation loc;
-    std::uint64_t end;        // the request's end: the file is at least this long
-    bool touch;               // the write sets mtime and ctime to time
-    struct timespec time;
-};
-
-class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget, private HeldBack {
+class EngineImpl final : public Engine, private DedupTarget, private ReclaimTarget {
 public:
     ~EngineImpl() override {
         if (!closed_) (void)close();
@@ -274,27 +263,11 @@ private:
     // Queues [from, end) of ino again (a record of its own, at the back).
     Status requeue_range(InodeId ino, std::uint64_t from, std::uint64_t end);
 
-    // ---- HeldBack: write-behind of deferred writes (write_behind.cc) ----
-    // Held, or taken by an apply that has not finished: a read that does
-    // not take the metadata lock must wait for both (MetaStore::begin_read).
-    bool holding() const override {
-        return held_count_.load(std::memory_order_acquire) != 0 || held_in_apply_.load(std::memory_order_acquire) != 0;
-    }
-    void apply(MetaStore& store, bool for_commit) override;
-    // One transaction for n held writes, sorted by inode.
-    Status apply_held(MetaStore& store, const HeldWrite* w, std::size_t n);
+    // ---- write-behind of deferred writes (write_behind_) ----
     // The deferred path: a write's bytes are stored as they are (no
     // fingerprint, no lookup) and its metadata held back.
     Status hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
                       std::size_t len, const struct timespec* touched);
-    // Appends [off, off + len) of ino as raw pieces and holds their
-    // metadata; touched (if given) is the time the write sets.
-    Status hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
-                       const struct timespec* touched);
-    Status next_raw_chunk_id(ChunkId* out);
-    // Applies what is held once a batch is full. Never under a Stream lock:
-    // a writer applying a batch must not keep its file's other writers out.
-    Status apply_if_full();
     // Raw records are bounded like chunks so reads of them stay cheap.
     std::size_t raw_piece_bytes() const {
         return std::max<std::size_t>(chunking_.max_size, 64 * 1024);
@@ -566,6 +539,10 @@ private:
     ChunkingParams chunking_;
     std::unique_ptr<StoreLock> lock_;
     std::unique_ptr<SegmentStore> segs_;
+    // Deferred writes' metadata, held and applied in batches; MetaStore's
+    // HeldBack. Made once segs_ and meta_ are open, and kept until after
+    // meta_ is gone (declared before it).
+    std::unique_ptr<WriteBehind> write_behind_;
     // A tiered store's metadata journal; declared before meta_, which
     // writes to it until it is destroyed.
     std::unique_ptr<TierJournal> journal_;
@@ -620,31 +597,14 @@ private:
     std::atomic<std::uint64_t> window_retries_{0};  // of those, whose realignment left the window
     std::atomic<std::uint64_t> damaged_chunks_{0};  // chunks flagged kDamaged since open
 
-    // Write-behind (write_behind.cc). held_ is in append order.
-    std::mutex held_mu_;
-    std::vector<HeldWrite> held_, held_spare_;
-    // Bytes appended for requests that then failed: dead, counted by the
-    // next apply (under held_mu_, like held_).
-    std::uint64_t held_dead_ = 0;
-    std::atomic<std::size_t> held_count_{0};
-    std::atomic<std::size_t> held_in_apply_{0};  // taken from held_, not yet applied (under the metadata lock)
-    std::atomic<bool> held_applying_{false};  // a writer is applying a full batch
-    // Where the segment store's appends stood when the group about to
-    // commit took the last held writes: all the group refers to lies before
-    // it (the commit's frontier; commit_now).
-    SegmentPosition drained_at_;
     WriteErrors write_errors_;  // held writes lost, for the files open when they were
     Quarantine quarantine_{[this](const std::string& line) {
         if (opts_.log) opts_.log(line);
     }};
-    std::atomic<std::uint64_t> held_batches_{0}, held_applied_{0}, held_lost_{0};
     // Records queued and not yet taken by the pass, which deferred writes
     // over them need not repeat (pending_dirty.h); and the writes that did
     // not (runs whose range a record already covered).
     PendingDirty pending_dirty_;
-    std::atomic<std::uint64_t> dirty_covered_{0};
-    std::mutex raw_ids_mu_;
-    ChunkId raw_ids_next_ = 0, raw_ids_end_ = 0;  // reserved (MetaStore::take_chunk_ids)
 
     ReclaimMode reclaim_mode_ = ReclaimMode::kOff;
     std::mutex reclaim_mu_;  // one reclaim step at a time

@@ -41,10 +41,10 @@ std::string EngineImpl::status_json() {
     j["window_retries"] = window_retries_.load();
     j["early_commits"] = early_commits_.load();
     j["resident_trims"] = resident_trims_.load();
-    j["held_writes_applied"] = held_applied_.load();
-    j["held_write_batches"] = held_batches_.load();
-    j["held_writes_lost"] = held_lost_.load();
-    j["dirty_writes_covered"] = dirty_covered_.load();
+    j["held_writes_applied"] = write_behind_->applied();
+    j["held_write_batches"] = write_behind_->batches();
+    j["held_writes_lost"] = write_behind_->lost();
+    j["dirty_writes_covered"] = write_behind_->covered();
     if (opts_.request_counts) {
         nlohmann::ordered_json r = nlohmann::ordered_json::object();
         for (const auto& [name, n] : opts_.request_counts()) r[name] = n;

@@ -1,15 +1,13 @@
-// Write-behind of deferred writes (docs/architecture.md, "Write-behind").
-//
-// A deferred write appends its bytes to the segment store and holds its
-// metadata (the raw chunk records, the extents, the range for the pass, the
-// inode's size and times) in memory: the request needs neither the
-// metadata lock nor a transaction. MetaStore applies what is held (apply()
-// below), many writes in one operation, before any other
-// operation begins and before each group commit, so every reader sees the
-// writes and a commit, fsync's included, carries each acknowledged one.
+// Write-behind of deferred writes (engine/write_behind.h).
+#include "engine/write_behind.h"
+
+#include <algorithm>
 #include <utility>
 
-#include "engine/engine_impl.h"
+#include "engine/compaction.h"
+#include "engine/inode_ops.h"
+#include "meta/chunk_table.h"
+#include "meta/records.h"
 
 namespace hiodsfs {
 
@@ -25,11 +23,11 @@ constexpr std::uint64_t kRawIdBlock = 1024;
 
 }  // namespace
 
-Status EngineImpl::next_raw_chunk_id(ChunkId* out) {
+Status WriteBehind::next_raw_chunk_id(ChunkId* out) {
     std::lock_guard<std::mutex> g(raw_ids_mu_);
     if (raw_ids_next_ == raw_ids_end_) {
         ChunkId first = 0;
-        HIODSFS_TRY(meta_->take_chunk_ids(kRawIdBlock, &first));
+        HIODSFS_TRY(p_.meta->take_chunk_ids(kRawIdBlock, &first));
         raw_ids_next_ = first;
         raw_ids_end_ = first + kRawIdBlock;
     }
@@ -37,20 +35,8 @@ Status EngineImpl::next_raw_chunk_id(ChunkId* out) {
     return Status::ok();
 }
 
-Status EngineImpl::hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
-                              std::size_t len, const struct timespec* touched) {
-    HIODSFS_TRY(close_stream(ino, s));
-    if (!s.regular) {
-        Inode in;
-        HIODSFS_TRY(regular_file(ino, &in));
-        s.regular = true;
-    }
-    return hold_pieces(ino, off, data, len, touched);
-}
-
-Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_t* data,
-                               std::size_t len, const struct timespec* touched) {
-    const std::size_t piece = raw_piece_bytes();
+Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* data, std::size_t len,
+                         std::size_t piece, const struct timespec* touched) {
     const std::size_t pieces = (len + piece - 1) / piece;
     // Ids first: reserving them may take the metadata lock, which an
     // apply holds while it waits for held_mu_.
@@ -72,7 +58,7 @@ Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_
         for (std::size_t i = 0, done = 0; i < pieces; ++i, done += piece) {
             const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
             ChunkLocation loc;
-            Status st = segs_->append(ids[i], data + done, n, &loc);
+            Status st = p_.segs->append(ids[i], data + done, n, &loc);
             if (!st) {
                 // Nothing of the request is held; bytes it appended are
                 // dead, as a failed operation's are.
@@ -84,22 +70,22 @@ Status EngineImpl::hold_pieces(InodeId ino, std::uint64_t off, const std::uint8_
         }
         held_count_.store(held_.size(), std::memory_order_release);
     }
-    if (pass_) pass_->wake();
+    if (p_.wake_pass) p_.wake_pass();
     return Status::ok();
 }
 
-Status EngineImpl::apply_if_full() {
+Status WriteBehind::apply_if_full() {
     const std::size_t held = held_count_.load(std::memory_order_relaxed);
-    if (held >= kHeldMost) return meta_->apply_held_back();
+    if (held >= kHeldMost) return p_.meta->apply_held_back();
     if (held >= kHeldBatch && !held_applying_.exchange(true)) {
-        Status st = meta_->apply_held_back();
+        Status st = p_.meta->apply_held_back();
         held_applying_.store(false);
         return st;
     }
     return Status::ok();
 }
 
-void EngineImpl::apply(MetaStore& store, bool for_commit) {
+void WriteBehind::apply(MetaStore& store, bool for_commit) {
     std::vector<HeldWrite> batch;
     std::uint64_t dead = 0;
     {
@@ -113,29 +99,29 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
         held_count_.store(0, std::memory_order_release);
         // The caller holds the metadata lock, so every other append the
         // group refers to was made before this point too.
-        if (for_commit) drained_at_ = segs_->append_position();
+        if (for_commit) drained_at_ = p_.segs->append_position();
     }
     if (!batch.empty()) {
         // One file's writes stay in their order; files need none between them.
         std::stable_sort(batch.begin(), batch.end(),
                          [](const HeldWrite& a, const HeldWrite& b) { return a.ino < b.ino; });
-        held_batches_.fetch_add(1, std::memory_order_relaxed);
+        batches_.fetch_add(1, std::memory_order_relaxed);
         if (!apply_held(store, batch.data(), batch.size())) {
             // One file's failure must not take the others' writes with it.
             for (std::size_t i = 0, j = 0; i < batch.size(); i = j) {
                 while (j < batch.size() && batch[j].ino == batch[i].ino) ++j;
                 Status st = apply_held(store, &batch[i], j - i);
                 if (st) continue;
-                held_lost_.fetch_add(j - i, std::memory_order_relaxed);
+                lost_.fetch_add(j - i, std::memory_order_relaxed);
                 for (std::size_t k = i; k < j; ++k) dead += batch[k].loc.length;
-                if (opts_.log)
-                    opts_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
+                if (p_.log)
+                    p_.log("hiodsfs: " + std::to_string(j - i) + " acknowledged writes to inode " +
                               std::to_string(batch[i].ino) + " are lost: " + st.message());
-                write_errors_.record(batch[i].ino, st);
-                if (opts_.attrs_changed) opts_.attrs_changed(batch[i].ino);
+                p_.errors->record(batch[i].ino, st);
+                if (p_.attrs_changed) p_.attrs_changed(batch[i].ino);
             }
         }
-        held_applied_.fetch_add(batch.size(), std::memory_order_relaxed);
+        applied_.fetch_add(batch.size(), std::memory_order_relaxed);
     }
     // In this group, before its frontier passes the bytes; if even this
     // fails the store has stopped, and the next open counts them.
@@ -157,7 +143,7 @@ void EngineImpl::apply(MetaStore& store, bool for_commit) {
     if (held_spare_.capacity() < batch.capacity()) held_spare_.swap(batch);
 }
 
-Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t n) {
+Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t n) {
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(store.begin_held(&t));
     auto& sup = t->super();
@@ -170,8 +156,8 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
     for (std::size_t i = 0, j = 0; i < n; i = j) {
         const InodeId ino = w[i].ino;
         while (j < n && w[j].ino == ino) ++j;
-        if (hooks_.held_write_fault)
-            if (int e = hooks_.held_write_fault(ino); e != 0)
+        if (p_.held_write_fault)
+            if (int e = p_.held_write_fault(ino); e != 0)
                 return Status::error(e, "metadata write (injected)");
         FileWrites f{i, j, {}};
         Status found = load_inode(*t, ino, &f.in);
@@ -209,7 +195,7 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
     // Until the operation has committed: a record relied on here is not
     // taken by the pass before these writes are in the group (pending_dirty.h).
-    std::lock_guard<std::mutex> pending_lock(pending_dirty_.mu);
+    std::lock_guard<std::mutex> pending_lock(p_.pending->mu);
     std::vector<PendingDirty::Range> queued;
     PendingDirty this_batch;  // the same records, looked up (no lock: this thread's)
     std::uint64_t covered = 0;
@@ -220,7 +206,7 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         // unless a record it has yet to take covers the run.
         auto queue_run = [&](std::uint64_t off, std::uint64_t len) -> Status {
             // A record of this batch covers it as well as one of an earlier.
-            if (this_batch.covers(ino, off, len) || pending_dirty_.covers(ino, off, len)) {
+            if (this_batch.covers(ino, off, len) || p_.pending->covers(ino, off, len)) {
                 ++covered;
                 return Status::ok();
             }
@@ -250,8 +236,8 @@ Status EngineImpl::apply_held(MetaStore& store, const HeldWrite* w, std::size_t 
         HIODSFS_TRY(store_inode(*t, ino, in));
     }
     HIODSFS_TRY(t->commit());
-    pending_dirty_.add(queued);
-    dirty_covered_.fetch_add(covered, std::memory_order_relaxed);
+    p_.pending->add(queued);
+    covered_.fetch_add(covered, std::memory_order_relaxed);
     return Status::ok();
 }
 

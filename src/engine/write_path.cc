@@ -304,7 +304,7 @@ Status EngineImpl::close_stream(InodeId ino, Stream& s, bool force_inline, Write
     } else if (s.size() > 0) {
         // The bytes' writes set the file's size and times when they came.
         Status st = deferred_.load() && !force_inline
-                        ? hold_pieces(ino, s.off, s.data(), s.size(), nullptr)
+                        ? write_behind_->hold(ino, s.off, s.data(), s.size(), raw_piece_bytes(), nullptr)
                         : emit_chunks(ino, {ChunkSpan{s.off, s.data(), s.size()}},
                                       upd != nullptr && !upd->applied ? upd : nullptr);
         // The file was deleted and freed (no handle held it) with bytes
@@ -652,7 +652,7 @@ Status EngineImpl::write_request(InodeId ino, std::uint64_t offset, const void* 
     if (deferred_.load()) {
         HIODSFS_TRY(hold_write(ino, *s, offset, bytes, len, upd.touch ? &upd.now : nullptr));
         l.unlock();
-        return apply_if_full();
+        return write_behind_->apply_if_full();
     }
     std::uint64_t old_size = 0;
     const std::uint64_t reach = std::uint64_t{chunking_.max_size} * 4;
@@ -705,6 +705,17 @@ Status EngineImpl::apply_unless_applied(InodeId ino, WriteUpdate* upd) {
     apply_update(cur, upd);
     HIODSFS_TRY(store_inode(*t, ino, cur));
     return t->commit();
+}
+
+Status EngineImpl::hold_write(InodeId ino, Stream& s, std::uint64_t off, const std::uint8_t* data,
+                              std::size_t len, const struct timespec* touched) {
+    HIODSFS_TRY(close_stream(ino, s));
+    if (!s.regular) {
+        Inode in;
+        HIODSFS_TRY(regular_file(ino, &in));
+        s.regular = true;
+    }
+    return write_behind_->hold(ino, off, data, len, raw_piece_bytes(), touched);
 }
 
 }  // namespace hiodsfs
