@@ -137,7 +137,6 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         }
         journal_ = std::make_unique<TierJournal>(tier);
         meta_->set_journal(journal_.get());
-        last_snapshot_ = std::chrono::steady_clock::now();
     }
     const SuperState committed = meta_->super_snapshot();
     SegmentStoreOptions seg_options = options.segments;
@@ -181,6 +180,19 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     };
     write_behind_ = std::make_unique<WriteBehind>(std::move(held));
     meta_->set_held_back(write_behind_.get());
+    CommitterParts commits;
+    commits.meta = meta_.get();
+    commits.segs = segs_.get();
+    commits.write_behind = write_behind_.get();
+    commits.journal = journal_.get();
+    commits.tier = opts_.segments.tier;
+    commits.env = env_;
+    commits.snapshot_tmp = lib_dir_ + "/snapshot.tmp";
+    commits.store = store_.get();
+    commits.read_only = options.read_only;
+    commits.log = opts_.log;
+    commits.stop_with_segments = [this] { return stop_with_segments(); };
+    commit_ = std::make_unique<Committer>(std::move(commits));
     if (tier == nullptr && !options.read_only && options.fsync_log) meta_->set_logging(true);
     if (!fresh && options.segments.tier == nullptr) HIODSFS_TRY(replay_log(dir));
     // With the frontier committed before the replay: a segment after it
@@ -232,7 +244,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         HIODSFS_TRY(snapshot_seq(tier, &seq, &have_snapshot));
         if (!have_snapshot && meta_->committed_journal_seq() == 0) {
             HIODSFS_TRY(put_format(tier, store_format_text(StoreFormat{kFormatVersion, chunking_, tier_name()})));
-            HIODSFS_TRY(snapshot_to_tier(false));
+            HIODSFS_TRY(commit_->snapshot_to_tier(false));
         }
     }
     // A format-4 store becomes 5 at its first read-write open, before it
@@ -332,7 +344,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         committer_.start(
             "committer",
             std::chrono::milliseconds(std::max<std::uint32_t>(opts_.commit_interval_ms, 1)),
-            [this] { commit_round(); });
+            [this] { commit_->round(); });
     if (options.background_threads > 0) {
         pass_ = std::make_unique<BackgroundPass>(
             static_cast<DedupTarget*>(this), [this] { return background_speed(); },
@@ -483,7 +495,7 @@ Status EngineImpl::close() {
         }
         if (result && journal_) {
             // Not an error of the close: the journal holds every commit.
-            Status snap = snapshot_to_tier(true);
+            Status snap = commit_->snapshot_to_tier(true);
             if (!snap && opts_.log) opts_.log("hiodsfs: no metadata snapshot at unmount: " + snap.message());
         }
         if (result) compact_metadata();

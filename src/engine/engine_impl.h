@@ -3,8 +3,6 @@
 //   engine.cc         opening and closing, the control loop
 //   recovery.cc       what an open finds and puts right: a lost FORMAT,
 //                     the fsync log's records, segment files, crash leftovers
-//   commit.cc         the group commit and its frontier, fsync's log
-//                     records, the committer thread, tier snapshots
 //   status.cc         status for hiodsfs-stat, space figures (statfs)
 //   namespace_ops.cc  metadata helpers, namespace operations, extended
 //                     attributes
@@ -15,14 +13,16 @@
 //                     re-chunking) and space reclaim (purge, compaction)
 // Its parts with state of their own are classes it owns: StreamTable
 // (stream_table.h, the open write streams), WriteBehind (write_behind.h,
-// deferred writes' metadata held and applied in batches), SpaceAdmission
+// deferred writes' metadata held and applied in batches), the Committer
+// (commit.h: group commits, fsync's log records, snapshots), SpaceAdmission
 // (space_admission.h), the IntervalThreads (interval_thread.h) that
 // run the committer and the control loop, and the DictionaryTrainer
 // (dictionary_trainer.h).
 //
 // Lock order: Stream::mu, then WriteBehind's raw_ids_mu_, then the
 // MetaStore lock (a Txn), then WriteBehind's held_mu_, PendingDirty::mu,
-// pins_mu_ or WriteErrors' own (write_behind.h).
+// pins_mu_ or WriteErrors' own (write_behind.h); the Committer's
+// commit_mu_ before the MetaStore lock, never under a Stream::mu.
 #pragma once
 
 #include "hiodsfs/engine.h"
@@ -52,6 +52,7 @@
 #include "dedup/reclaimer.h"
 #include "engine/chunk_content.h"
 #include "engine/chunk_index.h"
+#include "engine/commit.h"
 #include "engine/compaction.h"
 #include "engine/dictionary_trainer.h"
 #include "engine/engine_test_hooks.h"
@@ -93,12 +94,6 @@ inline constexpr std::uint64_t kSweepStep = 1u << 20;
 // A record whose cut lies further back than this over raw bytes waits for
 // the records of those bytes (rechunk_locked).
 inline constexpr std::uint64_t kSweepReach = 4u << 20;
-// A commit syncs the segments in rounds before it takes the metadata lock,
-// at most this many, until the writers appended at most kLockedSyncBytes
-// during the last one: the sync under the lock, which every metadata
-// operation waits for, then covers only that much (commit_locked).
-inline constexpr int kPreSyncRounds = 4;
-inline constexpr std::uint64_t kLockedSyncBytes = 4u << 20;
 // A read is planned this many times at most when chunks of its plan were
 // freed before it read them (read_locked).
 inline constexpr int kReadPlans = 4;
@@ -469,25 +464,8 @@ private:
     Status truncate_locked(InodeId ino, Stream& s, std::uint64_t size);
     Status regular_file(InodeId ino, Inode* out);
 
-    // *reached_limit: see MetaStore::commit_group.
-    Status commit_now(bool* reached_limit = nullptr);
-    Status commit_locked(bool* reached_limit);  // holds commit_mu_
-    // fsync's commit: the fsync log's record (engine/fsync_log.h), or a
-    // group commit for a store that does not log.
-    Status log_now();
-    static constexpr std::size_t kLogRecordMost = 1u << 20;
-    // A segment a log record went to has an entry in Db::kSegments, like
-    // one that got a chunk, so reclaim may free it and fsck knows it.
-    Status note_log_segment(SegmentId seg);
-    static Status note_segment(Txn& t, SegmentId seg);
-    SegmentId log_segment_noted_ = 0;  // under commit_mu_
-    // Every segment this run made has an entry in Db::kSegments from the
-    // first group commit after it was made, even if no chunk of it was
-    // ever mapped (a lost held write, a failed operation's appends): its
-    // bytes are then counted dead and reclaim frees it. Segments that
-    // were already there at open are left as they were (hiodsfs-fsck's).
-    Status note_new_segments();
-    SegmentId segments_noted_ = 0;  // made by this run above it; under commit_mu_
+    // The group commit, fsync's log records and snapshots (commit_).
+    Status commit_now() { return commit_->commit_now(); }
     Status replay_log(const std::string& dir);
     // At close: MetaStore::compact() within EngineOptions::meta_compact_max_bytes.
     void compact_metadata();
@@ -501,18 +479,13 @@ private:
     // store with an fsync log, cleared at a clean close, after its commit.
     Status mark_log_open(bool open);
     bool format_log_open_ = false;  // what FORMAT says
-    // A tiered store: a snapshot of the metadata to the tier (engine/meta_tier.h);
-    // in the background when the journal grew enough since the last.
-    Status snapshot_to_tier(bool closing);
-    void maybe_snapshot();
     Status check_segment_files(const SuperState& committed, const std::string& hint);
     Status count_crash_leftovers(const SuperState& committed);
     // At open, after the replays: the metadata's dictionaries into dicts_
     // (a damaged one is logged, not refused), and the trainer.
     Status open_dictionaries();
-    // A run of the committer thread (committer_), and of the control thread
-    // (control_): last_processed is the pass's progress at its last run.
-    void commit_round();
+    // A run of the control thread (control_): last_processed is the pass's
+    // progress at its last run.
     void control_round(std::uint64_t* last_processed);
     // The backlog's limit in bytes this interval (0: none; EngineOptions::backlog_max_*).
     std::uint64_t backlog_limit(std::uint64_t backlog_bytes) const;
@@ -543,10 +516,12 @@ private:
     // HeldBack. Made once segs_ and meta_ are open, and kept until after
     // meta_ is gone (declared before it).
     std::unique_ptr<WriteBehind> write_behind_;
+    // The group commit and its frontier, fsync's log records, snapshots:
+    // made with write_behind_.
+    std::unique_ptr<Committer> commit_;
     // A tiered store's metadata journal; declared before meta_, which
     // writes to it until it is destroyed.
     std::unique_ptr<TierJournal> journal_;
-    std::chrono::steady_clock::time_point last_snapshot_{};
     std::unique_ptr<MetaStore> meta_;
     std::uint32_t uid_ = 0, gid_ = 0;
 
@@ -554,10 +529,7 @@ private:
     std::unordered_map<InodeId, std::uint64_t> pins_;
     StreamTable streams_{[this](InodeId ino) { return pinned(ino); }};
 
-    std::mutex commit_mu_;  // one commit at a time
-    std::atomic<std::uint64_t> early_commits_{0};  // groups the committer committed at commit_writes or meta_dirty
-    std::atomic<std::uint64_t> resident_trims_{0};  // metadata map dropped (meta_resident)
-    IntervalThread committer_;  // woken when the open group reached commit_writes
+    IntervalThread committer_;  // runs commit_->round(); woken when the open group reached commit_writes
     IntervalThread control_;
     bool closed_ = false;
     SpaceAdmission space_;  // the ENOSPC admission of requests and sweeps
@@ -566,9 +538,7 @@ private:
     HistoryRecorder history_;  // the control thread's
     Clock* clock_ = nullptr;   // the controller's
 
-    std::atomic<bool> commit_failed_{false};  // logged once
     std::atomic<bool> segments_stop_logged_{false};
-    std::atomic<bool> push_failing_{false};   // a tiered commit failed without stopping the store
     std::atomic<bool> deferred_{false};
     // A large write's chunks are fingerprinted on the FUSE thread and these
     // helpers (emit_chunks); the background pass has its TBB arena.

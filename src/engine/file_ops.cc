@@ -72,7 +72,7 @@ Status EngineImpl::fsync(InodeId ino, bool /*datasync*/, WriteErrorCursor* seen)
     Status st = close_stream(ino);
     // The commit (or log record) applies the file's last held writes: the
     // error is then about all of them.
-    if (st) st = meta_->logging() ? log_now() : commit_now();
+    if (st) st = meta_->logging() ? commit_->log_now() : commit_now();
     if (!st) {
         stop_with_segments();
         return st;

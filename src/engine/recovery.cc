@@ -211,7 +211,7 @@ Status EngineImpl::check_segment_files(const SuperState& committed, const std::s
     HIODSFS_TRY(segs_->list_segments(&files));
     std::map<SegmentId, std::uint64_t> on_disk(files.begin(), files.end());
     for (const auto& [seg, size] : files)
-        if (size > 0) segments_noted_ = std::max(segments_noted_, seg);
+        if (size > 0) commit_->found_at_open(seg);
     std::vector<SegmentId> gone, beyond;
     {
         std::unique_ptr<Txn> t;

@@ -39,8 +39,8 @@ std::string EngineImpl::status_json() {
     j["overwrites_in_windows"] = overwrites_in_windows_.load();
     j["overwrites_beside_others"] = overwrites_beside_others_.load();
     j["window_retries"] = window_retries_.load();
-    j["early_commits"] = early_commits_.load();
-    j["resident_trims"] = resident_trims_.load();
+    j["early_commits"] = commit_->early_commits();
+    j["resident_trims"] = commit_->resident_trims();
     j["held_writes_applied"] = write_behind_->applied();
     j["held_write_batches"] = write_behind_->batches();
     j["held_writes_lost"] = write_behind_->lost();
