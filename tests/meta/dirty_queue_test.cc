@@ -34,12 +34,16 @@ TEST_CASE("a set-aside record keeps its range and its reason", "[meta][dirty_que
     const DirtyRange r{42, 8 << 20, 4096};
     DirtyRange back;
     std::string_view why;
-    REQUIRE(decode_set_aside(encode_set_aside(r, "chunk 17 is damaged"), &back, &why));
+    // why points into the value: kept while it is read.
+    const std::string with_reason = encode_set_aside(r, "chunk 17 is damaged");
+    REQUIRE(decode_set_aside(with_reason, &back, &why));
     CHECK(back.offset == r.offset);
     CHECK(why == "chunk 17 is damaged");
-    REQUIRE(decode_set_aside(encode_set_aside(r, ""), &back, &why));
+    const std::string without = encode_set_aside(r, "");
+    REQUIRE(decode_set_aside(without, &back, &why));
     CHECK(why.empty());
-    CHECK_FALSE(decode_set_aside(encode_dirty(r).substr(0, 20), &back, &why));
+    const std::string cut = encode_dirty(r).substr(0, 20);
+    CHECK_FALSE(decode_set_aside(cut, &back, &why));
 }
 
 TEST_CASE("queue keys sort by number, before every set-aside key", "[meta][dirty_queue]") {
