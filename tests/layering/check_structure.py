@@ -5,6 +5,7 @@
 #     in tested_elsewhere.txt naming the test file that covers it (which
 #     must exist); a line for a unit that has its own test now, or is gone,
 #     is stale and fails too.
+# Two checks, each naming every offender when it fails.
 # Usage: check_structure.py SOURCE_ROOT
 import glob
 import os
@@ -33,10 +34,13 @@ for top in ("src", "include", "tools", "tests"):
     for path in glob.glob(os.path.join(root, top, "**", "*"), recursive=True):
         if path.endswith((".cc", ".h")) and os.path.isfile(path):
             sources.append(path)
+long_files = []
 for path in sorted(sources):
     with open(path, "rb") as f:
         lines = f.read().count(b"\n")
-    result(lines <= MAX_LINES, "%s has %d lines (at most %d)" % (rel(path), lines, MAX_LINES))
+    if lines > MAX_LINES:
+        long_files.append("%s has %d lines (at most %d)" % (rel(path), lines, MAX_LINES))
+result(not long_files, "; ".join(long_files))
 
 elsewhere = {}
 with open(os.path.join(root, "tests", "layering", "tested_elsewhere.txt")) as f:
@@ -51,6 +55,7 @@ with open(os.path.join(root, "tests", "layering", "tested_elsewhere.txt")) as f:
         elsewhere[fields[0]] = fields[1]
 
 units = set()
+missing = []
 for path in sorted(glob.glob(os.path.join(root, "src", "*", "*.cc"))):
     layer = os.path.basename(os.path.dirname(path))
     name = os.path.basename(path)[:-3]
@@ -58,14 +63,16 @@ for path in sorted(glob.glob(os.path.join(root, "src", "*", "*.cc"))):
     units.add(unit)
     own = os.path.join(root, "tests", layer, name + "_test.cc")
     if os.path.exists(own):
-        result(unit not in elsewhere, "%s has %s: its tested_elsewhere.txt line is stale" % (unit, rel(own)))
+        if unit in elsewhere:
+            missing.append("%s has %s: its tested_elsewhere.txt line is stale" % (unit, rel(own)))
     elif unit in elsewhere:
-        test = os.path.join(root, elsewhere[unit])
-        result(os.path.isfile(test), "%s: tested_elsewhere.txt names %s, which does not exist" % (unit, elsewhere[unit]))
+        if not os.path.isfile(os.path.join(root, elsewhere[unit])):
+            missing.append("%s: tested_elsewhere.txt names %s, which does not exist" % (unit, elsewhere[unit]))
     else:
-        result(False, "%s has no tests/%s/%s_test.cc and no line in tested_elsewhere.txt" % (unit, layer, name))
+        missing.append("%s has no tests/%s/%s_test.cc and no line in tested_elsewhere.txt" % (unit, layer, name))
 for unit in sorted(set(elsewhere) - units):
-    result(False, "tested_elsewhere.txt names %s, which is not a unit of src/" % unit)
+    missing.append("tested_elsewhere.txt names %s, which is not a unit of src/" % unit)
+result(not missing, "; ".join(missing))
 
 print("%d passed, %d failed, 0 skipped" % (passed, failed))
 sys.exit(1 if failed else 0)
