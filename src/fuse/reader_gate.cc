@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <utility>
 
 namespace hiodsfs::fuse {
 namespace {
@@ -24,8 +25,9 @@ timespec monotonic_after(std::chrono::microseconds d) {
 
 }  // namespace
 
-ReaderGate::ReaderGate(std::chrono::microseconds poll, std::chrono::microseconds watch)
-    : poll_(poll), watch_(watch), deputy_wait_(watch) {
+ReaderGate::ReaderGate(std::chrono::microseconds poll, std::chrono::microseconds watch,
+                       PollBudget::StallSource pressure)
+    : poll_(poll), watch_(watch), deputy_wait_(watch), budget_(std::move(pressure)) {
     pthread_mutex_init(&mu_, nullptr);
     // The pthread calls, not std::condition_variable: libfuse ends its
     // workers with pthread_cancel, and a cancelled std::condition_variable
@@ -79,8 +81,10 @@ void ReaderGate::enter(int fd) {
         pthread_cond_signal(&cv_);
     }
     reading_ = true;
+    if (poll_.count() > 0) budget_.update(PollBudget::Clock::now());
     pthread_cleanup_pop(1);
-    if (poll_.count() <= 0) return;
+    if (poll_.count() <= 0 || !budget_.may_poll()) return;
+    polls_.fetch_add(1, std::memory_order_relaxed);
     const auto until = std::chrono::steady_clock::now() + poll_;
     while (!ready(fd) && std::chrono::steady_clock::now() < until) {
     }

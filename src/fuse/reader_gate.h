@@ -13,7 +13,9 @@
 // reader busy with a long request, so a request that waits for another
 // (a kernel call back into the file system) is never stuck behind it.
 // While no request comes the deputy looks less and less often (up to once
-// a second), and the first request after that wakes it.
+// a second), and the first request after that wakes it. The reader polls
+// only while the machine's CPU pressure says a core is to spare
+// (PollBudget): a copier that needs every core keeps them.
 // Thread-safety: every method may be called from any thread; a thread
 // cancelled inside enter() leaves the gate usable (libfuse cancels its
 // workers at exit).
@@ -25,11 +27,16 @@
 #include <chrono>
 #include <cstdint>
 
+#include "fuse/poll_budget.h"
+
 namespace hiodsfs::fuse {
 
 class ReaderGate {
 public:
-    ReaderGate(std::chrono::microseconds poll, std::chrono::microseconds watch);
+    // pressure: where PollBudget reads the CPU stall time (tests pass
+    // their own).
+    ReaderGate(std::chrono::microseconds poll, std::chrono::microseconds watch,
+               PollBudget::StallSource pressure = PollBudget::cpu_pressure());
     ~ReaderGate();
     ReaderGate(const ReaderGate&) = delete;
     ReaderGate& operator=(const ReaderGate&) = delete;
@@ -51,6 +58,10 @@ public:
     std::uint64_t takeovers() const { return takeovers_.load(std::memory_order_relaxed); }
     // Times a deputy woke to look.
     std::uint64_t looks() const { return looks_.load(std::memory_order_relaxed); }
+    // Times polling stopped for CPU pressure (PollBudget), and times a
+    // reader polled.
+    std::uint64_t poll_pauses() const { return budget_.pauses(); }
+    std::uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
 
 private:
     const std::chrono::microseconds poll_;
@@ -64,8 +75,10 @@ private:
     int waiting_ = 0;
     std::uint64_t reads_ = 0;              // requests read so far
     std::chrono::microseconds deputy_wait_;  // watch_, longer while idle
+    PollBudget budget_;  // updated under mu_
     std::atomic<std::uint64_t> takeovers_{0};
     std::atomic<std::uint64_t> looks_{0};
+    std::atomic<std::uint64_t> polls_{0};
 };
 
 }  // namespace hiodsfs::fuse
