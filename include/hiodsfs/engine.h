@@ -249,10 +249,6 @@ public:
     virtual ~Engine() = default;
     // Flushes every open write stream, syncs segments, commits metadata.
     virtual Status close() = 0;
-    // For crash tests: drops everything not yet committed (buffered tails,
-    // the open metadata group) as a crash would, and closes the store.
-    virtual void abandon() = 0;
-
     virtual const ChunkingParams& chunking() const = 0;
 
     // Namespace. Names are any bytes except '/' and NUL, 1..255 bytes

@@ -1,4 +1,5 @@
 #include "hiodsfs/clock.h"
+#include "control/manual_clock.h"
 
 #include <time.h>
 

@@ -600,6 +600,8 @@ Status Engine::open(const EngineOptions& options, std::unique_ptr<Engine>* out) 
     return open_engine_with_hooks(options, EngineHooks{}, out);
 }
 
+void abandon_engine(Engine& e) { static_cast<EngineImpl&>(e).abandon(); }
+
 Status open_engine_with_hooks(const EngineOptions& options, const EngineHooks& hooks,
                               std::unique_ptr<Engine>* out) {
     auto e = std::make_unique<EngineImpl>();

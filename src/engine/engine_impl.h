@@ -159,7 +159,9 @@ public:
     Status init(const EngineOptions& options, const EngineHooks& hooks);
 
     Status close() override;
-    void abandon() override;
+    // Drops everything not yet committed and closes the store, as a crash
+    // would (a failed open; tests: abandon_engine).
+    void abandon();
     Status check_tier_unchanged() override;
     void stop(const std::string& why) override;
     // If the segment store stopped (a failed fdatasync, or a write its files

@@ -31,4 +31,9 @@ struct EngineHooks {
 Status open_engine_with_hooks(const EngineOptions& options, const EngineHooks& hooks,
                               std::unique_ptr<Engine>* out);
 
+// For crash tests: drops everything not yet committed (buffered tails, the
+// open metadata group) as a crash would, and closes the store. e is an
+// engine Engine::open or open_engine_with_hooks made.
+void abandon_engine(Engine& e);
+
 }  // namespace hiodsfs

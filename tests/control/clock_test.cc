@@ -1,6 +1,7 @@
 // hiodsfs/clock.h (src/control/clock.cc): the controller's clocks.
 #include <catch2/catch.hpp>
 
+#include "control/manual_clock.h"
 #include "hiodsfs/clock.h"
 
 using namespace hiodsfs;

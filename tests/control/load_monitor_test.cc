@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/manual_clock.h"
 #include "hiodsfs/clock.h"
 #include "control/load_monitor.h"
 #include "hiodsfs/control.h"

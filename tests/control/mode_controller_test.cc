@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "control/manual_clock.h"
 #include "hiodsfs/clock.h"
 #include "control/mode_controller.h"
 #include "hiodsfs/control.h"

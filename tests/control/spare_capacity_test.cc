@@ -23,6 +23,7 @@
 #include <random>
 
 #include "control/mode_controller.h"
+#include "control/manual_clock.h"
 #include "hiodsfs/clock.h"
 #include "hiodsfs/control.h"
 #include "ns_units.h"

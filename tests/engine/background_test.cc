@@ -61,7 +61,7 @@ TEST_CASE("the dirty queue survives a restart and a crash", "[engine][deferred]"
         write_all(*e, a.ino, 0, data);
         write_all(*e, b.ino, 0, data);
         REQUIRE(e->fsync(b.ino, false).is_ok());
-        e->abandon();  // a crash right after the fsync
+        abandon_engine(*e);  // a crash right after the fsync
     }
     o.mode = DedupMode::kInline;
     o.background_threads = 2;  // the daemon's own pass picks the queue up

@@ -415,7 +415,7 @@ TEST_CASE(
                     CHECK_FALSE(e->sync_all().is_ok());
                     break;
             }
-            e->abandon();
+            abandon_engine(*e);
         }
         require_ok(fenv.drop_unsynced(seed));
         fail_commits = 0;
@@ -479,7 +479,7 @@ TEST_CASE(
         require_ok(e->train_dictionary(&trained));
         REQUIRE(trained);
         write_files(*e, &files, "b", 2, 256 * 1024, 1300);
-        e->abandon();  // the host is lost: only the tier's journal has the rest
+        abandon_engine(*e);  // the host is lost: only the tier's journal has the rest
     }
     {
         auto e = open_engine(tiered(second.store()));
@@ -589,7 +589,7 @@ TEST_CASE("a store that stopped trains no dictionary", "[engine][compression][di
     require_ok(e->train_dictionary(&trained));
     CHECK_FALSE(trained);
     CHECK(dictionary_count(*e) == 0);
-    e->abandon();
+    abandon_engine(*e);
 }
 
 namespace {

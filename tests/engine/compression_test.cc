@@ -411,7 +411,7 @@ TEST_CASE("recompression under power loss at every stage keeps every file, and a
             require_ok(e->sync_all());
             disk.arm(fenv);
             if (!e->run_reclaim()) ++failed;  // fails somewhere, or finishes
-            e->abandon();                      // the crash
+            abandon_engine(*e);                      // the crash
         }
         require_ok(fenv.drop_unsynced(static_cast<std::uint64_t>(fault) * 31 + 7));
         {

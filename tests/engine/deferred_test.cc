@@ -545,7 +545,7 @@ TEST_CASE("fsync and close beside the pass's sweep do not wait for it", "[engine
         INFO(syncs << " fsyncs");
         // Without the path beside the sweep each of them waits for its end.
         CHECK(status["syncs_beside_sweep"].get<std::uint64_t>() > 0);
-        e->abandon();  // the power loss
+        abandon_engine(*e);  // the power loss
     }
     REQUIRE(fenv.drop_all_unsynced().is_ok());
     auto e = open_engine(o);

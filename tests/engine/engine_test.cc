@@ -335,7 +335,7 @@ TEST_CASE("a group that reaches commit_writes is committed before its interval",
         } while (std::chrono::steady_clock::now() < deadline);
         // Whatever group the early commit covers is done once it shows.
         std::this_thread::sleep_for(std::chrono::milliseconds(commit_writes == 0 ? 200 : 50));
-        e->abandon();  // a crash: the open group is lost
+        abandon_engine(*e);  // a crash: the open group is lost
         e = open_engine(options_for(dir.store(), kCdc));
         int kept = 0;
         for (int i = 0; i < kFiles; ++i) {

@@ -330,7 +330,7 @@ TEST_CASE("power loss drops unsynced writes; everything fsynced survives", "[eng
                 REQUIRE(e->write(a.ino, 0, d.data(), d.size()).is_ok());
                 if (rng() % 2) REQUIRE(e->flush(a.ino).is_ok());
             }
-            e->abandon();
+            abandon_engine(*e);
         }
         REQUIRE(fenv.drop_unsynced(seed).is_ok());
         auto e = open_engine(fault_options(dir.store(), &fenv, params));

@@ -65,7 +65,7 @@ void crash_after_one_fsync(const EngineOptions& o, const std::vector<std::uint8_
     const InodeId ino = make_file(*e, "f").ino;
     write_all(*e, ino, 0, d);
     REQUIRE(e->fsync(ino, false).is_ok());
-    e->abandon();
+    abandon_engine(*e);
 }
 
 }  // namespace
@@ -91,7 +91,7 @@ TEST_CASE("an fsync is a log record, replayed after a crash; what was not fsynce
         const InodeId b_ino = make_file(*e, "b").ino;
         write_all(*e, b_ino, 0, b);
         REQUIRE(e->flush(b_ino).is_ok());  // not an fsync
-        e->abandon();  // the crash: the open group is never committed
+        abandon_engine(*e);  // the crash: the open group is never committed
     }
     REQUIRE(fenv.drop_unsynced(5).is_ok());
     CHECK(count_log_records(dir.store()) == 2);
@@ -132,7 +132,7 @@ TEST_CASE("records already committed are not applied again; later ones are", "[e
         REQUIRE(e->sync_all().is_ok());         // commits records 1 and 2 and the rest
         write_all(*e, ino, 0, v3);
         REQUIRE(e->fsync(ino, false).is_ok());  // record 3, after the commit
-        e->abandon();
+        abandon_engine(*e);
     }
     REQUIRE(fenv.drop_unsynced(6).is_ok());
     auto e = open_engine(log_test_options(dir.store(), &fenv, &logged));
@@ -222,7 +222,7 @@ TEST_CASE("a record whose write failed is written with the next one, and both re
         write_all(*e, b_ino, 0, b);
         // The buffered record is written now, and after it one holding b.
         REQUIRE(e->fsync(b_ino, false).is_ok());
-        e->abandon();
+        abandon_engine(*e);
     }
     REQUIRE(fenv.drop_unsynced(7).is_ok());
     CHECK(count_log_records(dir.store()) == 2);
@@ -338,7 +338,7 @@ TEST_CASE("only groups after an fsync are captured; an fsync in another commits"
         c_ino = make_file(*e, "c").ino;
         write_all(*e, c_ino, 0, c);
         REQUIRE(e->fsync(c_ino, false).is_ok());  // record 2: the group after an fsync captures
-        e->abandon();
+        abandon_engine(*e);
     }
     REQUIRE(fenv.drop_unsynced(8).is_ok());
     CHECK(count_log_records(dir.store()) == 2);
@@ -387,7 +387,7 @@ TEST_CASE("fsyncs of four threads at once each survive a power loss", "[engine][
             });
         for (auto& t : threads) t.join();
         CHECK(failures == 0);
-        e->abandon();
+        abandon_engine(*e);
     }
     REQUIRE(fenv.drop_unsynced(9).is_ok());
     auto e = open_engine(o);
@@ -416,7 +416,7 @@ TEST_CASE("FORMAT says format 1005 while an fsync log may hold records, so 0.3.0
         ino = make_file(*e, "f").ino;
         write_all(*e, ino, 0, d);
         REQUIRE(e->fsync(ino, false).is_ok());
-        e->abandon();  // a crash: the record is not committed
+        abandon_engine(*e);  // a crash: the record is not committed
     }
     CHECK(format_line_of(dir.store()) == kLogOpenFormatLine);
     {
@@ -461,7 +461,7 @@ TEST_CASE("where FORMAT cannot be marked (a full disk), fsyncs commit instead an
         ino = make_file(*e, "f").ino;
         write_all(*e, ino, 0, d);
         REQUIRE(e->fsync(ino, false).is_ok());
-        e->abandon();
+        abandon_engine(*e);
     }
     CHECK(count_log_records(dir.store()) == 0);
     auto e = open_engine(o);
@@ -533,7 +533,7 @@ TEST_CASE("a failed fdatasync under four threads' fsyncs: later ones fail, ackno
                 REQUIRE(fault.rfind("fsync directory ", 0) == 0);
                 CHECK(after.is_ok());
             }
-            e->abandon();
+            abandon_engine(*e);
         }
         // Whatever no successful sync covered is gone: an fsync that
         // returned 0 without one shows here.
@@ -589,7 +589,7 @@ TEST_CASE("a record after a roll-over never outlives the previous segment's tail
             fenv.fail_sync_at(0, EIO, true);
             CHECK(e->fsync(b_ino, false).err() == EIO);
             CHECK(count_log_records(dir.store()) >= 2);
-            e->abandon();
+            abandon_engine(*e);
         }
         REQUIRE(fenv.drop_unsynced(seed).is_ok());
         auto e = open_engine(o);

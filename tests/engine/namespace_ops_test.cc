@@ -133,7 +133,7 @@ TEST_CASE("an unlinked file stays readable while pinned and is freed on the last
     e->pin(g.ino);
     REQUIRE(e->unlink(kRootInode, "g").is_ok());
     REQUIRE(e->sync_all().is_ok());
-    e->abandon();
+    abandon_engine(*e);
     e = open_engine(options_for(dir.store(), kCdc));
     CHECK(e->getattr(g.ino, &a).err() == ENOENT);
     REQUIRE(e->counters(&c).is_ok());

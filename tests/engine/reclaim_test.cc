@@ -347,7 +347,7 @@ TEST_CASE("compaction under power loss at every stage keeps every file", "[engin
             disk.arm(fenv);
             Status st = e->run_reclaim();  // fails somewhere, or finishes
             (void)st;
-            e->abandon();  // the crash
+            abandon_engine(*e);  // the crash
         }
         require_ok(fenv.drop_unsynced(static_cast<std::uint64_t>(fault) * 31 + 7));
         // Power lost in a deletion's commit, after its unlink, leaves the
@@ -439,7 +439,7 @@ TEST_CASE("a crash after compaction committed finds the old segments gone and ev
         require_ok(e->run_reclaim());
         files_after = segment_files(dir.store()).size();
         CHECK(files_after < files_before);
-        e->abandon();
+        abandon_engine(*e);
     }
     // Worst case: nothing unsynced survives. Each deletion commits at once,
     // with the directory sync that makes it durable: no deleted file comes

@@ -92,7 +92,7 @@ TEST_CASE(
     INFO(st.to_string());
     CHECK(st.err() == EIO);
     CHECK(st.message().find("fenced") != std::string::npos);
-    old_holder->abandon();
+    abandon_engine(*old_holder);
 
     std::unique_ptr<MemoryTier> third = tier.take_over();
     {
@@ -125,7 +125,7 @@ TEST_CASE(
         write_synced(*e, "a", a);
         const Attr u = make_file(*e, "unsynced");
         write_all(*e, u.ino, 0, unsynced);
-        e->abandon();
+        abandon_engine(*e);
     }
     const std::set<SegmentId> a_local = local_segments(a_dir.store());
     REQUIRE(a_local.size() >= 2);
@@ -139,7 +139,7 @@ TEST_CASE(
         auto e = open_engine(held_by(b_dir.store(), b_holder.get()));
         CHECK(read_named(*e, "a") == a);
         write_synced(*e, "b", b);
-        e->abandon();
+        abandon_engine(*e);
     }
 
     // A mounts its old cache_dir again.
@@ -199,7 +199,7 @@ TEST_CASE(
     {
         auto e = open_engine(held_by(a_dir.store(), &tier));
         write_synced(*e, "b", b);
-        e->abandon();  // b in the journal only
+        abandon_engine(*e);  // b in the journal only
     }
     // The names an older hiodsfs gave the objects: no epoch, manifest "meta".
     std::size_t renamed = 0;
@@ -231,7 +231,7 @@ TEST_CASE(
         CHECK(read_named(*e, "a") == a);
         CHECK(read_named(*e, "b") == b);
         write_synced(*e, "c", c);
-        e->abandon();
+        abandon_engine(*e);
     }
     REQUIRE_FALSE(log.empty());
     CHECK(log.front().find(", 1 journal records replayed") != std::string::npos);

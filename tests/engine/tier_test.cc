@@ -171,7 +171,7 @@ TEST_CASE("engine with a tier: after a crash, an empty directory recovers every 
         REQUIRE(e->rename(kRootInode, "small", kRootInode, "renamed", 0).is_ok());
         REQUIRE(e->fsync(f.ino, false).is_ok());
         make_file(*e, "never-synced");
-        e->abandon();  // kill -9: nothing of the directory is read again
+        abandon_engine(*e);  // kill -9: nothing of the directory is read again
     }
     CHECK(named_with_prefix(tier, "journal.") >= 1);
     CHECK(named_with_prefix(tier, "meta") == 0);  // no snapshot yet: the journal from record 1
@@ -240,7 +240,7 @@ TEST_CASE("engine with a tier: the tier's records a directory missed are replaye
         std::filesystem::remove_all(saved_meta);
         std::filesystem::copy(dir.store() + "/meta", saved_meta);
         write_synced(*e, "new", data);
-        e->abandon();
+        abandon_engine(*e);
     }
     std::filesystem::remove_all(dir.store() + "/meta");
     std::filesystem::copy(saved_meta, dir.store() + "/meta");
@@ -349,7 +349,7 @@ TEST_CASE("engine with a tier: after a lapse, the tier is as it left it unless a
     st = e->check_tier_unchanged();
     CHECK(st.err() == ESTALE);
     CHECK(st.message().find("did not write") != std::string::npos);
-    e->abandon();
+    abandon_engine(*e);
 }
 
 TEST_CASE("engine with a tier: a block rewritten by many writes of a group is journaled once",

@@ -745,7 +745,7 @@ TEST_CASE("deleting the segment of the last commit's frontier survives a crash",
         REQUIRE(e->run_reclaim().is_ok());  // seals the dead segment and deletes it
         REQUIRE(segment_contents(dir.store()).size() <= before.size());
         REQUIRE(segment_contents(dir.store()).count(before.begin()->first) == 0);
-        e->abandon();  // a crash: whatever reclaim left uncommitted is lost
+        abandon_engine(*e);  // a crash: whatever reclaim left uncommitted is lost
     }
     Status st = try_open(o);
     INFO(st.to_string());

@@ -163,7 +163,7 @@ TEST_CASE("held writes survive a crash once fsynced, and only the unsynced ones 
         synced_model = model;
         // Held, never applied or committed: gone with the crash.
         random_writes(*e, ino, &model, 2u << 20, 100, rng);
-        e->abandon();
+        abandon_engine(*e);
     }
     auto e = open_engine(held_options(dir.store()));
     CHECK(read_all(*e, ino) == synced_model);
