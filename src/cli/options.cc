@@ -350,7 +350,7 @@ const std::vector<OptionSpec>& option_table() {
                      "one request thread at a time waits for the next\n"
                      "request, polling this long before it sleeps: fewer\n"
                      "wake-ups for copiers that send one request at a time\n"
-                     "(default 0: off; e.g. 50)",
+                     "when the CPU has room (default 0: off; e.g. 50)",
                      uint_option(0, 10000, "expected 0 to 10000 microseconds", [](DaemonOptions& o, std::uint64_t v) {
                          o.request_poll_us = static_cast<unsigned>(v);
                      })});
