@@ -56,7 +56,6 @@ void KernelChannel::poll_for_requests(std::chrono::microseconds poll, std::chron
     gate_ = std::make_unique<ReaderGate>(poll, watch);
 }
 
-
 bool KernelChannel::install(fuse_session* se) {
     fuse_custom_io io{};
     io.read = [](int fd, void* buf, size_t len, void* userdata) -> ssize_t {

@@ -16,6 +16,7 @@
 #include "engine/pending_dirty.h"
 #include "engine/write_behind.h"
 #include "engine/write_errors.h"
+#include "../meta/meta_temp_dir.h"
 #include "engine_test_util.h"
 #include "meta/chunk_table.h"
 #include "meta/keys.h"
@@ -76,14 +77,7 @@ struct Rig {
         REQUIRE(load_inode(*t, ino, &in).is_ok());
         return in;
     }
-    bool has_segment_entry(SegmentId seg) {
-        std::unique_ptr<Txn> t;
-        REQUIRE(meta->begin_read(&t).is_ok());
-        std::string_view v;
-        bool found = false;
-        REQUIRE(t->get(Db::kSegments, key_u64(seg), &v, &found).is_ok());
-        return found;
-    }
+    bool has_segment_entry(SegmentId seg) { return test::has(*meta, Db::kSegments, key_u64(seg)); }
 
     TempDir dir;
     std::unique_ptr<MetaStore> meta;

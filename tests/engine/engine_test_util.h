@@ -171,6 +171,14 @@ inline Attr write_synced(Engine& e, const std::string& name, const std::vector<s
 
 // Every extent of the store, with its inode, in key order (blocks decoded;
 // a damaged block fails the test).
+// A path's permission bits, without following a link.
+inline mode_t mode_of(const std::string& path) {
+    struct stat st {};
+    INFO("lstat " << path);
+    REQUIRE(::lstat(path.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
 inline SpaceCounters counters_of(Engine& e) {
     SpaceCounters c;
     REQUIRE(e.counters(&c).is_ok());

@@ -23,13 +23,6 @@ struct Umask {
     ~Umask() { ::umask(old); }
 };
 
-mode_t mode_of(const std::string& path) {
-    struct stat st {};
-    INFO("lstat " << path);
-    REQUIRE(::lstat(path.c_str(), &st) == 0);
-    return st.st_mode & 07777;
-}
-
 // Every file and directory of the store that is more open than 0600/0700,
 // as "path mode" lines (empty when all are private).
 std::vector<std::string> loose_entries(const std::string& store) {

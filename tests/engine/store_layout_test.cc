@@ -16,6 +16,7 @@
 #include "meta/records.h"
 
 using namespace hiodsfs;
+using hiodsfs::test::mode_of;
 using hiodsfs::test::TempDir;
 
 namespace {
@@ -31,12 +32,6 @@ std::unique_ptr<StoreDir> open_dir(const std::string& path) {
     std::unique_ptr<StoreDir> dir;
     REQUIRE(StoreDir::open(path, StoreDirOptions{}, &dir).is_ok());
     return dir;
-}
-
-mode_t mode_of(const std::string& path) {
-    struct stat st {};
-    REQUIRE(::lstat(path.c_str(), &st) == 0);
-    return st.st_mode & 07777;
 }
 
 }  // namespace
