@@ -138,6 +138,11 @@ struct EngineOptions {
     // Worker threads of the background pass; 0 = no background pass (tests
     // then drive it with run_background()).
     unsigned background_threads = 2;
+    // The nice value (0..19) of background work: the pass, compaction, the
+    // dictionary trainer, and the helpers while they work for them. The
+    // scheduler then serves requests first and the background takes the CPU
+    // they leave. Past the backlog limit the pass runs at 0, as requests do.
+    int background_nice = 19;
     // How long to wait for another process to release the store (e.g. a
     // daemon still flushing after umount) before failing with EBUSY.
     unsigned lock_wait_ms = 0;

@@ -258,6 +258,13 @@ const std::vector<OptionSpec>& option_table() {
                      uint_option(0, 64, "expected 0 to 64", [](DaemonOptions& o, std::uint64_t v) {
                          o.background_threads = static_cast<unsigned>(v);
                      })});
+        t.push_back({"background_nice", "N",
+                     "CPU nice value of background work: requests are\n"
+                     "served first, it takes the CPU they leave\n"
+                     "(0 to 19, default " + std::to_string(engine.background_nice) + "; 0: as requests)",
+                     uint_option(0, 19, "expected 0 to 19", [](DaemonOptions& o, std::uint64_t v) {
+                         o.background_nice = static_cast<int>(v);
+                     })});
         t.push_back({"backlog_max", "SIZE|PCT%",
                      "the largest backlog of data not yet deduplicated:\n"
                      "past it hybrid writes inline and a deferred pass\n"

@@ -44,6 +44,7 @@ struct DaemonOptions {
     // content (0: never; docs/architecture.md, "Compression").
     std::uint64_t dictionary_min_bytes = EngineOptions{}.dictionary_min_bytes;
     unsigned background_threads = 2;
+    int background_nice = EngineOptions{}.background_nice;
     // The backlog's limit: a size, or a percentage of the space it could
     // take (EngineOptions::backlog_max_*).
     std::uint64_t backlog_max_bytes = EngineOptions{}.backlog_max_bytes;

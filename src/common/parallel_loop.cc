@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/thread_name.h"
+#include "common/thread_priority.h"
 
 namespace hiodsfs {
 
@@ -14,6 +15,9 @@ constexpr std::size_t kClosed = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
 
 struct ParallelLoop::Loop {
     const std::function<void(std::size_t)>* body = nullptr;
+    // The owner's nice value: helpers work at it, so that background work
+    // stays background on whichever thread runs it.
+    int nice = thread_nice();
     // Indices below the count may be claimed; kClosed when it is final. A
     // helper that caught up sleeps on it until it changes.
     std::atomic<std::size_t> published{0};
@@ -66,10 +70,13 @@ std::size_t ParallelLoop::work(Loop& loop) {
     }
 }
 
+// A loop goes behind those of its priority and ahead of nicer ones: a
+// helper busy with background work takes up a write's next.
 void ParallelLoop::enqueue(Loop& loop) {
     {
         std::lock_guard<std::mutex> l(mu_);
-        queued_.push_back(&loop);
+        auto at = std::find_if(queued_.begin(), queued_.end(), [&](const Loop* q) { return q->nice > loop.nice; });
+        queued_.insert(at, &loop);
     }
     work_cv_.notify_all();
 }
@@ -107,10 +114,12 @@ void ParallelLoop::helper_main() {
         Loop& loop = *queued_.front();
         ++loop.helpers;
         l.unlock();
+        set_thread_nice(loop.nice);
         const std::size_t calls = work(loop);
         l.lock();
-        // Claimed out: the next helper to wake goes to the loop after it.
-        if (!queued_.empty() && queued_.front() == &loop) queued_.pop_front();
+        // Claimed out: the next helper to wake goes to the loop after it
+        // (which may have been queued ahead of it meanwhile).
+        if (auto it = std::find(queued_.begin(), queued_.end(), &loop); it != queued_.end()) queued_.erase(it);
         loop.done += calls;
         --loop.helpers;
         // Notified under the lock: the caller cannot return, and take the

@@ -57,6 +57,8 @@ std::uint64_t ModeController::mode_since_ns() const {
     return mode_since_ns_.load(std::memory_order_relaxed);
 }
 
+bool ModeController::over_limit() const { return over_limit_.load(std::memory_order_relaxed); }
+
 ModeController::Setting ModeController::setting() const { return setting_; }
 
 const char* ModeController::policy_name() const { return policy_ ? policy_->name() : ""; }

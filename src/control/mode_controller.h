@@ -68,6 +68,9 @@ public:
     std::vector<ControlEvent> events() const;
     std::vector<IntervalSample> samples() const;
     std::uint64_t mode_since_ns() const;
+    // The backlog passed backlog_limit at a tick and is not yet back under
+    // 90 % of it (atomic read): the pass may then take the foreground's CPU.
+    bool over_limit() const;
 
     // Additions.
     Setting setting() const;
@@ -99,7 +102,8 @@ private:
     std::atomic<std::uint64_t> mode_since_ns_;
     std::mutex tick_mu_;  // serialises tick(); guards policy_, throttle_, last_event_speed_
     double last_event_speed_ = 1.0;
-    bool over_limit_ = false;  // the backlog passed its limit and is not yet under 90 % of it
+    // The backlog passed its limit and is not yet under 90 % of it.
+    std::atomic<bool> over_limit_{false};
     mutable std::mutex history_mu_;  // guards events_, samples_
     std::deque<ControlEvent> events_;
     std::deque<IntervalSample> samples_;

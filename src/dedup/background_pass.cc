@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 
+#include "common/thread_priority.h"
 #include "common/tsan_fork_join.h"
 
 namespace hiodsfs {
@@ -63,7 +64,9 @@ Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<Dirt
         work.push_back(std::move(w));
     }
     tbb::task_arena arena(static_cast<int>(std::max(1u, threads)));
+    const int nice = thread_nice();
     auto rechunk_file = [&](std::size_t i) {
+        set_thread_nice(nice);  // TBB's workers are the pass's: background when it is
         FileWork& w = work[i];
         for (const auto& [start, end] : w.ranges) {
             w.result = target->rechunk(w.ino, start, end - start);

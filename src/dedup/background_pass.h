@@ -58,6 +58,9 @@ public:
     BackgroundPass(const BackgroundPass&) = delete;
     BackgroundPass& operator=(const BackgroundPass&) = delete;
 
+    // Before start(): the nice value the pass's steps run at, its TBB
+    // workers' included (PacedWorker::set_nice).
+    void set_nice(std::function<int()> nice) { worker_.set_nice(std::move(nice)); }
     void start() { worker_.start(); }
     void stop() { worker_.stop(); }
     // New records exist: wake the worker if it sleeps.
@@ -69,7 +72,8 @@ public:
 
     // Processes one batch on `threads` workers: merges each file's ranges,
     // re-chunks them, then finishes the records, and sets aside those of
-    // files that failed. *bytes is the merged size. An error: records that
+    // files that failed, each file on a worker at the caller's nice value.
+    // *bytes is the merged size. An error: records that
     // stay queued (a failure that may pass), or one of the target's own.
     static Status process_batch(DedupTarget* target, const std::vector<DirtyRecord>& batch,
                                 unsigned threads, std::uint64_t* bytes);

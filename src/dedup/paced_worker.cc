@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/thread_name.h"
+#include "common/thread_priority.h"
 
 namespace hiodsfs {
 namespace {
@@ -17,6 +18,11 @@ PacedWorker::PacedWorker(const char* name, std::function<Status(bool*)> step, st
     : name_(name), step_(std::move(step)), speed_(std::move(speed)), idle_poll_(idle_poll) {}
 
 PacedWorker::~PacedWorker() { stop(); }
+
+void PacedWorker::set_nice(std::function<int()> nice) {
+    std::lock_guard<std::mutex> l(mu_);
+    nice_ = std::move(nice);
+}
 
 void PacedWorker::start() {
     std::lock_guard<std::mutex> l(mu_);
@@ -67,6 +73,7 @@ void PacedWorker::run() {
         }
         woken_ = false;
         l.unlock();
+        if (nice_) set_thread_nice(nice_());
         bool did_work = false;
         const auto began = std::chrono::steady_clock::now();
         Status st = step_(&did_work);

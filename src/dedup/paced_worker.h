@@ -3,6 +3,7 @@
 // after a step that took t, speed below 0.02 pauses. A step that found
 // nothing to do sleeps until wake() or the idle poll; a failed step is
 // retried after a pause. The dedup pass and the reclaimer both run on it.
+// Each step runs at the nice value set_nice() gives (common/thread_priority.h).
 // Thread-safety: every public member may be called from any thread.
 #pragma once
 
@@ -28,6 +29,9 @@ public:
     PacedWorker(const PacedWorker&) = delete;
     PacedWorker& operator=(const PacedWorker&) = delete;
 
+    // Before start(): each step runs at the nice value nice() returns then
+    // (without it, at the thread's own).
+    void set_nice(std::function<int()> nice);
     void start();
     void stop();
     // New work exists: run soon.
@@ -43,6 +47,7 @@ private:
     const char* name_;
     std::function<Status(bool*)> step_;
     std::function<double()> speed_;
+    std::function<int()> nice_;
     std::chrono::milliseconds idle_poll_;
     std::thread worker_;
     mutable std::mutex mu_;

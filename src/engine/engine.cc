@@ -324,6 +324,9 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     if (meta_->logging()) meta_->capture_next_group();
 
     HIODSFS_TRY(options.control.validate());
+    if (options.background_nice < 0 || options.background_nice > 19)
+        return Status::error(EINVAL, "background_nice must be between 0 and 19, not " +
+                                         std::to_string(options.background_nice));
     auto setting = options.mode == DedupMode::kInline     ? ModeController::Setting::kInline
                    : options.mode == DedupMode::kDeferred ? ModeController::Setting::kDeferred
                                                           : ModeController::Setting::kHybrid;
@@ -349,6 +352,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         pass_ = std::make_unique<BackgroundPass>(
             static_cast<DedupTarget*>(this), [this] { return background_speed(); },
             options.background_threads);
+        pass_->set_nice([this] { return background_nice(); });
         pass_->start();
     }
     if (options.background_commit)
@@ -367,6 +371,8 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         reclaim.disk_bytes = [this] { return segs_->disk_bytes(); };
         reclaim.files_freed = [this] { return deletes_done_.load(); };
         space_.set_reclaim(std::move(reclaim));
+        // Forced reclaim (the disk is full) is a writer's to wait for: at 0.
+        reclaimer_->set_nice([this] { return reclaim_forced_.load(std::memory_order_relaxed) ? 0 : background_nice(); });
         reclaimer_->start();
     }
     if (options.dictionary_min_bytes > 0 && options.background_threads > 0 &&
@@ -374,6 +380,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         trainer_thread_ = std::make_unique<PacedWorker>(
             "dict-train", [this](bool* did_work) { return trainer_->step(did_work); },
             [this] { return background_speed(); }, std::chrono::seconds(1));
+        trainer_thread_->set_nice([this] { return background_nice(); });
         trainer_thread_->start();
     }
     return Status::ok();

@@ -253,6 +253,9 @@ private:
     double background_speed() const {
         return hooks_.background_speed ? hooks_.background_speed() : controller_->background_speed();
     }
+    // The nice value background work runs at: the option's, or 0 while the
+    // backlog is over its limit (the pass then takes the foreground's CPU).
+    int background_nice() const { return controller_->over_limit() ? 0 : opts_.background_nice; }
     // A sweep stopped for the throttle or a request: the stream's bytes (all
     // still mapped) are dropped, and what is left of the record's range
     // [offset, end), from s's last cut, is queued again.

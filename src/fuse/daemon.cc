@@ -518,6 +518,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.compression_background = opt.compression_background;
     eo.dictionary_min_bytes = opt.dictionary_min_bytes;
     eo.background_threads = opt.background_threads;
+    eo.background_nice = opt.background_nice;
     eo.compact_threshold = opt.compact_threshold / 100.0;
     eo.backlog_max_bytes = opt.backlog_max_bytes;
     eo.backlog_max_percent = opt.backlog_max_percent;

@@ -119,6 +119,20 @@ TEST_CASE("request_poll takes microseconds up to 10000; 0 turns the gate off") {
     CHECK(over.error.find("request_poll") != std::string::npos);
 }
 
+TEST_CASE("background_nice takes 0 to 19, 19 by default") {
+    Parsed dflt = parse({"/s", "/m"});
+    REQUIRE(dflt.ok);
+    CHECK(dflt.opt.background_nice == 19);
+    Parsed zero = parse({"/s", "/m", "-o", "background_nice=0"});
+    REQUIRE(zero.ok);
+    CHECK(zero.opt.background_nice == 0);
+    for (const char* bad : {"background_nice=20", "background_nice=-1", "background_nice=x"}) {
+        Parsed p = parse({"/s", "/m", "-o", bad});
+        CHECK_FALSE(p.ok);
+        CHECK(p.error.find("background_nice") != std::string::npos);
+    }
+}
+
 TEST_CASE("bad options are one-line errors") {
     auto error_of = [](std::vector<const char*> args) {
         Parsed p = parse(std::move(args));

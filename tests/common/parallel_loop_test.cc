@@ -1,12 +1,22 @@
-// ParallelLoop: every index once, from several callers at once, and a
-// caller never waits for work that no thread has started.
+// ParallelLoop: every index once, from several callers at once, a caller
+// never waits for work that no thread has started, and helpers work at the
+// owner's priority.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "common/parallel_loop.h"
+#include "common/thread_priority.h"
 
 using namespace hiodsfs;
 
@@ -145,4 +155,31 @@ TEST_CASE("a helper waiting in an open loop that publishes nothing lets its owne
     // The pool still works afterwards.
     pool.run(10, [&](std::size_t) { calls.fetch_add(1); });
     CHECK(calls.load() == 10);
+}
+
+// Each index waits until both threads have one, so the helper surely runs
+// some; each notes the nice value the kernel gives the thread running it.
+TEST_CASE("a helper works at the nice value of the loop's owner", "[parallel-loop]") {
+    ParallelLoop pool(1);
+    auto nice_seen = [&](int owner_nice) {
+        std::mutex mu;
+        std::condition_variable both;
+        std::set<std::thread::id> threads;
+        std::set<int> nice;
+        std::thread owner([&] {
+            set_thread_nice(owner_nice);
+            pool.run(2, [&](std::size_t) {
+                std::unique_lock<std::mutex> l(mu);
+                threads.insert(std::this_thread::get_id());
+                errno = 0;
+                nice.insert(::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid))));
+                both.notify_all();
+                both.wait(l, [&] { return threads.size() == 2; });
+            });
+        });
+        owner.join();
+        return nice;
+    };
+    CHECK(nice_seen(19) == std::set<int>{19});
+    if (::geteuid() == 0) CHECK(nice_seen(0) == std::set<int>{0});  // the helper back at 0
 }

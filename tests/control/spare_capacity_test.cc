@@ -213,14 +213,18 @@ TEST_CASE("spare capacity: a deferred pass forced by the backlog's limit runs un
     const std::uint64_t limit = 1ull << 30;
     for (int i = 0; i < 3; ++i) saturated_second(ctl, clock, &t, limit / 2, limit);
     CHECK(ctl.background_speed() == 0.0);  // saturating: paused
+    CHECK_FALSE(ctl.over_limit());
     saturated_second(ctl, clock, &t, limit + 1, limit);
     CHECK(ctl.background_speed() == 1.0);
     CHECK(std::string(ctl.throttle_regime()) == "backlog over its limit");
+    CHECK(ctl.over_limit());  // the engine runs the pass at the requests' priority then
     saturated_second(ctl, clock, &t, limit / 100 * 95, limit);
     CHECK(ctl.background_speed() == 1.0);
+    CHECK(ctl.over_limit());
     saturated_second(ctl, clock, &t, limit / 100 * 85, limit);
     CHECK(ctl.background_speed() < 1.0);
     CHECK(std::string(ctl.throttle_regime()) != "backlog over its limit");
+    CHECK_FALSE(ctl.over_limit());
 }
 
 namespace {

@@ -240,6 +240,16 @@ TEST_CASE("data and metadata persist across reopen", "[engine]") {
     CHECK(v == "v");
 }
 
+TEST_CASE("a background nice value outside 0..19 is refused", "[engine][options]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.background_nice = 20;
+    std::unique_ptr<Engine> e;
+    const Status st = Engine::open(o, &e);
+    CHECK(st.err() == EINVAL);
+    CHECK(st.message() == "background_nice must be between 0 and 19, not 20");
+}
+
 TEST_CASE("a store is refused when its format or chunking does not match", "[engine][format]") {
     TempDir dir;
     { auto e = open_engine(options_for(dir.store(), kCdc)); }

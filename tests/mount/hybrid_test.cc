@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -53,6 +55,26 @@ void check_contents(const MountFixture& m, const std::vector<TestFile>& files) {
         INFO(f.name);
         CHECK(read_file(m.path(f.name)) == f.data);
     }
+}
+
+// Each thread's name and nice value (/proc/PID/task/*/stat's 19th field);
+// a thread that ends meanwhile is left out.
+std::multimap<std::string, int> thread_nices(pid_t pid) {
+    std::multimap<std::string, int> out;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::string name = read_file_or_empty(t.path().string() + "/comm");
+        const std::string stat = read_file_or_empty(t.path().string() + "/stat");
+        const std::size_t close = stat.rfind(')');
+        if (name.empty() || close == std::string::npos) continue;
+        if (name.back() == '\n') name.pop_back();
+        std::istringstream fields(stat.substr(close + 1));
+        std::string field;
+        for (int i = 3; i <= 19 && (fields >> field); ++i) {
+        }
+        out.emplace(name, std::stoi(field));
+    }
+    return out;
 }
 
 }  // namespace
@@ -281,4 +303,40 @@ TEST_CASE("a steady light load leaves the pass running: the backlog drains while
     CHECK(drained_while_writing);
     CHECK(write_error.load() == 0);
     REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
+}
+
+// The scheduler serves requests first: the pass, compaction and the
+// trainer run at background_nice, the request threads at 0.
+TEST_CASE("background work runs niced and requests do not; background_nice=0 runs it as requests",
+          "[mount][hybrid][nice]") {
+    for (const int want : {19, 0}) {
+        INFO("background_nice " << want);
+        // Given even where it is the default: the tests' fixture runs it at 0.
+        MountFixture m({"mode=deferred", "control_interval=200", "background_nice=" + std::to_string(want)});
+        write_synced(m.path("f"), random_bytes(8 * kMiB, 11));
+        REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));  // the pass has run
+        // Compaction steps on its own timer (a second when idle).
+        std::multimap<std::string, int> nices;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        do {
+            nices = thread_nices(m.daemon_pid());
+            auto r = nices.find("reclaim");
+            if (r != nices.end() && r->second == want) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        } while (std::chrono::steady_clock::now() < deadline);
+        std::string all;
+        for (const auto& [name, nice] : nices) all += name + ":" + std::to_string(nice) + " ";
+        INFO("threads: " << all);
+        for (const char* background : {"dedup-pass", "reclaim"}) {
+            CHECK(nices.count(background) == 1);
+            for (auto [it, end] = nices.equal_range(background); it != end; ++it) CHECK(it->second == want);
+        }
+        for (const char* foreground : {"fuse-req", "committer", "seg-flusher", "mode-control"}) {
+            CHECK(nices.count(foreground) >= 1);
+            for (auto [it, end] = nices.equal_range(foreground); it != end; ++it) CHECK(it->second == 0);
+        }
+        // What the pass stored reads back.
+        CHECK(read_file(m.path("f")) == random_bytes(8 * kMiB, 11));
+        m.unmount();
+    }
 }

@@ -319,7 +319,7 @@ void MountFixture::mount() {
     log_path_ = dir_ + "/daemon." + std::to_string(mount_count_) + ".log";
     std::vector<std::string> argv = {bin, source_.empty() ? store_ : source_, mnt_, "-f"};
     std::string opts;
-    for (const auto& o : options_) opts += (opts.empty() ? "" : ",") + o;
+    for (const auto& o : with_test_defaults(options_)) opts += (opts.empty() ? "" : ",") + o;
     if (const std::string more = run_daemon_options(); !more.empty()) opts += (opts.empty() ? "" : ",") + more;
     if (!opts.empty()) {
         argv.push_back("-o");

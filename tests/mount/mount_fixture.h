@@ -41,6 +41,12 @@ std::string daemon_binary();
 // (scripts/test gives the TSan daemon a smaller metadata map: TSan has
 // 1.5 TiB of addresses); "" if none.
 std::string run_daemon_options();
+// A test's -o options with the tests' defaults before them: background work
+// at nice 0 unless the test sets background_nice. scripts/test runs several
+// test binaries at once in one session, and a pass at the daemon's default
+// nice 19 would get a sliver of the CPU beside them and drain for minutes;
+// tests/mount/hybrid_test.cc's [nice] test runs it niced.
+std::vector<std::string> with_test_defaults(const std::vector<std::string>& opts);
 // An integer from the environment, or def when unset or not a number.
 long env_long(const char* name, long def);
 bool is_root();

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <thread>
@@ -40,9 +41,17 @@ std::string run_daemon_options() {
     return more != nullptr ? more : "";
 }
 
+std::vector<std::string> with_test_defaults(const std::vector<std::string>& opts) {
+    std::vector<std::string> out;
+    if (std::none_of(opts.begin(), opts.end(), [](const std::string& o) { return o.rfind("background_nice=", 0) == 0; }))
+        out.push_back("background_nice=0");
+    out.insert(out.end(), opts.begin(), opts.end());
+    return out;
+}
+
 void ForegroundDaemon::start(const std::vector<std::string>& opts) {
     std::vector<std::string> argv = {daemon_binary(), store, mnt, "-f"};
-    for (const auto& o : opts) argv.insert(argv.end(), {"-o", o});
+    for (const auto& o : with_test_defaults(opts)) argv.insert(argv.end(), {"-o", o});
     if (const std::string more = run_daemon_options(); !more.empty()) argv.insert(argv.end(), {"-o", more});
     pid = ::fork();
     REQUIRE(pid >= 0);
