@@ -49,6 +49,13 @@ Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* dat
     }
     for (std::size_t i = 0; i < pieces; ++i) HIODSFS_TRY(next_raw_chunk_id(&ids[i]));
     const struct timespec time = touched != nullptr ? *touched : timespec{};
+    // Under way from before the first append until held_count_ says what
+    // it held (or it failed): see holding().
+    holds_under_way_.fetch_add(1);
+    struct UnderWay {
+        std::atomic<std::size_t>& n;
+        ~UnderWay() { n.fetch_sub(1); }
+    } under_way{holds_under_way_};
     {
         // Appends and holds under one lock, so an apply that empties held_
         // has every write appended before it, and a commit's frontier

@@ -68,10 +68,15 @@ public:
     Status apply_if_full();
 
     // ---- HeldBack ----
-    // Held, or taken by an apply that has not finished: a read that does
-    // not take the metadata lock must wait for both (MetaStore::begin_read).
+    // Held, being appended by a hold under way, or taken by an apply that
+    // has not finished: an operation must wait for all three (MetaStore's
+    // begin applies them first). A hold's pieces are in the segment store
+    // before it returns, and an operation that began without them would
+    // find their segment emptier than it is: compaction sealed and deleted
+    // such a segment under the writes.
     bool holding() const override {
         return held_count_.load(std::memory_order_acquire) != 0 ||
+               holds_under_way_.load(std::memory_order_acquire) != 0 ||
                held_in_apply_.load(std::memory_order_acquire) != 0;
     }
     void apply(MetaStore& store, bool for_commit) override;
@@ -104,6 +109,7 @@ private:
     // next apply (under held_mu_, like held_).
     std::uint64_t held_dead_ = 0;
     std::atomic<std::size_t> held_count_{0};
+    std::atomic<std::size_t> holds_under_way_{0};  // holds past their ids, not yet returned
     std::atomic<std::size_t> held_in_apply_{0};  // taken from held_, not yet applied (under the metadata lock)
     std::atomic<bool> held_applying_{false};  // a writer is applying a full batch
     SegmentPosition drained_at_;

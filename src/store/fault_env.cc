@@ -216,8 +216,19 @@ Status FaultInjectionEnv::sync_dir(const std::string& path) {
 
 // ---------------------------------------------------------------- files
 
+void FaultInjectionEnv::set_before_write(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    before_write_ = std::move(hook);
+}
+
 Status FaultInjectionEnv::file_pwrite(FaultFile* f, const void* data, std::size_t len,
                                       std::uint64_t offset) {
+    std::function<void()> hook;
+    {
+        std::lock_guard lock(mu_);
+        hook = before_write_;
+    }
+    if (hook) hook();
     std::lock_guard lock(mu_);
     Node* node = f->node();
     if (f->stale()) return stale_handle(node->path);

@@ -56,6 +56,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,9 @@ public:
     // sync fails too until clear_faults(). Replaces an earlier sync fault.
     void fail_sync_at(std::uint64_t n, int err = EIO, bool permanent = false);
     void clear_faults();
+    // Called at the start of every pwrite, outside the Env's lock, before
+    // any fault: a test can hold a writer there (empty: none).
+    void set_before_write(std::function<void()> hook);
 
     // Calls seen since construction (failed ones included).
     std::uint64_t write_count() const;
@@ -159,6 +163,7 @@ private:
 
     Env* const base_;
     mutable std::mutex mu_;
+    std::function<void()> before_write_;  // set before the writers start
     // Handles remember the epoch they were opened in; drop_unsynced() starts
     // a new one so stale handles fail instead of writing after the "crash".
     std::atomic<std::uint64_t> epoch_{0};

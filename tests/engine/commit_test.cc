@@ -9,7 +9,10 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/inode_ops.h"
@@ -20,6 +23,7 @@
 #include "engine_test_util.h"
 #include "meta/chunk_table.h"
 #include "meta/keys.h"
+#include "store/fault_env.h"
 
 using namespace hiodsfs;
 using hiodsfs::test::TempDir;
@@ -29,7 +33,7 @@ namespace {
 // A MetaStore and SegmentStore in a temporary directory, with the two
 // parts under test wired as the engine wires them.
 struct Rig {
-    explicit Rig(MetaStoreOptions meta_options = {}) {
+    explicit Rig(MetaStoreOptions meta_options = {}, Env* env = Env::posix(), std::size_t write_buffer = 1u << 20) {
         // A small map: TSan's address space has no room for the default 1 TiB.
         meta_options.map_bytes = 1ull << 30;
         const Status opened = MetaStore::open(dir.path() + "/meta", meta_options, &meta);
@@ -37,7 +41,8 @@ struct Rig {
         REQUIRE(opened.is_ok());
         SegmentStoreOptions seg_options;
         seg_options.max_segment_bytes = 1 << 20;
-        REQUIRE(SegmentStore::open(Env::posix(), dir.path() + "/segments", seg_options, &segs).is_ok());
+        seg_options.write_buffer_bytes = write_buffer;
+        REQUIRE(SegmentStore::open(env, dir.path() + "/segments", seg_options, &segs).is_ok());
         REQUIRE(StoreDir::open(dir.path(), StoreDirOptions{}, &store).is_ok());
         WriteBehindParts held;
         held.meta = meta.get();
@@ -130,6 +135,54 @@ TEST_CASE("a write held after the group took the others lies past the frontier",
     REQUIRE(rig.commit->commit_now().is_ok());
     CHECK(rig.meta->super_snapshot().frontier_offset == rig.segs->append_position().offset);
     CHECK(rig.inode(5).r.size == 8192);
+}
+
+// A hold appends its pieces one by one, and may wait between them for the
+// segment flusher. Pieces it has appended are in a segment before the
+// hold returns: an operation that began then without them (compaction
+// looking at that segment's live bytes) would find the segment emptier
+// than it is, seal it, and delete it under the writes (a full-disk mount
+// test lost a file's bytes so). holding() covers a hold under way, so
+// that every operation waits for it and applies its writes first.
+TEST_CASE("a hold still appending counts as held: no operation begins without its writes", "[engine][commit]") {
+    FaultInjectionEnv env(Env::posix());
+    // One piece a buffer: the third piece waits for the flusher's write of the first.
+    Rig rig(MetaStoreOptions{}, &env, 4096);
+    rig.make_file(5);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool writing = false, release = false;
+    env.set_before_write([&] {
+        std::unique_lock<std::mutex> l(mu);
+        writing = true;
+        cv.notify_all();
+        cv.wait(l, [&] { return release; });
+    });
+    const std::vector<std::uint8_t> data(3 * 4096, 0x33);
+    Status held;
+    std::thread writer([&] { held = rig.write_behind->hold(5, 0, data.data(), data.size(), 4096, nullptr); });
+    {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return writing; });
+    }
+    // The first piece is in the segment store, the hold not over.
+    CHECK(rig.write_behind->holding());
+    {
+        std::lock_guard<std::mutex> l(mu);
+        release = true;
+    }
+    cv.notify_all();
+    // An operation begun now waits for the hold and applies all of it.
+    std::unique_ptr<Txn> t;
+    REQUIRE(rig.meta->begin(&t).is_ok());
+    Inode in;
+    REQUIRE(load_inode(*t, 5, &in).is_ok());
+    t.reset();
+    writer.join();
+    env.set_before_write({});
+    REQUIRE(held.is_ok());
+    CHECK(in.r.size == data.size());
+    CHECK(rig.write_behind->applied() == 3);
 }
 
 TEST_CASE("a segment made this run gets an entry though no chunk refers to it", "[engine][commit]") {
