@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "chunk/fingerprint.h"
-#include "chunkbench_chunks.h"
+#include "chunkbench_group.h"
 #include "common/units.h"
 
 namespace hiodsfs::bench {
@@ -363,6 +363,11 @@ int run_codec_bench(const CodecBenchOptions& o) {
             DictionarySet dicts;
             train_if_asked(tree, o, &dicts);
             if (!run_methods(tree, o, dicts, false)) return 1;
+            std::string error;
+            if (!o.group_kib.empty() && !run_group_bench(tree, o, dicts, &error)) {
+                std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", error.c_str());
+                return 1;
+            }
         }
     }
     if (o.random_mib > 0) {
