@@ -29,6 +29,36 @@ struct Units {
     }
 };
 
+// The same numbers on every run (SplitMix64, as make_random_data).
+class SplitMix64 {
+public:
+    explicit SplitMix64(std::uint64_t seed) : s_(seed) {}
+    std::uint64_t next() {
+        std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    double unit_interval() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
+
+private:
+    std::uint64_t s_;
+};
+
+// What random 4 KiB reads of the store's content read: as many as there
+// are chunks, at offsets uniform over the bytes, each the chunk it lands
+// in (so a chunk in proportion to its size).
+std::vector<std::uint32_t> random_read_chunks(const Chunks& c) {
+    SplitMix64 rng(0x13198A2E03707344ull);
+    std::vector<std::uint32_t> out(c.count());
+    for (auto& chunk : out) {
+        const std::size_t at = rng.next() % c.bytes.size();
+        chunk = static_cast<std::uint32_t>(std::upper_bound(c.ends.begin(), c.ends.end(), at) -
+                                           c.ends.begin());
+    }
+    return out;
+}
+
 // group_bytes 0: a chunk a unit, as the store keeps them.
 Units pack(const Chunks& c, std::size_t group_bytes, const std::vector<bool>& random) {
     Units u;
@@ -51,7 +81,7 @@ Units pack(const Chunks& c, std::size_t group_bytes, const std::vector<bool>& ra
 
 struct GroupFigures {
     std::uint64_t raw = 0, stored = 0;
-    double compress_s = 0, unit_decode_s = 0, chunk_read_s = 0;
+    double compress_s = 0, unit_decode_s = 0, chunk_read_s = 0, random_read_s = 0;
     // Raw bytes a read of one chunk decodes (or copies): the mean over
     // chunks, the same stopping at the chunk's end, and weighted by size.
     double read = 0, read_to_end = 0, read_4k = 0;
@@ -59,7 +89,9 @@ struct GroupFigures {
 
 class GroupMeasure {
 public:
-    GroupMeasure(const Chunks& c, const Units& u, int repeat) : c_(c), u_(u), repeat_(repeat) {
+    GroupMeasure(const Chunks& c, const Units& u, const std::vector<std::uint32_t>& random_reads,
+                 int repeat)
+        : c_(c), u_(u), random_reads_(random_reads), repeat_(repeat) {
         std::uint32_t largest = 0;
         for (std::size_t k = 0; k < u.count(); ++k) largest = std::max(largest, u.len(k));
         unit_buf_.resize(largest);
@@ -88,6 +120,11 @@ public:
         });
         f->chunk_read_s = best_cpu_seconds(slices_of(c_.ends), repeat_, [&](auto a, auto b) {
             for (std::size_t i = a; i < b; ++i) read_chunk(i, dicts);
+        });
+        std::vector<std::size_t> read_ends(random_reads_.size());
+        for (std::size_t j = 0; j < read_ends.size(); ++j) read_ends[j] = (j + 1) * 4096;
+        f->random_read_s = best_cpu_seconds(slices_of(read_ends), repeat_, [&](auto a, auto b) {
+            for (std::size_t j = a; j < b; ++j) read_chunk(random_reads_[j], dicts);
         });
         read_bytes(f);
         return true;
@@ -166,6 +203,7 @@ private:
 
     const Chunks& c_;
     const Units& u_;
+    const std::vector<std::uint32_t>& random_reads_;
     const int repeat_;
     ChunkEncoder encoder_;
     std::vector<char> payloads_, unit_buf_, out_;
@@ -178,19 +216,19 @@ std::string unit_name(std::size_t kib) {
 }
 
 void print_group_header() {
-    std::printf("%-16s %7s %8s %7s %9s %9s %7s %7s %8s %11s %10s\n", "unit", "units",
+    std::printf("%-16s %7s %8s %7s %9s %9s %7s %7s %8s %7s %11s %10s\n", "unit", "units",
                 "KiB/unit", "stored", "+records", "KiB/read", "to end", "KiB/4K", "us/read",
-                "decomp MB/s", "comp s/GiB");
+                "us/4K", "decomp MB/s", "comp s/GiB");
 }
 
 void print_group_row(const std::string& name, std::size_t units, const GroupFigures& f,
                      std::size_t chunks) {
     const double raw = static_cast<double>(f.raw), n = static_cast<double>(chunks);
-    std::printf("%-16s %7zu %8.1f %7.4f %9.4f %9.1f %7.1f %7.1f %8.2f %11.0f %10.2f\n",
+    std::printf("%-16s %7zu %8.1f %7.4f %9.4f %9.1f %7.1f %7.1f %8.2f %7.2f %11.0f %10.2f\n",
                 name.c_str(), units, raw / static_cast<double>(units) / 1024,
                 static_cast<double>(f.stored) / raw,
                 (static_cast<double>(f.stored) + static_cast<double>(kRecordHeader * units)) / raw,
-                f.read / 1024, f.read_to_end / 1024, f.read_4k / 1024, f.chunk_read_s / n * 1e6,
+                f.read / 1024, f.read_to_end / 1024, f.read_4k / 1024, f.chunk_read_s / n * 1e6, f.random_read_s / n * 1e6,
                 raw / 1e6 / f.unit_decode_s, f.compress_s / (raw / (1 << 30)));
     std::fflush(stdout);
 }
@@ -201,17 +239,11 @@ std::vector<bool> dead_after_second_generation(const Chunks& c, std::uint64_t* d
                                                std::uint64_t* edited) {
     std::vector<std::uint32_t> holders(c.count(), 0);
     for (const std::uint32_t r : c.refs) ++holders[r];
-    std::uint64_t s = 0x452821E638D01377ull;  // SplitMix64, as make_random_data
-    const auto next_unit_interval = [&s] {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return static_cast<double>((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-    };
+    SplitMix64 rng(0x452821E638D01377ull);
     *deleted = *edited = 0;
     for (std::size_t f = 0; f < c.ref_ends.size(); ++f) {
         const std::size_t a = f == 0 ? 0 : c.ref_ends[f - 1], b = c.ref_ends[f];
-        const double x = next_unit_interval();
+        const double x = rng.unit_interval();
         if (a == b) continue;
         if (x < 0.005) {
             ++*deleted;
@@ -277,6 +309,7 @@ bool run_group_bench(const Chunks& c, const CodecBenchOptions& o, const Dictiona
     std::vector<bool> random(c.count());
     for (std::size_t i = 0; i < c.count(); ++i)
         random[i] = looks_incompressible(c.data(i), c.len(i));
+    const std::vector<std::uint32_t> random_reads = random_read_chunks(c);
     std::vector<Units> units;
     for (const std::size_t g : sizes) units.push_back(pack(c, g << 10, random));
     std::printf(
@@ -284,7 +317,8 @@ bool run_group_bench(const Chunks& c, const CodecBenchOptions& o, const Dictiona
         "the sample calls random, alone); a read decodes its chunk's whole unit\n"
         "stored, +records: payloads / raw, and with a %llu-byte record header per unit; "
         "KiB/read: decoded per chunk read, to end: if decoding stopped at the chunk's end, "
-        "KiB/4K: per random 4 KiB read; us/read: CPU per chunk read\n",
+        "KiB/4K: per random 4 KiB read; us/read, us/4K: CPU per chunk read, per random 4 KiB "
+        "read\n",
         static_cast<unsigned long long>(kRecordHeader));
     for (const auto& m : o.methods) {
         for (const bool with_dict : {false, true}) {
@@ -292,7 +326,7 @@ bool run_group_bench(const Chunks& c, const CodecBenchOptions& o, const Dictiona
             std::printf("\n%s%s\n", compression_name(m).c_str(), with_dict ? " + dictionary" : "");
             print_group_header();
             for (std::size_t g = 0; g < sizes.size(); ++g) {
-                GroupMeasure measure(c, units[g], o.repeat);
+                GroupMeasure measure(c, units[g], random_reads, o.repeat);
                 GroupFigures f;
                 if (!measure.run(m, with_dict ? &dicts : nullptr, &f, error)) return false;
                 print_group_row(unit_name(sizes[g]), units[g].count(), f, c.count());

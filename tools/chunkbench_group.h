@@ -15,7 +15,9 @@
 // alone), the mean over chunks, the same if the decoder stopped at the
 // chunk's end, and weighted by chunk size (a random 4 KiB read lands in a
 // chunk in proportion to its size); the CPU of one chunk read (decode the
-// unit, copy the chunk out); decompression MB/s per core (each unit once);
+// unit, copy the chunk out), per chunk and per random 4 KiB read (as many
+// as there are chunks, each reading the chunk it lands in); decompression
+// MB/s per core (each unit once);
 // compression CPU s per GiB. CPU is thread time, best of the repeats per
 // 16 MiB slice, as in the rest of --compression.
 //
