@@ -110,8 +110,8 @@ public:
         for (std::size_t k = 0; k < u_.count(); ++k) {
             if (!decode_unit(k, dicts) ||
                 std::memcmp(unit_buf_.data(), c_.bytes.data() + u_.byte_begin(k), u_.len(k)) != 0) {
-                *error = compression_name(method) + ": unit " + std::to_string(k) +
-                         " did not come back";
+                *error =
+                    compression_name(method) + ": unit " + std::to_string(k) + " did not come back";
                 return false;
             }
         }
@@ -224,12 +224,12 @@ void print_group_header() {
 void print_group_row(const std::string& name, std::size_t units, const GroupFigures& f,
                      std::size_t chunks) {
     const double raw = static_cast<double>(f.raw), n = static_cast<double>(chunks);
-    std::printf("%-16s %7zu %8.1f %7.4f %9.4f %9.1f %7.1f %7.1f %8.2f %7.2f %11.0f %10.2f\n",
-                name.c_str(), units, raw / static_cast<double>(units) / 1024,
-                static_cast<double>(f.stored) / raw,
-                (static_cast<double>(f.stored) + static_cast<double>(kRecordHeader * units)) / raw,
-                f.read / 1024, f.read_to_end / 1024, f.read_4k / 1024, f.chunk_read_s / n * 1e6, f.random_read_s / n * 1e6,
-                raw / 1e6 / f.unit_decode_s, f.compress_s / (raw / (1 << 30)));
+    std::printf(
+        "%-16s %7zu %8.1f %7.4f %9.4f %9.1f %7.1f %7.1f %8.2f %7.2f %11.0f %10.2f\n", name.c_str(),
+        units, raw / static_cast<double>(units) / 1024, static_cast<double>(f.stored) / raw,
+        (static_cast<double>(f.stored) + static_cast<double>(kRecordHeader * units)) / raw,
+        f.read / 1024, f.read_to_end / 1024, f.read_4k / 1024, f.chunk_read_s / n * 1e6,
+        f.random_read_s / n * 1e6, raw / 1e6 / f.unit_decode_s, f.compress_s / (raw / (1 << 30)));
     std::fflush(stdout);
 }
 
