@@ -12,46 +12,16 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "chunk/fingerprint.h"
-#include "common/cpu_time.h"
+#include "chunkbench_group.h"
 #include "common/units.h"
 
 namespace hiodsfs::bench {
 
 namespace {
-
-// Distinct chunks, back to back.
-struct Chunks {
-    std::vector<char> bytes;
-    std::vector<std::size_t> ends;  // chunk i is [begin(i), ends[i])
-    std::uint64_t files = 0, file_bytes = 0, skipped = 0, cut = 0;
-    std::size_t count() const { return ends.size(); }
-    std::size_t begin(std::size_t i) const { return i == 0 ? 0 : ends[i - 1]; }
-    const char* data(std::size_t i) const { return bytes.data() + begin(i); }
-    std::uint32_t len(std::size_t i) const {
-        return static_cast<std::uint32_t>(ends[i] - begin(i));
-    }
-};
-
-// Runs of chunks of at least 16 MiB: each is timed on its own and counts
-// with its best time over the repeats, so a slice that shared its core
-// with a compiler once is measured again on the next repeat.
-std::vector<std::pair<std::size_t, std::size_t>> slices_of(const Chunks& c) {
-    constexpr std::size_t kSlice = std::size_t{16} << 20;
-    std::vector<std::pair<std::size_t, std::size_t>> out;
-    std::size_t first = 0;
-    for (std::size_t i = 0; i < c.count(); ++i) {
-        if (c.ends[i] - c.begin(first) >= kSlice || i + 1 == c.count()) {
-            out.emplace_back(first, i + 1);
-            first = i + 1;
-        }
-    }
-    return out;
-}
 
 thread_local std::vector<std::string>* g_paths = nullptr;
 thread_local std::uint64_t g_unwalkable = 0;
@@ -82,21 +52,34 @@ bool all_zero(const std::uint8_t* p, std::size_t n) {
 }
 
 // Cuts data as the daemon does and appends the chunks not seen before
-// (all-zero ones are holes in a store, so they are left out too).
+// (all-zero ones are holes in a store, so they are left out too), and the
+// file's references to its chunks.
 void add_chunks(const ChunkingParams& params, const std::vector<std::uint8_t>& data,
-                std::size_t limit, std::unordered_set<std::string>* seen, Chunks* out) {
+                std::size_t limit, std::unordered_map<std::string, std::uint32_t>* seen,
+                Chunks* out) {
     Sha256& sha = thread_sha256();
+    const auto file = static_cast<std::uint32_t>(out->ref_ends.size());
     std::size_t pos = 0;
     for (const std::uint32_t len : chunk_lengths(params, data.data(), data.size())) {
         const std::uint8_t* p = data.data() + pos;
         pos += len;
         ++out->cut;
-        if (all_zero(p, len) || (limit != 0 && out->bytes.size() >= limit)) continue;
+        if (all_zero(p, len)) continue;
         const Digest d = sha.digest(p, len);
-        if (!seen->insert(std::string(d.bytes.begin(), d.bytes.end())).second) continue;
+        std::string key(d.bytes.begin(), d.bytes.end());
+        if (const auto it = seen->find(key); it != seen->end()) {
+            out->refs.push_back(it->second);
+            continue;
+        }
+        if (limit != 0 && out->bytes.size() >= limit) continue;
+        const auto id = static_cast<std::uint32_t>(out->count());
+        seen->emplace(std::move(key), id);
+        out->refs.push_back(id);
         out->bytes.insert(out->bytes.end(), p, p + len);
         out->ends.push_back(out->bytes.size());
+        out->file_of.push_back(file);
     }
+    out->ref_ends.push_back(out->refs.size());
 }
 
 // What the codec would do without its entropy sample: compress every chunk
@@ -143,44 +126,30 @@ struct Figures {
     bool decompressed = false;
 };
 
-double sum(const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return s;
-}
-
 // The codec as the write path uses it: encode, then append the payload (the
 // copy into the segment buffer is part of the cost); then reads: decode
 // into a reply buffer, or copy a chunk stored raw.
 bool measure_codec(const Chunks& c, const Compression& method, const DictionarySet* dicts,
                    int repeat, Figures* f, std::string* error) {
     const std::shared_ptr<const Dictionary> dict = dicts != nullptr ? dicts->newest() : nullptr;
-    const auto slices = slices_of(c);
+    const auto slices = slices_of(c.ends);
     ChunkEncoder encoder;
     std::vector<char> payloads;
     std::vector<std::size_t> payload_ends(c.count());
     std::vector<bool> encoded(c.count());
-    std::vector<double> best_c(slices.size(), std::numeric_limits<double>::infinity()),
-        best_d = best_c;
     // Touched before the clock runs: no payload is larger than its chunk.
     payloads.resize(c.bytes.size());
     payloads.clear();
-    for (int rep = 0; rep < repeat; ++rep) {
-        payloads.clear();
-        for (std::size_t s = 0; s < slices.size(); ++s) {
-            const double t0 = thread_cpu_seconds();
-            for (std::size_t i = slices[s].first; i < slices[s].second; ++i) {
-                const ChunkEncoder::Payload p =
-                    encoder.encode(c.data(i), c.len(i), method, dict.get());
-                payloads.insert(payloads.end(), p.data, p.data + p.length);
-                payload_ends[i] = payloads.size();
-                encoded[i] = p.encoded;
-            }
-            best_c[s] = std::min(best_c[s], thread_cpu_seconds() - t0);
-        }
-    }
     *f = Figures{};
-    f->compress_s = sum(best_c);
+    f->compress_s = best_cpu_seconds(slices, repeat, [&](std::size_t a, std::size_t b) {
+        if (a == 0) payloads.clear();
+        for (std::size_t i = a; i < b; ++i) {
+            const ChunkEncoder::Payload p = encoder.encode(c.data(i), c.len(i), method, dict.get());
+            payloads.insert(payloads.end(), p.data, p.data + p.length);
+            payload_ends[i] = payloads.size();
+            encoded[i] = p.encoded;
+        }
+    });
     f->raw = c.bytes.size();
     f->stored = payloads.size();
     f->encoded = static_cast<std::uint64_t>(std::count(encoded.begin(), encoded.end(), true));
@@ -204,14 +173,9 @@ bool measure_codec(const Chunks& c, const Compression& method, const DictionaryS
             return false;
         }
     }
-    for (int rep = 0; rep < repeat; ++rep) {
-        for (std::size_t s = 0; s < slices.size(); ++s) {
-            const double t0 = thread_cpu_seconds();
-            for (std::size_t i = slices[s].first; i < slices[s].second; ++i) (void)decode(i);
-            best_d[s] = std::min(best_d[s], thread_cpu_seconds() - t0);
-        }
-    }
-    f->decompress_s = sum(best_d);
+    f->decompress_s = best_cpu_seconds(slices, repeat, [&](std::size_t a, std::size_t b) {
+        for (std::size_t i = a; i < b; ++i) (void)decode(i);
+    });
     f->decompressed = true;
     return true;
 }
@@ -219,29 +183,24 @@ bool measure_codec(const Chunks& c, const Compression& method, const DictionaryS
 // The same write path without the entropy sample (compressed, or not, by
 // liblz4 and libzstd themselves), payload copied as above.
 Figures measure_unsampled(const Chunks& c, const Compression& method, int repeat) {
-    const auto slices = slices_of(c);
+    const auto slices = slices_of(c.ends);
     UnsampledEncoder encoder;
     std::vector<char> payloads;
     // Touched before the clock runs: no payload is larger than its chunk.
     payloads.resize(c.bytes.size());
     payloads.clear();
-    std::vector<double> best(slices.size(), std::numeric_limits<double>::infinity());
     Figures f;
-    for (int rep = 0; rep < repeat; ++rep) {
-        payloads.clear();
-        std::uint64_t encoded = 0;
-        for (std::size_t s = 0; s < slices.size(); ++s) {
-            const double t0 = thread_cpu_seconds();
-            for (std::size_t i = slices[s].first; i < slices[s].second; ++i) {
-                const ChunkEncoder::Payload p = encoder.encode(c.data(i), c.len(i), method);
-                payloads.insert(payloads.end(), p.data, p.data + p.length);
-                encoded += p.encoded ? 1 : 0;
-            }
-            best[s] = std::min(best[s], thread_cpu_seconds() - t0);
+    f.compress_s = best_cpu_seconds(slices, repeat, [&](std::size_t a, std::size_t b) {
+        if (a == 0) {
+            payloads.clear();
+            f.encoded = 0;
         }
-        f.encoded = encoded;
-    }
-    f.compress_s = sum(best);
+        for (std::size_t i = a; i < b; ++i) {
+            const ChunkEncoder::Payload p = encoder.encode(c.data(i), c.len(i), method);
+            payloads.insert(payloads.end(), p.data, p.data + p.length);
+            f.encoded += p.encoded ? 1 : 0;
+        }
+    });
     f.raw = c.bytes.size();
     f.stored = payloads.size();
     return f;
@@ -250,20 +209,14 @@ Figures measure_unsampled(const Chunks& c, const Compression& method, int repeat
 // The entropy sample alone, on every chunk: what a chunk it sends back
 // raw costs before the copy.
 Figures measure_sample(const Chunks& c, int repeat) {
-    const auto slices = slices_of(c);
-    std::vector<double> best(slices.size(), std::numeric_limits<double>::infinity());
     Figures f;
-    for (int rep = 0; rep < repeat; ++rep) {
-        std::uint64_t random = 0;
-        for (std::size_t s = 0; s < slices.size(); ++s) {
-            const double t0 = thread_cpu_seconds();
-            for (std::size_t i = slices[s].first; i < slices[s].second; ++i)
-                random += looks_incompressible(c.data(i), c.len(i)) ? 1 : 0;
-            best[s] = std::min(best[s], thread_cpu_seconds() - t0);
-        }
-        f.encoded = c.count() - random;  // the chunks it would let the compressor try
-    }
-    f.compress_s = sum(best);
+    std::uint64_t random = 0;
+    f.compress_s = best_cpu_seconds(slices_of(c.ends), repeat, [&](std::size_t a, std::size_t b) {
+        if (a == 0) random = 0;
+        for (std::size_t i = a; i < b; ++i)
+            random += looks_incompressible(c.data(i), c.len(i)) ? 1 : 0;
+    });
+    f.encoded = c.count() - random;  // the chunks it would let the compressor try
     f.raw = f.stored = c.bytes.size();
     return f;
 }
@@ -311,14 +264,18 @@ bool train_dictionary(const Chunks& c, std::size_t bytes, DictionarySet* out, st
     return true;
 }
 
-bool run_methods(const Chunks& c, const CodecBenchOptions& o, bool with_unsampled) {
-    print_header();
-    DictionarySet dicts;
+// Too few chunks, or ones zstd finds nothing in (random bytes), train
+// none, as in a store: the rows without a dictionary still stand.
+void train_if_asked(const Chunks& c, const CodecBenchOptions& o, DictionarySet* dicts) {
     std::string error;
-    // Too few chunks, or ones zstd finds nothing in (random bytes), train
-    // none, as in a store: the rows without a dictionary still stand.
-    if (o.dictionary_kib > 0 && !train_dictionary(c, o.dictionary_kib << 10, &dicts, &error))
+    if (o.dictionary_kib > 0 && !train_dictionary(c, o.dictionary_kib << 10, dicts, &error))
         std::printf("(no dictionary for these chunks, %s)\n", error.c_str());
+}
+
+bool run_methods(const Chunks& c, const CodecBenchOptions& o, const DictionarySet& dicts,
+                 bool with_unsampled) {
+    print_header();
+    std::string error;
     for (const auto& m : o.methods) {
         for (const bool with_dict : {false, true}) {
             if (with_dict && (dicts.size() == 0 || m.method != CompressionMethod::kZstd)) continue;
@@ -366,7 +323,7 @@ int run_codec_bench(const CodecBenchOptions& o) {
         "lz4 %s, zstd %s\n",
         o.repeat, LZ4_versionString(), ZSTD_versionString());
     Chunks tree;
-    std::unordered_set<std::string> seen;
+    std::unordered_map<std::string, std::uint32_t> seen;
     std::vector<std::uint8_t> data;
     for (const auto& root : o.roots) {
         std::vector<std::string> paths;
@@ -402,7 +359,16 @@ int run_codec_bench(const CodecBenchOptions& o) {
             static_cast<unsigned long long>(tree.cut), o.chunking.describe().c_str(), tree.count(),
             human_bytes(static_cast<double>(tree.bytes.size())).c_str(),
             o.limit_mib ? " (the first up to --limit)" : "");
-        if (tree.count() > 0 && !run_methods(tree, o, false)) return 1;
+        if (tree.count() > 0) {
+            DictionarySet dicts;
+            train_if_asked(tree, o, &dicts);
+            if (!run_methods(tree, o, dicts, false)) return 1;
+            std::string error;
+            if (!o.group_kib.empty() && !run_group_bench(tree, o, dicts, &error)) {
+                std::fprintf(stderr, "hiodsfs-chunkbench: %s\n", error.c_str());
+                return 1;
+            }
+        }
     }
     if (o.random_mib > 0) {
         Chunks random;
@@ -417,7 +383,9 @@ int run_codec_bench(const CodecBenchOptions& o) {
         }
         std::printf("\nrandom bytes: %zu MiB, %zu chunks of %s\n", o.random_mib, random.count(),
                     o.chunking.describe().c_str());
-        if (!run_methods(random, o, true)) return 1;
+        DictionarySet dicts;
+        train_if_asked(random, o, &dicts);
+        if (!run_methods(random, o, dicts, true)) return 1;
     }
     return 0;
 }

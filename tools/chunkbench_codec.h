@@ -3,7 +3,8 @@
 // daemon cuts them, and on random bytes, where the entropy sample should
 // make compression nearly free (the same methods without the sample, called
 // straight through liblz4 and libzstd, show what it saves). With a
-// dictionary size, zstd is measured with a trained dictionary too.
+// dictionary size, zstd is measured with a trained dictionary too; with
+// group sizes, units of several chunks as well (chunkbench_group.h).
 // Thread-safety: run on one thread.
 #pragma once
 
@@ -27,6 +28,9 @@ struct CodecBenchOptions {
     // zstd also with a dictionary of this size trained on 1 % of the
     // distinct chunks (0: not).
     std::size_t dictionary_kib = 0;
+    // Also each tree's chunks grouped into compression units of up to
+    // these many KiB of one file's consecutive chunks (chunkbench_group.h).
+    std::vector<std::size_t> group_kib;
 };
 
 // lz4 and zstd at levels 1, 3, 6, 9 and 19.

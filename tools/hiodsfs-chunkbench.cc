@@ -6,11 +6,14 @@
 //   hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]
 //                      [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]
 //   hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]
-//                      [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] [DIR...]
+//                      [--dictionary KiB] [--group KiB[,KiB...]] [--repeat N]
+//                      [--cdc cdc:MIN/AVG/MAX] [DIR...]
 //
 // Defaults: 1024 MiB, 3 repeats, 2 threads, 64 MiB slices, the default CDC
 // parameters and fixed:4096. The compression mode is in chunkbench_codec.h
-// (defaults: lz4 and zstd at 1, 3, 6, 9 and 19, 256 MiB of random bytes).
+// (defaults: lz4 and zstd at 1, 3, 6, 9 and 19, 256 MiB of random bytes);
+// --group, units of several chunks against one a payload, in
+// chunkbench_group.h.
 // Two figures per line of the first mode:
 //  - per core (CPU): bytes / thread CPU time, where each --slice of the data
 //    counts with its best time over the repeats. On a shared machine this is
@@ -61,8 +64,30 @@ void usage() {
         "usage: hiodsfs-chunkbench [--size MiB] [--repeat N] [--threads N] [--slice MiB]\n"
         "                          [--cdc cdc:MIN/AVG/MAX] [--fixed fixed:SIZE]\n"
         "       hiodsfs-chunkbench --compression [--methods LIST] [--random MiB] [--limit MiB]\n"
-        "                          [--dictionary KiB] [--repeat N] [--cdc cdc:MIN/AVG/MAX] "
-        "[DIR...]\n");
+        "                          [--dictionary KiB] [--group KiB[,KiB...]] [--repeat N]\n"
+        "                          [--cdc cdc:MIN/AVG/MAX] [DIR...]\n");
+}
+
+// "16,32,64": unit sizes in KiB, each 1 to 4096 (a unit's raw length is
+// a 32-bit field of the codec's prefix; 4 MiB is the largest chunk).
+bool parse_group_sizes(const std::string& text, std::vector<std::size_t>* out) {
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', pos), text.size());
+        const std::string item = text.substr(pos, comma - pos);
+        char* end = nullptr;
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || n < 1 || n > 4096) {
+            std::fprintf(stderr,
+                         "hiodsfs-chunkbench: --group wants sizes in KiB from 1 to 4096, "
+                         "separated by commas, got \"%s\"\n",
+                         text.c_str());
+            return false;
+        }
+        out->push_back(static_cast<std::size_t>(n));
+        pos = comma + 1;
+    }
+    return true;
 }
 
 bool parse_args(int argc, char** argv, Options* o) {
@@ -72,7 +97,7 @@ bool parse_args(int argc, char** argv, Options* o) {
         "threads", po::value<long>())("slice", po::value<long>())("cdc", po::value<std::string>())(
         "fixed", po::value<std::string>())("compression", "")("methods", po::value<std::string>())(
         "random", po::value<long>())("limit", po::value<long>())("dictionary", po::value<long>())(
-        "dirs", po::value<std::vector<std::string>>());
+        "group", po::value<std::string>())("dirs", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("dirs", -1);
     po::variables_map vm;
@@ -87,7 +112,7 @@ bool parse_args(int argc, char** argv, Options* o) {
     const std::vector<std::string> other_mode =
         o->compression
             ? std::vector<std::string>{"size", "threads", "slice", "fixed"}
-            : std::vector<std::string>{"methods", "random", "limit", "dictionary", "dirs"};
+            : std::vector<std::string>{"methods", "random", "limit", "dictionary", "group", "dirs"};
     for (const auto& name : other_mode) {
         if (!vm.count(name)) continue;
         const std::string what = name == "dirs" ? "DIR" : "--" + name;
@@ -118,6 +143,8 @@ bool parse_args(int argc, char** argv, Options* o) {
             return false;
         }
     }
+    if (vm.count("group") && !parse_group_sizes(vm["group"].as<std::string>(), &o->codec.group_kib))
+        return false;
     if (vm.count("dirs")) o->codec.roots = vm["dirs"].as<std::vector<std::string>>();
     for (const char* name : {"size", "repeat", "threads", "slice"}) {
         if (!vm.count(name)) continue;
