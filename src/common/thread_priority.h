@@ -18,16 +18,4 @@ bool set_thread_nice(int nice);
 // The nice value this thread last set here (0 if it never did).
 int thread_nice();
 
-// Runs a scope at another nice value and sets the thread's old one back.
-class ThreadNiceScope {
-public:
-    explicit ThreadNiceScope(int nice) : before_(thread_nice()) { set_thread_nice(nice); }
-    ~ThreadNiceScope() { set_thread_nice(before_); }
-    ThreadNiceScope(const ThreadNiceScope&) = delete;
-    ThreadNiceScope& operator=(const ThreadNiceScope&) = delete;
-
-private:
-    const int before_;
-};
-
 }  // namespace hiodsfs

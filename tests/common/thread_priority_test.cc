@@ -1,6 +1,6 @@
 // common/thread_priority.h: a nice value set here is the calling thread's
-// alone (what the kernel reports for its thread id), the scope puts the
-// old one back, and a daemon that may not lower its nice value again stays
+// alone (what the kernel reports for its thread id), it goes back to 0 with
+// the privilege, and a daemon that may not lower its nice value again stays
 // niced and says so.
 #include "common/thread_priority.h"
 
@@ -28,18 +28,17 @@ int kernel_nice_of_this_thread() {
 
 TEST_CASE("a thread's nice value is its own", "[common][thread_priority]") {
     const int main_before = kernel_nice_of_this_thread();
-    int inside = -1, after_scope = -1, reported = -1;
+    int inside = -1, back_at_0 = -1, reported = -1;
     std::thread([&] {
-        {
-            ThreadNiceScope background(19);
-            inside = kernel_nice_of_this_thread();
-            reported = thread_nice();
-        }
-        after_scope = kernel_nice_of_this_thread();
+        set_thread_nice(19);
+        inside = kernel_nice_of_this_thread();
+        reported = thread_nice();
+        set_thread_nice(0);
+        back_at_0 = kernel_nice_of_this_thread();
     }).join();
     CHECK(inside == 19);
     CHECK(reported == 19);
-    if (::geteuid() == 0) CHECK(after_scope == 0);  // lowering it again needs the privilege
+    if (::geteuid() == 0) CHECK(back_at_0 == 0);  // lowering it again needs the privilege
     CHECK(kernel_nice_of_this_thread() == main_before);
     CHECK(thread_nice() == 0);
 }

@@ -169,8 +169,6 @@ inline Attr write_synced(Engine& e, const std::string& name, const std::vector<s
     return f;
 }
 
-// Every extent of the store, with its inode, in key order (blocks decoded;
-// a damaged block fails the test).
 // A path's permission bits, without following a link.
 inline mode_t mode_of(const std::string& path) {
     struct stat st {};
@@ -196,6 +194,8 @@ inline SpaceCounters wait_for_empty_backlog(Engine& e) {
     return c;
 }
 
+// Every extent of the store, with its inode, in key order (blocks decoded;
+// a damaged block fails the test).
 inline std::vector<std::pair<InodeId, MappedExtent>> all_extents(Txn& t) {
     std::vector<std::pair<InodeId, MappedExtent>> out;
     std::vector<MappedExtent> block;
