@@ -305,6 +305,30 @@ TEST_CASE("a steady light load leaves the pass running: the backlog drains while
     REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));
 }
 
+namespace {
+
+// Polls until the daemon's thread `name` runs at `nice` (60 s at most);
+// every thread's name and nice value as last read.
+std::multimap<std::string, int> wait_for_nice(pid_t pid, const std::string& name, int nice) {
+    std::multimap<std::string, int> nices;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    do {
+        nices = thread_nices(pid);
+        auto r = nices.find(name);
+        if (r != nices.end() && r->second == nice) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return nices;
+}
+
+std::string describe(const std::multimap<std::string, int>& nices) {
+    std::string all;
+    for (const auto& [name, nice] : nices) all += name + ":" + std::to_string(nice) + " ";
+    return all;
+}
+
+}  // namespace
+
 // The scheduler serves requests first: the pass, compaction and the
 // trainer run at background_nice, the request threads at 0.
 TEST_CASE("background work runs niced and requests do not; background_nice=0 runs it as requests",
@@ -316,17 +340,8 @@ TEST_CASE("background work runs niced and requests do not; background_nice=0 run
         write_synced(m.path("f"), random_bytes(8 * kMiB, 11));
         REQUIRE(wait_drained(m.store(), std::chrono::seconds(120)));  // the pass has run
         // Compaction steps on its own timer (a second when idle).
-        std::multimap<std::string, int> nices;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        do {
-            nices = thread_nices(m.daemon_pid());
-            auto r = nices.find("reclaim");
-            if (r != nices.end() && r->second == want) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        } while (std::chrono::steady_clock::now() < deadline);
-        std::string all;
-        for (const auto& [name, nice] : nices) all += name + ":" + std::to_string(nice) + " ";
-        INFO("threads: " << all);
+        const std::multimap<std::string, int> nices = wait_for_nice(m.daemon_pid(), "reclaim", want);
+        INFO("threads: " << describe(nices));
         for (const char* background : {"dedup-pass", "reclaim"}) {
             CHECK(nices.count(background) == 1);
             for (auto [it, end] = nices.equal_range(background); it != end; ++it) CHECK(it->second == want);
@@ -339,4 +354,24 @@ TEST_CASE("background work runs niced and requests do not; background_nice=0 run
         CHECK(read_file(m.path("f")) == random_bytes(8 * kMiB, 11));
         m.unmount();
     }
+}
+
+// Past the backlog's limit background work takes the CPU as requests do.
+// No pass here (background_threads=0), so the backlog stays over the limit;
+// the reclaimer goes by the same nice value as the pass.
+TEST_CASE("background work runs niced below the backlog's limit and at nice 0 past it", "[mount][hybrid][nice]") {
+    MountFixture m({"mode=deferred", "control_interval=200", "background_threads=0", "backlog_max=1M",
+                    "background_nice=19"});
+    std::multimap<std::string, int> nices = wait_for_nice(m.daemon_pid(), "reclaim", 19);
+    {
+        INFO("before any write: " << describe(nices));
+        for (auto [it, end] = nices.equal_range("reclaim"); it != end; ++it) CHECK(it->second == 19);
+    }
+    write_synced(m.path("f"), random_bytes(4 * kMiB, 12));
+    nices = wait_for_nice(m.daemon_pid(), "reclaim", 0);
+    INFO("over the limit: " << describe(nices) << "; status.json: " << read_file_or_empty(m.store() + "/status.json"));
+    CHECK(nices.count("reclaim") == 1);
+    for (auto [it, end] = nices.equal_range("reclaim"); it != end; ++it) CHECK(it->second == 0);
+    CHECK(status_field(m.store(), "backlog_bytes") > 1024 * 1024);
+    m.unmount();
 }
