@@ -47,7 +47,8 @@ Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<Dirt
     // Merge each file's ranges so a file written in many requests is
     // re-chunked in one sweep, as inline mode would have cut it.
     std::map<InodeId, std::vector<std::pair<std::uint64_t, std::uint64_t>>> by_file;
-    for (const auto& r : batch) by_file[r.ino].emplace_back(r.offset, r.offset + r.length);
+    for (const auto& r : batch)
+        if (!r.covered) by_file[r.ino].emplace_back(r.offset, r.offset + r.length);
     std::vector<FileWork> work;
     std::uint64_t bytes = 0;
     for (auto& [ino, ranges] : by_file) {
@@ -88,7 +89,7 @@ Status BackgroundPass::process_batch(DedupTarget* target, const std::vector<Dirt
     std::vector<DirtyRecord> done;
     std::map<InodeId, std::vector<DirtyRecord>> failed_records;
     for (const auto& r : batch) {
-        if (failed.count(r.ino) != 0)
+        if (!r.covered && failed.count(r.ino) != 0)
             failed_records[r.ino].push_back(r);
         else
             done.push_back(r);

@@ -30,6 +30,10 @@ struct DirtyRecord {
     InodeId ino = 0;
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
+    // Another record, queued and not yet taken, covers this one's range:
+    // its sweep will re-chunk these bytes, so this record is finished
+    // without a sweep of its own.
+    bool covered = false;
 };
 
 class DedupTarget {

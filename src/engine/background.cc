@@ -37,6 +37,14 @@ Status EngineImpl::take_dirty(std::size_t max, std::vector<DirtyRecord>* out) {
     // Taken: writes over these ranges from now on queue records of their own.
     std::lock_guard<std::mutex> l(pending_dirty_.mu);
     pending_dirty_.taken(*out);
+    // A record still queued covers it (a write's run inside a sweep's
+    // remainder, a block written again after its record was put back):
+    // that record's sweep re-chunks these bytes, whatever they are then.
+    for (DirtyRecord& r : *out)
+        if (pending_dirty_.covers(r.ino, r.offset, r.length)) {
+            r.covered = true;
+            dirty_records_covered_.fetch_add(1, std::memory_order_relaxed);
+        }
     return Status::ok();
 }
 
@@ -286,8 +294,15 @@ Status EngineImpl::requeue_range(InodeId ino, std::uint64_t from, std::uint64_t 
     if (from >= end) return Status::ok();
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
-    HIODSFS_TRY(queue_dirty(*t, ino, from, end - from));
-    return t->commit();
+    PendingDirty::Range r{ino, from, end - from, 0};
+    HIODSFS_TRY(queue_dirty(*t, ino, from, end - from, &r.seq));
+    // Pending like a write's record (pending_dirty.h: locked from before the
+    // commit, after the transaction began, as write-behind does), so the
+    // writes that go on over these bytes queue no records of their own.
+    std::lock_guard<std::mutex> l(pending_dirty_.mu);
+    HIODSFS_TRY(t->commit());
+    pending_dirty_.add({r});
+    return Status::ok();
 }
 
 Status EngineImpl::run_background() {

@@ -564,6 +564,7 @@ private:
     std::atomic<std::uint64_t> reads_coalesced_{0};  // runs of chunks read with one pread
     std::atomic<std::uint64_t> sweeps_yielded_{0};  // sweeps stopped early for the throttle or a write
     std::atomic<std::uint64_t> sweeps_deferred_{0};  // records sent back behind the raw bytes before them
+    std::atomic<std::uint64_t> dirty_records_covered_{0};  // finished unswept: another queued record covers them
     std::atomic<std::uint64_t> backlog_limit_{0};   // the last control round's (status.json)
     std::atomic<bool> reclaim_forced_{false};       // the last control round found dead space over its bound
     std::atomic<std::uint64_t> sweeps_yielded_to_requests_{0};  // of those, for a write or other operation

@@ -4,7 +4,9 @@
 // record's sweep re-chunks the range as it is when the sweep runs, new
 // bytes included. So rewriting the same blocks again and again, as a
 // database or a VM image does, adds no backlog beyond the blocks
-// themselves, like a dirty page written again in a page cache.
+// themselves, like a dirty page written again in a page cache. For the
+// same reason a record the pass takes that another one here covers is
+// finished without a sweep of its own (EngineImpl::take_dirty).
 //
 // Why it is safe: write-behind holds mu from the look-up until the nested
 // metadata operation that maps the write has committed into the group, and
@@ -13,8 +15,8 @@
 // taken, and the sweep (which reads the file's extents from the open
 // group) sees its bytes. Records are added only once their operation has
 // committed, so a record that failed is never relied on. Records queued
-// before this open, or by other paths (clones, a sweep's remainder), are
-// not in here: a write over them queues its own, as before.
+// before this open, or by clones, are not in here: a write over them
+// queues its own, as before.
 // Thread-safety: every member but mu needs mu held.
 #pragma once
 
@@ -35,6 +37,11 @@ public:
     // At most this many ranges are kept (about 20 MiB); past it new records
     // are not added, and writes over them queue their own.
     static constexpr std::size_t kMaxRanges = 1u << 18;
+    // Ranges longer than this (a sweep's remainder, a long run of
+    // sequential writes) are kept apart, at most kMaxLongPerFile a file, so
+    // that a look-up scans the short ones only within this distance.
+    static constexpr std::uint64_t kShortMost = 1u << 20;
+    static constexpr std::size_t kMaxLongPerFile = 64;
 
     struct Range {
         InodeId ino = 0;
@@ -52,12 +59,16 @@ public:
     std::size_t size() const { return count_; }
 
 private:
-    // ino -> start -> (end, seq); several records may start at one offset.
-    std::unordered_map<InodeId, std::multimap<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>>> by_file_;
+    // start -> (end, seq); several records may start at one offset.
+    using Ranges = std::multimap<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>>;
+    struct File {
+        Ranges short_ranges;  // at most kShortMost long
+        Ranges long_ranges;
+    };
+    static bool erase(Ranges* ranges, const DirtyRecord& r);
+
+    std::unordered_map<InodeId, File> by_file_;
     std::size_t count_ = 0;
-    // The longest range kept: a record that covers [offset, ...) starts at
-    // most this far before it.
-    std::uint64_t longest_ = 0;
 };
 
 }  // namespace hiodsfs

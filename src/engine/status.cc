@@ -36,6 +36,7 @@ std::string EngineImpl::status_json() {
     j["sweeps_yielded"] = sweeps_yielded_.load();
     j["sweeps_yielded_to_requests"] = sweeps_yielded_to_requests_.load();
     j["sweeps_deferred"] = sweeps_deferred_.load();
+    j["dirty_records_covered"] = dirty_records_covered_.load();
     j["overwrites_in_windows"] = overwrites_in_windows_.load();
     j["overwrites_beside_others"] = overwrites_beside_others_.load();
     j["window_retries"] = window_retries_.load();

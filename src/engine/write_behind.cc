@@ -210,13 +210,11 @@ Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t
         const InodeId ino = w[f.first].ino;
         Inode& in = f.in;
         // The pass gets one range per run of writes that follow each other,
-        // unless a record it has yet to take covers the run.
+        // leaving out the writes a record it has yet to take covers (one of
+        // this batch as well as one of an earlier): a run across two blocks
+        // that have records of their own is not queued again as a third.
         auto queue_run = [&](std::uint64_t off, std::uint64_t len) -> Status {
-            // A record of this batch covers it as well as one of an earlier.
-            if (this_batch.covers(ino, off, len) || p_.pending->covers(ino, off, len)) {
-                ++covered;
-                return Status::ok();
-            }
+            if (len == 0) return Status::ok();
             PendingDirty::Range r{ino, off, len, 0};
             HIODSFS_TRY(queue_dirty(*t, ino, off, len, &r.seq));
             queued.push_back(r);
@@ -228,9 +226,14 @@ Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t
             const HeldWrite& h = w[k];
             ExtentRecord e{h.chunk, 0, h.loc.length};
             HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.loc.length, &e));
-            if (h.off != run_end) {
-                if (run_end > run_off) HIODSFS_TRY(queue_run(run_off, run_end - run_off));
-                run_off = h.off;
+            if (h.off != run_end) {  // the run so far first: it may cover this write
+                HIODSFS_TRY(queue_run(run_off, run_end - run_off));
+                run_off = run_end = h.off;
+            }
+            if (this_batch.covers(ino, h.off, h.loc.length) || p_.pending->covers(ino, h.off, h.loc.length)) {
+                ++covered;
+                HIODSFS_TRY(queue_run(run_off, run_end - run_off));
+                run_off = h.off + h.loc.length;
             }
             run_end = h.off + h.loc.length;
             if (h.end > in.r.size) in.r.size = h.end;

@@ -58,3 +58,28 @@ TEST_CASE("past its bound no range is added, and writes over them queue their ow
     CHECK(p.covers(1, 0, 4096));
     CHECK_FALSE(p.covers(1, PendingDirty::kMaxRanges * 4096, 4096));
 }
+
+TEST_CASE("long ranges cover from anywhere before, and a file keeps a bounded number of them",
+          "[engine][pending-dirty]") {
+    PendingDirty p;
+    const std::uint64_t longer = PendingDirty::kShortMost + 4096;
+    // Short ranges far before a write are not looked at; a long one is.
+    p.add({{3, 0, 4096, 1}, {3, 0, 256u << 20, 2}, {3, 300u << 20, 4096, 3}});
+    CHECK(p.covers(3, 200u << 20, 4096));
+    CHECK_FALSE(p.covers(3, 300u << 20, 8192));
+    p.taken({record(3, 0, 256u << 20, 2)});
+    CHECK_FALSE(p.covers(3, 200u << 20, 4096));
+    CHECK(p.covers(3, 0, 4096));  // the short range at the same offset stays
+    std::vector<PendingDirty::Range> many;
+    for (std::uint64_t i = 0; i < PendingDirty::kMaxLongPerFile + 5; ++i)
+        many.push_back({4, i * longer, longer, 10 + i});
+    many.push_back({5, 0, longer, 99});  // another file's are its own
+    p.add(many);
+    CHECK(p.size() == 2 + PendingDirty::kMaxLongPerFile + 1);
+    CHECK(p.covers(4, (PendingDirty::kMaxLongPerFile - 1) * longer, 4096));
+    CHECK_FALSE(p.covers(4, PendingDirty::kMaxLongPerFile * longer, 4096));
+    CHECK(p.covers(5, 0, longer));
+    // A range of no length is not kept, and the ones after it are.
+    p.add({{6, 0, 0, 200}, {6, 0, 4096, 201}});
+    CHECK(p.covers(6, 0, 4096));
+}
