@@ -20,6 +20,7 @@
 // Thread-safety: every member but mu needs mu held.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -37,10 +38,13 @@ public:
     // At most this many ranges are kept (about 20 MiB); past it new records
     // are not added, and writes over them queue their own.
     static constexpr std::size_t kMaxRanges = 1u << 18;
-    // Ranges longer than this (a sweep's remainder, a long run of
-    // sequential writes) are kept apart, at most kMaxLongPerFile a file, so
-    // that a look-up scans the short ones only within this distance.
-    static constexpr std::uint64_t kShortMost = 1u << 20;
+    // Ranges are kept by length: up to 4 KiB, 16 KiB, ... 1 MiB, each class
+    // looked up only within its longest length before the write, so a file
+    // full of 4 KiB records costs a look-up a few steps. Longer ones (a
+    // sweep's remainder, a long run of sequential writes) are kept apart,
+    // at most kMaxLongPerFile a file, and all looked at.
+    static constexpr std::size_t kClasses = 5;
+    static constexpr std::uint64_t kShortMost = std::uint64_t{4096} << (2 * (kClasses - 1));  // 1 MiB
     static constexpr std::size_t kMaxLongPerFile = 64;
 
     struct Range {
@@ -62,10 +66,13 @@ private:
     // start -> (end, seq); several records may start at one offset.
     using Ranges = std::multimap<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>>;
     struct File {
-        Ranges short_ranges;  // at most kShortMost long
-        Ranges long_ranges;
+        std::array<Ranges, kClasses> by_length;  // class c: at most 4 KiB << 2c long
+        Ranges long_ranges;                      // longer than kShortMost
+        bool empty() const;
     };
-    static bool erase(Ranges* ranges, const DirtyRecord& r);
+    // The class of a range of this length; kClasses: a long one.
+    static std::size_t length_class(std::uint64_t length);
+    static Ranges& ranges_of(File& f, std::uint64_t length);
 
     std::unordered_map<InodeId, File> by_file_;
     std::size_t count_ = 0;

@@ -83,3 +83,28 @@ TEST_CASE("long ranges cover from anywhere before, and a file keeps a bounded nu
     p.add({{6, 0, 0, 200}, {6, 0, 4096, 201}});
     CHECK(p.covers(6, 0, 4096));
 }
+
+TEST_CASE("ranges of every length class cover from as far back as they reach", "[engine][pending-dirty]") {
+    PendingDirty p;
+    // One range of each class, and one a byte longer than the class before
+    // allows, each reaching to 4 MiB.
+    const std::uint64_t end = 4u << 20;
+    std::uint64_t seq = 1;
+    for (std::uint64_t len = 4096; len <= PendingDirty::kShortMost; len <<= 2) {
+        p.add({{10 + seq, end - len, len, seq}});
+        ++seq;
+        p.add({{10 + seq, end - len - 1, len + 1, seq}});
+        ++seq;
+    }
+    for (std::uint64_t s = 1; s < seq; ++s) {
+        INFO("file " << 10 + s);
+        CHECK(p.covers(10 + s, end - 4096, 4096));  // its last block, far from its start
+        CHECK_FALSE(p.covers(10 + s, end - 4096, 4097));
+    }
+    // Dense 4 KiB ranges: each block is covered by its own, none by a neighbour.
+    for (std::uint64_t i = 0; i < 1024; ++i) p.add({{1, i * 4096, 4096, 1000 + i}});
+    CHECK(p.covers(1, 512 * 4096, 4096));
+    CHECK_FALSE(p.covers(1, 512 * 4096, 8192));
+    p.taken({record(1, 512 * 4096, 4096, 1000 + 512)});
+    CHECK_FALSE(p.covers(1, 512 * 4096, 4096));
+}
