@@ -1,0 +1,138 @@
+#include "chunk/cipher.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace hiodsfs {
+
+namespace {
+
+// One subkey a purpose; the names are part of the format: changing one
+// changes every key derived from it.
+constexpr const char* kChunkInfo = "hiodsfs chunk encryption";
+constexpr const char* kPrintInfo = "hiodsfs chunk fingerprint";
+constexpr const char* kCheckInfo = "hiodsfs key check";
+constexpr const char* kCheckText = "hiodsfs: this is the store's key";
+
+bool hkdf(const StoreKey& key, std::span<const std::uint8_t> salt, const char* info,
+          std::array<std::uint8_t, 32>* out) {
+    EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+    if (kdf == nullptr) return false;
+    EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
+    EVP_KDF_free(kdf);
+    if (ctx == nullptr) return false;
+    OSSL_PARAM params[5];
+    OSSL_PARAM* p = params;
+    *p++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA256"), 0);
+    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(key.data()),
+                                             StoreKey::kBytes);
+    if (!salt.empty())
+        *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<std::uint8_t*>(salt.data()),
+                                                 salt.size());
+    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info), std::strlen(info));
+    *p = OSSL_PARAM_construct_end();
+    const bool ok = EVP_KDF_derive(ctx, out->data(), out->size(), params) == 1;
+    EVP_KDF_CTX_free(ctx);
+    return ok;
+}
+
+Digest hmac(const std::array<std::uint8_t, 32>& key, const void* data, std::size_t len) {
+    Digest d;
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), static_cast<const unsigned char*>(data), len,
+         d.bytes.data(), &n);
+    return d;
+}
+
+struct CipherContext {
+    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+    ~CipherContext() { EVP_CIPHER_CTX_free(c); }
+};
+
+}  // namespace
+
+StoreKey::StoreKey(std::span<const std::uint8_t, kBytes> bytes) { std::memcpy(bytes_.data(), bytes.data(), kBytes); }
+
+StoreKey::~StoreKey() { OPENSSL_cleanse(bytes_.data(), bytes_.size()); }
+
+Status ChunkCipher::make(const StoreKey& key, std::span<const std::uint8_t> store_id,
+                         std::unique_ptr<ChunkCipher>* out) {
+    std::unique_ptr<ChunkCipher> c(new ChunkCipher());
+    if (!hkdf(key, store_id, kChunkInfo, &c->chunk_key_) || !hkdf(key, store_id, kPrintInfo, &c->print_key_) ||
+        !hkdf(key, store_id, kCheckInfo, &c->check_key_))
+        return Status::error(EIO, "OpenSSL could not derive the store's subkeys (HKDF-SHA-256)");
+    *out = std::move(c);
+    return Status::ok();
+}
+
+ChunkCipher::~ChunkCipher() {
+    OPENSSL_cleanse(chunk_key_.data(), chunk_key_.size());
+    OPENSSL_cleanse(print_key_.data(), print_key_.size());
+    OPENSSL_cleanse(check_key_.data(), check_key_.size());
+}
+
+Status ChunkCipher::seal(std::span<const std::uint8_t> plain, std::span<const std::uint8_t> ad,
+                         std::vector<std::uint8_t>* out) const {
+    if (plain.size() > INT_MAX || ad.size() > INT_MAX) return Status::error(EINVAL, "too long to seal");
+    const std::size_t at = out->size();
+    out->resize(at + kNonceBytes + plain.size() + kTagBytes);
+    std::uint8_t* nonce = out->data() + at;
+    std::uint8_t* sealed = nonce + kNonceBytes;
+    CipherContext ctx;
+    int n = 0, tail = 0;
+    const bool ok = ctx.c != nullptr && RAND_bytes(nonce, static_cast<int>(kNonceBytes)) == 1 &&
+                    EVP_EncryptInit_ex(ctx.c, EVP_aes_256_gcm(), nullptr, chunk_key_.data(), nonce) == 1 &&
+                    (ad.empty() || EVP_EncryptUpdate(ctx.c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
+                    EVP_EncryptUpdate(ctx.c, sealed, &n, plain.data(), static_cast<int>(plain.size())) == 1 &&
+                    EVP_EncryptFinal_ex(ctx.c, sealed + n, &tail) == 1 &&
+                    EVP_CIPHER_CTX_ctrl(ctx.c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
+                                        sealed + plain.size()) == 1;
+    if (!ok) {
+        out->resize(at);
+        return Status::error(EIO, "OpenSSL could not seal a chunk (AES-256-GCM)");
+    }
+    return Status::ok();
+}
+
+Status ChunkCipher::open(std::span<const std::uint8_t> sealed, std::span<const std::uint8_t> ad,
+                         std::vector<std::uint8_t>* plain) const {
+    if (sealed.size() < kOverhead) return Status::error(EBADMSG, "sealed chunk shorter than its nonce and tag");
+    if (sealed.size() > INT_MAX || ad.size() > INT_MAX) return Status::error(EINVAL, "too long to open");
+    const std::size_t len = sealed.size() - kOverhead;
+    const std::uint8_t* nonce = sealed.data();
+    const std::uint8_t* body = nonce + kNonceBytes;
+    std::uint8_t tag[kTagBytes];
+    std::memcpy(tag, body + len, kTagBytes);
+    plain->resize(len);
+    CipherContext ctx;
+    int n = 0, tail = 0;
+    const bool set = ctx.c != nullptr &&
+                     EVP_DecryptInit_ex(ctx.c, EVP_aes_256_gcm(), nullptr, chunk_key_.data(), nonce) == 1 &&
+                     (ad.empty() || EVP_DecryptUpdate(ctx.c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
+                     EVP_DecryptUpdate(ctx.c, plain->data(), &n, body, static_cast<int>(len)) == 1 &&
+                     EVP_CIPHER_CTX_ctrl(ctx.c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag) == 1;
+    if (!set) {
+        plain->clear();
+        return Status::error(EIO, "OpenSSL could not open a chunk (AES-256-GCM)");
+    }
+    if (EVP_DecryptFinal_ex(ctx.c, plain->data() + n, &tail) != 1) {
+        OPENSSL_cleanse(plain->data(), plain->size());
+        plain->clear();
+        return Status::error(EBADMSG, "chunk does not authenticate: damaged, moved, or another key's");
+    }
+    return Status::ok();
+}
+
+Digest ChunkCipher::fingerprint(const void* data, std::size_t len) const { return hmac(print_key_, data, len); }
+
+Digest ChunkCipher::key_check() const { return hmac(check_key_, kCheckText, std::strlen(kCheckText)); }
+
+}  // namespace hiodsfs

@@ -1,0 +1,111 @@
+// The encryption primitives (src/chunk/cipher.h): a seal opens with the same
+// key and associated data and with nothing else, a flipped byte anywhere is
+// refused, nonces do not repeat, and subkeys and fingerprints depend on the
+// key and the store.
+#include "chunk/cipher.h"
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "chunk/fingerprint.h"
+
+using namespace hiodsfs;
+
+namespace {
+
+StoreKey key_of(std::uint8_t seed) {
+    std::array<std::uint8_t, StoreKey::kBytes> b{};
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(seed * 31 + i);
+    return StoreKey(std::span<const std::uint8_t, StoreKey::kBytes>(b));
+}
+
+std::unique_ptr<ChunkCipher> cipher(std::uint8_t seed, const std::string& store_id = "store-one") {
+    std::unique_ptr<ChunkCipher> c;
+    const auto* id = reinterpret_cast<const std::uint8_t*>(store_id.data());
+    REQUIRE(ChunkCipher::make(key_of(seed), std::span<const std::uint8_t>(id, store_id.size()), &c).is_ok());
+    return c;
+}
+
+std::vector<std::uint8_t> bytes(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
+
+}  // namespace
+
+TEST_CASE("a sealed chunk opens with its key and associated data", "[chunk][cipher]") {
+    auto c = cipher(1);
+    const std::vector<std::uint8_t> ad = bytes("fingerprint and length");
+    for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{8192},
+                            std::size_t{65537}}) {
+        std::vector<std::uint8_t> plain(len);
+        for (std::size_t i = 0; i < len; ++i) plain[i] = static_cast<std::uint8_t>(i * 7 + len);
+        std::vector<std::uint8_t> sealed = bytes("prefix");  // appended after what is there
+        REQUIRE(c->seal(plain, ad, &sealed).is_ok());
+        REQUIRE(sealed.size() == 6 + len + ChunkCipher::kOverhead);
+        CHECK(std::string(sealed.begin(), sealed.begin() + 6) == "prefix");
+        std::vector<std::uint8_t> back;
+        REQUIRE(c->open(std::span<const std::uint8_t>(sealed).subspan(6), ad, &back).is_ok());
+        CHECK(back == plain);
+    }
+}
+
+TEST_CASE("a chunk sealed under one key does not open changed, elsewhere, or under another", "[chunk][cipher]") {
+    auto c = cipher(1);
+    const std::string marker = "a marker string that must not be seen in a store";
+    const std::vector<std::uint8_t> plain = bytes(marker), ad = bytes("print A");
+    std::vector<std::uint8_t> sealed;
+    REQUIRE(c->seal(plain, ad, &sealed).is_ok());
+    // The plain bytes appear nowhere in what is stored.
+    CHECK(std::string(sealed.begin(), sealed.end()).find("marker") == std::string::npos);
+    std::vector<std::uint8_t> out;
+    // Each byte flipped: the nonce, the encrypted bytes, the tag.
+    for (std::size_t i = 0; i < sealed.size(); ++i) {
+        std::vector<std::uint8_t> bad = sealed;
+        bad[i] ^= 0x01;
+        Status st = c->open(bad, ad, &out);
+        INFO("byte " << i);
+        CHECK(st.err() == EBADMSG);
+        CHECK(out.empty());
+    }
+    // Bound to its associated data: what another record says it is.
+    CHECK(c->open(sealed, bytes("print B"), &out).err() == EBADMSG);
+    CHECK(c->open(sealed, {}, &out).err() == EBADMSG);
+    // Another key, or the same key of another store.
+    CHECK(cipher(2)->open(sealed, ad, &out).err() == EBADMSG);
+    CHECK(cipher(1, "store-two")->open(sealed, ad, &out).err() == EBADMSG);
+    // Cut short.
+    CHECK(c->open(std::span<const std::uint8_t>(sealed).first(ChunkCipher::kOverhead - 1), ad, &out).err() == EBADMSG);
+    CHECK(c->open(std::span<const std::uint8_t>(sealed).first(sealed.size() - 1), ad, &out).err() == EBADMSG);
+    REQUIRE(c->open(sealed, ad, &out).is_ok());
+    CHECK(out == plain);
+}
+
+TEST_CASE("every seal draws a nonce of its own", "[chunk][cipher]") {
+    auto c = cipher(3);
+    const std::vector<std::uint8_t> plain(64, 0x5a);
+    std::set<std::vector<std::uint8_t>> nonces, seals;
+    for (int i = 0; i < 2000; ++i) {
+        std::vector<std::uint8_t> s;
+        REQUIRE(c->seal(plain, {}, &s).is_ok());
+        nonces.emplace(s.begin(), s.begin() + ChunkCipher::kNonceBytes);
+        seals.insert(s);
+    }
+    CHECK(nonces.size() == 2000);
+    CHECK(seals.size() == 2000);  // equal bytes sealed twice look unrelated
+}
+
+TEST_CASE("keyed fingerprints: equal within a store, unrelated across keys and to plain SHA-256",
+          "[chunk][cipher]") {
+    auto a = cipher(4), b = cipher(5), other_store = cipher(4, "store-two");
+    const std::string x = "the same bytes", y = "other bytes";
+    CHECK(a->fingerprint(x.data(), x.size()) == a->fingerprint(x.data(), x.size()));
+    CHECK_FALSE(a->fingerprint(x.data(), x.size()) == a->fingerprint(y.data(), y.size()));
+    CHECK_FALSE(a->fingerprint(x.data(), x.size()) == b->fingerprint(x.data(), x.size()));
+    CHECK_FALSE(a->fingerprint(x.data(), x.size()) == other_store->fingerprint(x.data(), x.size()));
+    CHECK_FALSE(a->fingerprint(x.data(), x.size()) == Sha256().digest(x.data(), x.size()));
+    // The key check tells keys apart and is none of the other values.
+    CHECK(a->key_check() == cipher(4)->key_check());
+    CHECK_FALSE(a->key_check() == b->key_check());
+    CHECK_FALSE(a->key_check() == other_store->key_check());
+}
