@@ -72,26 +72,45 @@ TEST_CASE("records of a range the pass has already swept are skipped without rea
     CHECK(ten < 2 * one);
 }
 
-TEST_CASE("a deferred write over a range a record not yet taken by the pass covers queues no record of its own",
-          "[engine][deferred][spare]") {
+namespace {
+
+// A deferred engine (no pass thread) with one 1 MiB file, drained; data is
+// what the file should read back as.
+struct DrainedFile {
     TempDir dir;
-    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
-    o.mode = DedupMode::kDeferred;
-    o.background_threads = 0;
-    auto e = open_engine(o);
-    std::mt19937_64 rng(10);
-    const Attr a = make_file(*e, "f");
-    std::vector<std::uint8_t> data = random_bytes(rng, 1 << 20);
-    write_all(*e, a.ino, 0, data);
-    REQUIRE(e->run_background().is_ok());
-    REQUIRE(counters_of(*e).backlog_records == 0);
-    // A block rewritten over and over, as a database's or a VM image's is:
-    // one record, whose sweep takes the last bytes.
-    auto overwrite = [&](std::uint64_t at, std::size_t n) {
+    std::unique_ptr<Engine> e;
+    std::mt19937_64 rng;
+    Attr a;
+    std::vector<std::uint8_t> data;
+    explicit DrainedFile(std::uint64_t seed) : rng(seed) {
+        EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
+        o.mode = DedupMode::kDeferred;
+        o.background_threads = 0;
+        e = open_engine(o);
+        a = make_file(*e, "f");
+        data = random_bytes(rng, 1 << 20);
+        write_all(*e, a.ino, 0, data);
+        REQUIRE(e->run_background().is_ok());
+        REQUIRE(counters_of(*e).backlog_records == 0);
+    }
+    void overwrite(std::uint64_t at, std::size_t n = 4096) {
         const std::vector<std::uint8_t> b = random_bytes(rng, n);
         write_all(*e, a.ino, at, b);
         std::copy(b.begin(), b.end(), data.begin() + static_cast<std::ptrdiff_t>(at));
-    };
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a deferred write over a range a record not yet taken by the pass covers queues no record of its own",
+          "[engine][deferred][spare]") {
+    DrainedFile f(10);
+    auto& e = f.e;
+    auto& data = f.data;
+    const Attr& a = f.a;
+    // A block rewritten over and over, as a database's or a VM image's is:
+    // one record, whose sweep takes the last bytes.
+    auto overwrite = [&](std::uint64_t at, std::size_t n) { f.overwrite(at, n); };
     for (int i = 0; i < 10; ++i) overwrite(256 * 1024, 4096);
     overwrite(256 * 1024 + 1000, 2000);  // inside it
     REQUIRE(e->sync_all().is_ok());      // the group the pass reads from
@@ -117,28 +136,16 @@ TEST_CASE("a deferred write over a range a record not yet taken by the pass cove
     CHECK(c.raw_bytes == 0);
     CHECK(read_all(*e, a.ino) == data);
     REQUIRE(e->close().is_ok());
-    CHECK(check_invariants(dir.store()).empty());
+    CHECK(check_invariants(f.dir.store()).empty());
 }
 
 // Two blocks with records of their own, written again side by side: the
 // run of the two writes is covered block by block, and queues no third
 // record over both (the backlog would count their bytes twice).
 TEST_CASE("a run of writes whose blocks records cover block by block queues no record", "[engine][deferred][spare]") {
-    TempDir dir;
-    EngineOptions o = options_for(dir.store(), ChunkingParams::cdc(1024, 4096, 16384));
-    o.mode = DedupMode::kDeferred;
-    o.background_threads = 0;
-    auto e = open_engine(o);
-    std::mt19937_64 rng(12);
-    const Attr a = make_file(*e, "f");
-    std::vector<std::uint8_t> data = random_bytes(rng, 1 << 20);
-    write_all(*e, a.ino, 0, data);
-    REQUIRE(e->run_background().is_ok());
-    auto overwrite = [&](std::uint64_t at) {
-        const std::vector<std::uint8_t> b = random_bytes(rng, 4096);
-        write_all(*e, a.ino, at, b);
-        std::copy(b.begin(), b.end(), data.begin() + static_cast<std::ptrdiff_t>(at));
-    };
+    DrainedFile f(12);
+    auto& e = f.e;
+    auto overwrite = [&](std::uint64_t at) { f.overwrite(at); };
     overwrite(256 * 1024);
     REQUIRE(e->sync_all().is_ok());
     overwrite(260 * 1024);
@@ -151,7 +158,7 @@ TEST_CASE("a run of writes whose blocks records cover block by block queues no r
     CHECK(counters_of(*e).backlog_bytes == 8192);
     REQUIRE(e->run_background().is_ok());
     CHECK(counters_of(*e).raw_bytes == 0);
-    CHECK(read_all(*e, a.ino) == data);
+    CHECK(read_all(*e, f.a.ino) == f.data);
 }
 
 // A sweep that yields puts the rest of its range back in the queue; that
