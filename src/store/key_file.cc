@@ -34,8 +34,12 @@ Status read_key_file(const std::string& path, StoreKey* out) {
                                         path + ")");
     }
     if (st.st_size != static_cast<off_t>(StoreKey::kBytes))
-        return Status::error(EINVAL, name + " holds " + std::to_string(st.st_size) + " bytes, not a key's 32 (make one with: head -c 32 /dev/urandom > FILE)");
+        return Status::error(EINVAL, name + " holds " + std::to_string(st.st_size) + " bytes, not a key's 32 (make one with: head -c 32 /dev/urandom > " + path + ")");
     std::array<std::uint8_t, StoreKey::kBytes> bytes{};
+    struct Wipe {  // on every way out, a failed read's partial key too
+        std::array<std::uint8_t, StoreKey::kBytes>& b;
+        ~Wipe() { explicit_bzero(b.data(), b.size()); }
+    } wipe{bytes};
     std::size_t got = 0;
     while (got < bytes.size()) {
         const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
@@ -45,7 +49,6 @@ Status read_key_file(const std::string& path, StoreKey* out) {
         got += static_cast<std::size_t>(n);
     }
     *out = StoreKey(std::span<const std::uint8_t, StoreKey::kBytes>(bytes));
-    explicit_bzero(bytes.data(), bytes.size());
     return Status::ok();
 }
 
