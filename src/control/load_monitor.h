@@ -49,6 +49,8 @@ private:
     // read as one, which can only count more requests held.
     static constexpr std::size_t kStreamSlots = 64;
     std::array<std::atomic<std::uint32_t>, kStreamSlots> stream_in_flight_{};
+    // And each slot's last completion (the held gap is measured from it).
+    std::array<std::atomic<std::uint64_t>, kStreamSlots> stream_last_finish_ns_{};
 };
 
 // One request, measured from construction to destruction, whatever path

@@ -80,8 +80,8 @@ TEST_CASE("monitor: a request is in stress when it arrives within the gap of the
     CHECK(foreground_idle(s, cfg));
 }
 
-TEST_CASE("monitor: a request is held when it arrives within the held gap of the last completion, or beside "
-          "two others of its stream (a queue), not beside those of other streams",
+TEST_CASE("monitor: a request is held when it arrives within the held gap of its stream's last completion, or "
+          "beside two others of its stream (a queue), not right after or beside those of other streams",
           "[control][spare]") {
     constexpr std::uint64_t kUs = 1000;
     ManualClock clock(1000 * kMs);
@@ -111,12 +111,21 @@ TEST_CASE("monitor: a request is held when it arrives within the held gap of the
     m.request_finished(b1, 4096, 11);
     m.request_finished(b2, 4096, 12);
     m.request_finished(b3, 4096, 13);
+    // The gap is measured from the request's own stream's last completion:
+    // a writer that comes 5 us after another's is not held, one that comes
+    // 5 us after its own is.
+    clock.set_ns(1000 * kMs + 995 * kUs);
+    const std::uint64_t c1 = m.request_started(14);
+    clock.set_ns(1000 * kMs + 1007 * kUs);
+    m.request_finished(c1, 4096, 14);
+    clock.set_ns(1000 * kMs + 1012 * kUs);
+    m.request_finished(m.request_started(14), 4096, 14);
     clock.set_ns(1100 * kMs);
     const IntervalSample s = m.take_sample();
-    CHECK(s.arrivals == 10);
-    CHECK(s.held == 3);
-    CHECK(s.stressed == 9);  // HIODS's stress counts any arrival beside another
-    CHECK(s.held_fraction() == Approx(3.0 / 10));
+    CHECK(s.arrivals == 12);
+    CHECK(s.held == 4);
+    CHECK(s.stressed == 11);  // HIODS's stress counts any arrival beside or right after another
+    CHECK(s.held_fraction() == Approx(4.0 / 12));
     CHECK(m.in_flight() == 0);
 }
 
