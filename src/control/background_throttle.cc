@@ -38,6 +38,7 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         speed_ = 0.0;
         integral_ = 0.0;
         prev_stressed_ = false;
+        slow_ramp_ = true;
     }
     prev_mode_ = mode;
     have_mode_ = true;
@@ -71,6 +72,7 @@ double BackgroundThrottle::update(const IntervalSample& s, WriteMode mode, doubl
         prev_stressed_ = false;
         regime_ = "foreground idle";
         idle_ = true;
+        slow_ramp_ = false;
         return speed_;
     }
 
@@ -118,10 +120,18 @@ double BackgroundThrottle::update_spare(const IntervalSample& s, const IntervalS
     // finds it at full speed has it paused within two intervals).
     regime_ = held ? "foreground held" : "spare capacity";
     const double e = (cfg_.held_ratio - h) / cfg_.held_ratio;
-    return pid(e < 0 ? 3 * e : e, dt_s, switched_back, false, -3.0);
+    // Under half the set point held, most of the capacity is spare: the
+    // pass climbs at four times the ramp, so a short lull after a
+    // saturating stretch is not spent climbing from nothing. Not while the
+    // ramp after a switch back to inline runs: its slow climb is what
+    // keeps HIODS's burst away.
+    const double ramp = e >= 0.5 && !slow_ramp_ ? 4 * cfg_.ramp_per_s : cfg_.ramp_per_s;
+    return pid(e < 0 ? 3 * e : e, dt_s, switched_back, false, -3.0, ramp);
 }
 
-double BackgroundThrottle::pid(double e, double dt_s, bool switched_back, bool measured, double lowest) {
+double BackgroundThrottle::pid(double e, double dt_s, bool switched_back, bool measured, double lowest,
+                               double ramp_per_s) {
+    if (ramp_per_s <= 0) ramp_per_s = cfg_.ramp_per_s;
     e = std::clamp(e, lowest, 1.0);
     // Derivative only between two measured errors; a forced +1 (or the
     // held share's error) is not the goal's measurement and would kick.
@@ -132,7 +142,7 @@ double BackgroundThrottle::pid(double e, double dt_s, bool switched_back, bool m
 
     // Increases are rate-limited while the foreground is active; decreases
     // are not (protecting the foreground is urgent, draining the backlog is not).
-    const double hi = std::min(1.0, speed_ + cfg_.ramp_per_s * dt_s);
+    const double hi = std::min(1.0, speed_ + ramp_per_s * dt_s);
     const double p = cfg_.kp * e;
     double candidate = clamp01(integral_ + cfg_.ki * e * dt_s);
     // Anti-windup by clamping: a positive error integrates only as far as the
@@ -147,6 +157,7 @@ double BackgroundThrottle::pid(double e, double dt_s, bool switched_back, bool m
         regime_ = "ramping up";
     }
     speed_ = std::clamp(out, 0.0, hi);
+    if (speed_ >= 1.0) slow_ramp_ = false;  // the ramp after a switch back is done
     return speed_;
 }
 

@@ -47,13 +47,18 @@ private:
     // One PI(D) step on the error e (positive: the pass may speed up),
     // clamped to [lowest, 1]; measured: e is a measurement (the goal's),
     // which D may differentiate.
-    double pid(double e, double dt_s, bool switched_back, bool measured, double lowest = -1.0);
+    // ramp_per_s: the climb's limit (<= 0: cfg.ramp_per_s).
+    double pid(double e, double dt_s, bool switched_back, bool measured, double lowest = -1.0,
+               double ramp_per_s = 0);
 
     ControlConfig cfg_;
     double speed_ = 1.0;
     double integral_ = 1.0;  // consistent with the initial full speed
     double prev_error_ = 0.0;
     bool prev_stressed_ = false;
+    // From a switch back to inline until full speed or an idle foreground:
+    // the pass climbs at ramp_per_s, never faster.
+    bool slow_ramp_ = false;
     WriteMode prev_mode_ = WriteMode::kInline;
     bool have_mode_ = false;
     const char* regime_ = "start";

@@ -294,7 +294,8 @@ TEST_CASE("throttle: without a goal the background yields to a foreground under 
     CHECK(std::string(t.regime()) == (spare ? "foreground held" : "no goal, foreground under stress"));
     // Calm: ramp-limited back to full speed.
     double prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
-    CHECK(prev <= cfg.ramp_per_s + 1e-12);
+    // Nothing held is all capacity spare: the spare-capacity throttle climbs at four times the ramp.
+    CHECK(prev <= (spare ? 4 : 1) * cfg.ramp_per_s + 1e-12);
     for (int i = 0; i < 30; ++i) prev = t.update(sample(k++, 100, Load::kCalm), WriteMode::kDeferred, 1.0);
     CHECK(prev == 1.0);
     CHECK(std::string(t.regime()) == (spare ? "spare capacity" : "no goal"));
@@ -318,7 +319,9 @@ TEST_CASE("throttle: random inputs keep speed and integral in [0, 1] and the ram
         REQUIRE(s <= 1.0);
         REQUIRE(t.integral() >= 0.0);
         REQUIRE(t.integral() <= 1.0);
-        if (load != Load::kIdle) REQUIRE(s - before <= cfg.ramp_per_s * dt + 1e-12);
+        // The spare-capacity throttle climbs at up to four times the ramp
+        // with little held, never faster.
+        if (load != Load::kIdle) REQUIRE(s - before <= 4 * cfg.ramp_per_s * dt + 1e-12);
     }
 }
 
@@ -342,7 +345,7 @@ TEST_CASE("streaming reads pause the background, with or without a write goal", 
             idle_writes = sample(k++, 0, Load::kIdle);
             const double after = t.update(idle_writes, WriteMode::kDeferred, 1.0, &calm);
             CHECK(after > 0.0);
-            CHECK(after <= cfg.ramp_per_s + 1e-9);
+            CHECK(after <= (spare ? 4 : 1) * cfg.ramp_per_s + 1e-9);
             // Both idle: full speed.
             IntervalSample none = sample(k++, 0, Load::kIdle);
             CHECK(t.update(none, WriteMode::kDeferred, 1.0, &none) == 1.0);
@@ -350,5 +353,44 @@ TEST_CASE("streaming reads pause the background, with or without a write goal", 
             // writes alone decide, as before.
             CHECK(t.update(none, WriteMode::kDeferred, 1.0) == 1.0);
         }
+    }
+}
+
+namespace {
+
+// An interval of 4 KiB writes at ops_per_s of which the share `held` was held.
+IntervalSample held_sample(std::uint64_t k, double ops_per_s, double held) {
+    IntervalSample s = sample(k, ops_per_s, Load::kCalm);
+    s.held = static_cast<std::uint64_t>(std::llround(held * static_cast<double>(s.arrivals)));
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("throttle: with most of the capacity spare the pass climbs four times as fast, but not after a switch "
+          "back to inline",
+          "[control][spare]") {
+    ControlConfig cfg;  // no goal, the spare-capacity throttle
+    BackgroundThrottle t(cfg);
+    std::uint64_t k = 0;
+    // A saturating stretch pauses the pass.
+    for (int i = 0; i < 3; ++i) t.update(held_sample(k++, 9000, 0.9), WriteMode::kDeferred, 1.0);
+    REQUIRE(t.speed() == 0.0);
+    // A lull with few requests held (a valley): 4 x ramp_per_s a second.
+    double s = t.update(held_sample(k++, 9000, 0.05), WriteMode::kDeferred, 1.0);
+    CHECK(s == Approx(4 * cfg.ramp_per_s));
+    s = t.update(held_sample(k++, 9000, 0.05), WriteMode::kDeferred, 1.0);
+    CHECK(s == Approx(8 * cfg.ramp_per_s));
+    // Nearer the set point (a quarter held: under half of it spare), the ramp.
+    const double before = s;
+    s = t.update(held_sample(k++, 9000, 0.25), WriteMode::kDeferred, 1.0);
+    CHECK(s <= before + cfg.ramp_per_s + 1e-12);
+    // After a switch back to inline the climb is the slow one all the way.
+    t.update(held_sample(k++, 9000, 0.05), WriteMode::kDeferred, 1.0);
+    s = t.update(held_sample(k++, 9000, 0.05), WriteMode::kInline, 1.0);
+    CHECK(s == Approx(cfg.ramp_per_s));  // restarted from 0
+    for (int i = 2; i <= 10; ++i) {
+        s = t.update(held_sample(k++, 9000, 0.05), WriteMode::kInline, 1.0);
+        CHECK(s == Approx(i * cfg.ramp_per_s));
     }
 }
