@@ -351,6 +351,14 @@ private:
         std::vector<Digest> digests;
         std::vector<std::uint32_t> crcs;
         std::vector<char> zero;
+        // Set before compute: each chunk is also encoded with it there (a
+        // large request's chunks are compressed on the helpers while the
+        // request is cut, before the store is asked which are new);
+        // payloads[i].data is then null for a chunk stored as it is.
+        const Compression* encode_with = nullptr;
+        const Dictionary* dictionary = nullptr;
+        std::vector<ChunkPayload> payloads;
+        std::vector<std::vector<std::uint8_t>> bytes;
         void resize(std::size_t n);
         void compute(std::size_t i, const ChunkSpan& c);  // thread-safe for distinct i
     };
@@ -365,8 +373,10 @@ private:
     Status encode_new_chunks(const std::vector<ChunkSpan>& chunks, const ChunkPrints& prints,
                              const Compression& how, ChunkEncodings* out);
     // prints: computed already (feed hashes while it cuts); else here.
+    // shared (if given): how many of the chunks the store held already.
     Status emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
-                       WriteUpdate* upd = nullptr, const ChunkPrints* prints = nullptr);
+                       WriteUpdate* upd = nullptr, const ChunkPrints* prints = nullptr,
+                       std::size_t* shared = nullptr);
     // The chunks a small overwrite cuts (the old bytes before it, its own,
     // the old bytes it re-cuts after it), held until the last is cut and
     // then stored and mapped in one metadata operation, instead of one per

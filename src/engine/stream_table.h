@@ -60,6 +60,10 @@ struct Stream {
     // The file was found to be a regular file (a file's type never changes):
     // a held-back write needs no metadata lookup of its own.
     bool regular = false;
+    // Most chunks of the last large request the stream stored were shared
+    // (a copy of data the store holds): the next one's chunks are looked up
+    // before they are compressed, not compressed while they are cut.
+    bool mostly_shared = false;
     // Overwrites inside the file that run without mu, each in a window
     // [first, second) holding every byte it reads or remaps (write_path.cc,
     // "Overwrites in windows"); guarded by mu. Everyone else who changes

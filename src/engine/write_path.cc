@@ -39,6 +39,10 @@ void EngineImpl::ChunkPrints::resize(std::size_t n) {
     digests.resize(n);
     crcs.resize(n);
     zero.resize(n);
+    if (encode_with != nullptr) {
+        payloads.resize(n);
+        bytes.resize(n);
+    }
 }
 
 void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
@@ -47,6 +51,14 @@ void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
     if (zero[i]) return;
     digests[i] = thread_sha256().digest(c.data, c.len);
     crcs[i] = crc32c(c.data, c.len);
+    if (encode_with == nullptr) return;
+    const ChunkEncoder::Payload p = thread_chunk_encoder().encode(
+        reinterpret_cast<const char*>(c.data), static_cast<std::uint32_t>(c.len), *encode_with,
+        encode_with->method == CompressionMethod::kZstd ? dictionary : nullptr);
+    if (!p.encoded) return;
+    bytes[i].assign(p.data, p.data + p.length);
+    payloads[i] = ChunkPayload{bytes[i].data(), p.length, crc32c(bytes[i].data(), bytes[i].size()), true,
+                               ChunkRecord::codec_byte(*encode_with, p.dictionary != 0)};
 }
 
 namespace {
@@ -119,7 +131,7 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
 }
 
 Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
-                               WriteUpdate* upd, const ChunkPrints* prints) {
+                               WriteUpdate* upd, const ChunkPrints* prints, std::size_t* shared) {
     if (chunks.empty()) return Status::ok();
     ChunkPrints computed;
     if (prints == nullptr) {
@@ -138,9 +150,10 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
     const std::vector<char>& zero = prints->zero;
     ChunkEncodings encodings;
     const Compression& how = write_compression();
-    if (!how.none()) HIODSFS_TRY(encode_new_chunks(chunks, *prints, how, &encodings));
+    if (!how.none() && prints->encode_with == nullptr) HIODSFS_TRY(encode_new_chunks(chunks, *prints, how, &encodings));
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
+    const std::uint64_t hits_before = t->super().counters.dedup_hits;
     Inode in;
     HIODSFS_TRY(load_inode(*t, ino, &in));
     // Appending (or filling a hole) replaces nothing: one lookup for the
@@ -171,6 +184,7 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
         ExtentRecord e;
         const ChunkPayload* payload = nullptr;
         if (!encodings.payloads.empty() && encodings.payloads[i].data != nullptr) payload = &encodings.payloads[i];
+        if (prints->encode_with != nullptr && prints->payloads[i].data != nullptr) payload = &prints->payloads[i];
         HIODSFS_TRY(store_chunk(*t, c.data, static_cast<std::uint32_t>(c.len), digests[i], &e, &gains,
                                 &prints->crcs[i], payload));
         if (!run.empty() && c.off != run_end) HIODSFS_TRY(map_run());
@@ -179,6 +193,7 @@ Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks
         run_end += c.len;
     }
     HIODSFS_TRY(map_run());
+    if (shared != nullptr) *shared = static_cast<std::size_t>(t->super().counters.dedup_hits - hits_before);
     for (const auto& [seg, bytes] : gains)
         HIODSFS_TRY(add_segment_live(*t, seg, static_cast<std::int64_t>(bytes)));
     WriteUpdate pending = upd != nullptr ? *upd : WriteUpdate{};
@@ -231,6 +246,7 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     // fingerprints each chunk as soon as its end is found, instead of the
     // cut running alone before the hashing.
     ChunkPrints prints;
+    std::shared_ptr<const Dictionary> dictionary;
     std::optional<ParallelLoop::Open> hashing;
     std::size_t found = 0;
     if (batch == nullptr && len >= kHashWhileCutting && digest_loop_.has_helpers()) {
@@ -238,6 +254,12 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
         // the slots are made now, so a helper's slot never moves.
         const std::size_t most = len / std::max<std::size_t>(chunking_.min_size, 1) + 2;
         chunks.resize(most);
+        const Compression& how = write_compression();
+        if (!how.none() && !s.mostly_shared) {
+            prints.encode_with = &how;
+            if (how.method == CompressionMethod::kZstd) dictionary = dicts_.newest();
+            prints.dictionary = dictionary.get();
+        }
         prints.resize(most);
         hashing.emplace(digest_loop_, [&](std::size_t i) { prints.compute(i, chunks[i]); });
     }
@@ -272,7 +294,9 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
         for (const ChunkSpan& c : chunks)
             batch->add(c, data_stable && c.data >= data && c.data + c.len <= data + len);
     } else {
-        st = emit_chunks(ino, chunks, upd, hashing ? &prints : nullptr);
+        std::size_t shared = 0;
+        st = emit_chunks(ino, chunks, upd, hashing ? &prints : nullptr, &shared);
+        if (st && hashing) s.mostly_shared = 2 * shared > chunks.size();
     }
     if (st && chunks.empty()) {
         s.buf.insert(s.buf.end(), data, data + len);
