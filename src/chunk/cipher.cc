@@ -131,6 +131,12 @@ Status ChunkCipher::open(std::span<const std::uint8_t> sealed, std::span<const s
     return Status::ok();
 }
 
+Status random_bytes(std::span<std::uint8_t> out) {
+    if (out.size() > INT_MAX || RAND_bytes(out.data(), static_cast<int>(out.size())) != 1)
+        return Status::error(EIO, "OpenSSL has no random bytes to give");
+    return Status::ok();
+}
+
 Digest ChunkCipher::fingerprint(const void* data, std::size_t len) const { return hmac(print_key_, data, len); }
 
 Digest ChunkCipher::key_check() const { return hmac(check_key_, kCheckText, std::strlen(kCheckText)); }

@@ -1,13 +1,13 @@
 // Encryption at rest, its primitives: a store key, the subkeys derived
 // from it, authenticated encryption of a chunk's stored bytes and keyed
-// fingerprints (docs/architecture.md, "Encryption at rest"). The engine
-// does not use them yet; this is the layer they will be built on.
+// fingerprints (docs/architecture.md, "Encryption at rest"), for the
+// engine's encrypted stores.
 //
 // AES-256-GCM through OpenSSL EVP, with a random 96-bit nonce for every
 // seal: under one key the chance of a repeated nonce stays below 2^-32 for
 // the first 2^32 seals (NIST SP 800-38D, 8.3). The associated data binds
-// the sealed bytes to what refers to them (the chunk record's fingerprint
-// and length), so bytes moved or swapped inside a segment do not open.
+// the sealed bytes to what refers to them (codec.h: the chunk's id and its
+// payload's prefix), so bytes moved or swapped inside a segment do not open.
 // The subkeys are HKDF-SHA-256 of the store key, salted with the store's
 // random id, one for each purpose: a key is never used for two.
 // Thread-safety: a ChunkCipher is immutable once made; seal, open,
@@ -40,6 +40,9 @@ public:
 private:
     std::array<std::uint8_t, kBytes> bytes_{};
 };
+
+// Fills out with bytes from OpenSSL's random generator; EIO if it has none.
+Status random_bytes(std::span<std::uint8_t> out);
 
 class ChunkCipher {
 public:

@@ -20,6 +20,9 @@ constexpr std::uint8_t kKnownMethods = 2;
 std::string bad_payload(const std::string& what) { return "compressed chunk: " + what; }
 
 constexpr std::uint8_t kCompactPrefix = 0x80;
+// The compact prefix's first byte: 0x80 | flags << 2 | method.
+constexpr std::uint8_t kFlagBits = 0x7c, kMethodBits = 0x03;
+constexpr std::uint8_t kSealedFlag = 0x04;
 
 // LEB128 of a 32-bit value: 1 to 5 bytes.
 std::uint32_t leb128_bytes(std::uint32_t v) {
@@ -158,9 +161,12 @@ bool read_codec_prefix(const char* payload, std::uint32_t len, CodecPrefix* out)
     if (len < 2) return false;
     const auto first = static_cast<std::uint8_t>(payload[0]);
     if (first & kCompactPrefix) {
-        // No flag is known yet: an encrypted payload is not one to decode.
-        const std::uint8_t method = first & 0x7f;
-        if (method == 0 || method > kKnownMethods) return false;
+        // Sealed is the only flag; a payload with another is not one to decode.
+        const std::uint8_t flags = first & kFlagBits;
+        if ((flags & ~kSealedFlag) != 0) return false;
+        out->sealed = flags != 0;
+        const std::uint8_t method = first & kMethodBits;
+        if ((method == 0 && !out->sealed) || method > kKnownMethods) return false;
         std::uint32_t pos = 2;
         if (!get_leb128(payload, len, &pos, &out->dictionary) || !get_leb128(payload, len, &pos, &out->raw_length))
             return false;
@@ -172,6 +178,7 @@ bool read_codec_prefix(const char* payload, std::uint32_t len, CodecPrefix* out)
     if (len < kMaxCodecPrefixBytes) return false;
     if (first == 0 || first > kKnownMethods || payload[2] != 0 || payload[3] != 0) return false;
     out->method = static_cast<CompressionMethod>(first);
+    out->sealed = false;
     out->level = static_cast<std::int8_t>(payload[1]);
     out->dictionary = get_le32(payload + 4);
     out->raw_length = get_le32(payload + 8);
@@ -295,8 +302,44 @@ Status train_dictionary(std::string_view samples, const std::vector<std::size_t>
     return Status::ok();
 }
 
+namespace {
+
+// The associated data a sealed payload is bound to: the chunk's id and the
+// payload's prefix.
+std::vector<std::uint8_t> sealing_ad(ChunkId id, const char* prefix, std::uint32_t prefix_len) {
+    std::vector<std::uint8_t> ad(8 + prefix_len);
+    put_le64(reinterpret_cast<char*>(ad.data()), id);
+    std::memcpy(ad.data() + 8, prefix, prefix_len);
+    return ad;
+}
+
+}  // namespace
+
+Status seal_chunk_payload(const ChunkCipher& cipher, ChunkId id, const char* payload, std::uint32_t len,
+                          bool encoded, std::vector<std::uint8_t>* out) {
+    CodecPrefix p;
+    p.raw_length = len;
+    const char* body = payload;
+    std::uint32_t body_len = len;
+    if (encoded) {
+        if (!read_codec_prefix(payload, len, &p) || p.sealed)
+            return Status::error(EINVAL, "sealing a chunk: not an encoding to seal");
+        body = payload + p.bytes;
+        body_len = len - p.bytes;
+    }
+    char prefix[kMaxCodecPrefixBytes];
+    prefix[0] = static_cast<char>(kCompactPrefix | kSealedFlag | static_cast<std::uint8_t>(p.method));
+    prefix[1] = static_cast<char>(static_cast<std::int8_t>(p.level));
+    const char* end = put_leb128(put_leb128(prefix + 2, p.dictionary), p.raw_length);
+    const auto prefix_len = static_cast<std::uint32_t>(end - prefix);
+    out->assign(reinterpret_cast<const std::uint8_t*>(prefix), reinterpret_cast<const std::uint8_t*>(end));
+    out->reserve(prefix_len + body_len + ChunkCipher::kOverhead);
+    return cipher.seal(std::span(reinterpret_cast<const std::uint8_t*>(body), body_len),
+                       sealing_ad(id, prefix, prefix_len), out);
+}
+
 Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,
-                    const DictionarySet* dicts) {
+                    const DictionarySet* dicts, const ChunkCipher* cipher, ChunkId id) {
     CodecPrefix p;
     if (!read_codec_prefix(payload, len, &p)) return Status::error(EIO, bad_payload("unknown encoding"));
     if (p.raw_length != expect_raw) {
@@ -304,7 +347,23 @@ Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint
                                               std::to_string(expect_raw)));
     }
     const char* body = payload + p.bytes;
-    const std::size_t body_len = len - p.bytes;
+    std::size_t body_len = len - p.bytes;
+    if (p.sealed) {
+        if (cipher == nullptr) return Status::error(EIO, "encrypted chunk, and no key to open it");
+        thread_local std::vector<std::uint8_t> plain;
+        Status st = cipher->open(std::span(reinterpret_cast<const std::uint8_t*>(body), body_len),
+                                 sealing_ad(id, payload, p.bytes), &plain);
+        if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
+        if (p.method == CompressionMethod::kNone) {
+            if (plain.size() != expect_raw)
+                return Status::error(EIO, "encrypted chunk: holds " + std::to_string(plain.size()) +
+                                              " bytes, expected " + std::to_string(expect_raw));
+            std::memcpy(out, plain.data(), plain.size());
+            return Status::ok();
+        }
+        body = reinterpret_cast<const char*>(plain.data());
+        body_len = plain.size();
+    }
     if (p.method == CompressionMethod::kLz4) {
         if (p.dictionary != 0) return Status::error(EIO, bad_payload("lz4 with a dictionary"));
         const int n = LZ4_decompress_safe(body, out, static_cast<int>(body_len), static_cast<int>(expect_raw));

@@ -4,7 +4,10 @@
 // a chunk of 2-32 KiB):
 //   0x80 | flags << 2 | method u8 | level i8 |
 //   dictionary id (LEB128, 0: none) | raw length (LEB128) | compressed bytes
-// The flag bits are 0, kept for a later encryption of the compressed bytes.
+// Flags: bit 0 (0x04 of the first byte) says the bytes after the prefix
+// are sealed (ChunkCipher, an encrypted store): nonce, the compressed
+// bytes encrypted, tag; with it the method may be none, for a chunk
+// stored as it is. The other flag bits are 0.
 // The level is the one it was compressed at, so compaction can tell a
 // chunk stored below the store's background level. The first 0.6.0
 // builds wrote a fixed 12-byte prefix, which is still read:
@@ -27,8 +30,10 @@
 #include <string_view>
 #include <vector>
 
+#include "chunk/cipher.h"
 #include "hiodsfs/compression.h"
 #include "hiodsfs/status.h"
+#include "hiodsfs/types.h"
 
 namespace hiodsfs {
 
@@ -86,6 +91,7 @@ struct CodecPrefix {
     std::uint32_t dictionary = 0;
     std::uint32_t raw_length = 0;
     std::uint32_t bytes = 0;  // the prefix's own: the compressed bytes follow
+    bool sealed = false;      // they are sealed (an encrypted store's)
 };
 // False if the payload is too short or its prefix is not one this program
 // writes (unknown method or flags, raw length 0).
@@ -138,11 +144,21 @@ bool looks_incompressible(const char* data, std::uint32_t len);
 Status train_dictionary(std::string_view samples, const std::vector<std::size_t>& sizes,
                         std::size_t capacity, std::string* out);
 
+// An encrypted store's payload for chunk id: the prefix of the encoding
+// (encoded: payload is one ChunkEncoder made) or of the chunk as it is,
+// with the sealed flag, then the bytes after it sealed, bound to id and
+// the prefix (the associated data): bytes moved to another chunk's place,
+// or a prefix changed, do not open. Written to *out. EIO if OpenSSL fails.
+Status seal_chunk_payload(const ChunkCipher& cipher, ChunkId id, const char* payload, std::uint32_t len,
+                          bool encoded, std::vector<std::uint8_t>* out);
+
 // Turns an encoded payload back into the chunk: out has room for
 // expect_raw bytes, which the prefix must state. EIO with one line when
 // the prefix, the dictionary (dicts may be null when none is used) or the
 // compressed bytes are wrong, or they do not make exactly expect_raw bytes.
+// A sealed payload is opened with cipher as chunk id's first; EIO if there
+// is no cipher or it does not open (damaged, moved, another key's).
 Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,
-                    const DictionarySet* dicts);
+                    const DictionarySet* dicts, const ChunkCipher* cipher = nullptr, ChunkId id = 0);
 
 }  // namespace hiodsfs
