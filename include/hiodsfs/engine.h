@@ -47,6 +47,8 @@ enum class ReclaimMode : std::uint8_t {
     kOff = 2,         // deleted files are freed in the deleting request; no compaction
 };
 
+class StoreKey;  // src/chunk/cipher.h
+
 struct EngineOptions {
     std::string store_dir;
     // Chunking for a new store. For an existing store, the store's own
@@ -118,6 +120,14 @@ struct EngineOptions {
     // thread runs with the background pass (background_threads > 0 and
     // background_commit); train_dictionary() does its work in every mode.
     std::uint64_t dictionary_min_bytes = 64ull << 20;
+    // Encryption at rest (docs/architecture.md): the store's key (the
+    // daemon's -o key_file=FILE). A new store made with a key is encrypted;
+    // an encrypted store opens only with its own key, and a plain one
+    // refuses a key. Null: no key.
+    std::shared_ptr<const StoreKey> key;
+    // read_only: an encrypted store opens without its key, for what its
+    // metadata says (hiodsfs-stat's figures); its chunks then do not read.
+    bool without_key = false;
     // The write-rate goal and controller settings (hybrid mode), the
     // policy's name ("" = the default), and the clock (nullptr = system).
     // policy "hiods" also gives the throttle HIODS's stress test

@@ -440,7 +440,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint32_t lengt
                      "'s bytes were lost with their segment "
                      "(hiodsfs-fsck --repair found it missing or cut short): write the file again");
     }
-    Status st = read_chunk_content(*segs_, &dicts_, id, loc, length, out, damaged);
+    Status st = read_chunk_content(*segs_, &dicts_, cipher_.get(), id, loc, length, out, damaged);
     // A failed read of a chunk that compaction moved (and whose old segment
     // it deleted) after our lookup: read the new place. A location that did
     // not change means the error is real.
@@ -458,7 +458,7 @@ Status EngineImpl::read_chunk(ChunkId id, ChunkLocation loc, std::uint32_t lengt
         }
         if (rec.location() == loc) return st;
         loc = rec.location();
-        st = read_chunk_content(*segs_, &dicts_, id, loc, length, out, damaged);
+        st = read_chunk_content(*segs_, &dicts_, cipher_.get(), id, loc, length, out, damaged);
     }
     return st;
 }

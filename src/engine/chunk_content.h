@@ -19,13 +19,14 @@ namespace hiodsfs {
 // bytes). EIO when the record fails its checks or its encoding does not
 // decode to exactly `length` bytes; *damaged (if given) as
 // SegmentStore::read says it, and true for a bad encoding. dicts: the
-// store's dictionaries (may be null when it has none).
-Status read_chunk_content(SegmentStore& segs, const DictionarySet* dicts, ChunkId id, const ChunkLocation& loc,
-                          std::uint32_t length, void* out, bool* damaged = nullptr);
+// store's dictionaries (may be null when it has none); cipher: an
+// encrypted store's (null for a plain one), which opens sealed payloads.
+Status read_chunk_content(SegmentStore& segs, const DictionarySet* dicts, const ChunkCipher* cipher, ChunkId id,
+                          const ChunkLocation& loc, std::uint32_t length, void* out, bool* damaged = nullptr);
 
 // Decodes a payload already read (the read path reads runs of records in
 // one call): as read_chunk_content after its read.
-Status decode_chunk_content(const DictionarySet* dicts, ChunkId id, const ChunkLocation& loc, const char* payload,
-                            std::uint32_t length, void* out);
+Status decode_chunk_content(const DictionarySet* dicts, const ChunkCipher* cipher, ChunkId id,
+                            const ChunkLocation& loc, const char* payload, std::uint32_t length, void* out);
 
 }  // namespace hiodsfs

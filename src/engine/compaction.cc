@@ -168,6 +168,9 @@ Status Compactor::pick(double threshold, bool* found) {
 
 bool Compactor::weaker(const ChunkRecord& rec) const {
     if (!rec.encoded() || !(rec.flags & ChunkRecord::kIndexed) || (rec.flags & ChunkRecord::kDamaged)) return false;
+    // Sealed as it is (an encrypted store's raw chunk) counts as raw: moved
+    // chunks are tried, but it draws no segment to compaction.
+    if (rec.sealed && rec.codec == 0) return false;
     const Compression c = rec.compression();
     if (recompress_to_.stronger_than(c.method, c.level)) return true;
     // Stored by zstd before the store had a dictionary: once, with one.
@@ -188,15 +191,24 @@ void Compactor::recompress(Move& m, std::vector<std::uint8_t>& payload, bool* en
     const char* bytes = reinterpret_cast<const char*>(payload.data());
     if (m.from.encoded) {
         content.resize(m.length);
-        if (!decode_chunk(bytes, m.from.length, reinterpret_cast<char*>(content.data()), m.length, dicts_)) return;
+        if (!decode_chunk(bytes, m.from.length, reinterpret_cast<char*>(content.data()), m.length, dicts_, cipher_,
+                          m.chunk))
+            return;
         bytes = reinterpret_cast<const char*>(content.data());
     } else if (m.from.length != m.length) {
         return;
     }
     const std::shared_ptr<const Dictionary> dict =
         recompress_to_.method == CompressionMethod::kZstd && dicts_ != nullptr ? dicts_->newest() : nullptr;
-    const ChunkEncoder::Payload p = thread_chunk_encoder().encode(bytes, m.length, recompress_to_, dict.get());
-    if (p.length >= m.from.length) {
+    ChunkEncoder::Payload p = thread_chunk_encoder().encode(bytes, m.length, recompress_to_, dict.get());
+    std::vector<std::uint8_t> sealed;
+    if (cipher_ != nullptr && p.encoded) {
+        // Sealed again, bound to the same chunk.
+        if (!seal_chunk_payload(*cipher_, m.chunk, p.data, p.length, true, &sealed)) return;
+        p.data = reinterpret_cast<const char*>(sealed.data());
+        p.length = static_cast<std::uint32_t>(sealed.size());
+    }
+    if (!p.encoded || p.length >= m.from.length) {
         // Not smaller than it was: it stays as it is, and a zstd chunk the
         // dictionary did not help says so, or every idle pass would move it.
         if (dict && m.from.encoded && ChunkRecord::codec_compression(m.codec).method == CompressionMethod::kZstd)
@@ -424,7 +436,8 @@ Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
             Move m = records[i];
             m.length = rec.length;
             m.codec = rec.codec;
-            m.recompress = weaker(rec) || (!rec.encoded() && (rec.flags & ChunkRecord::kIndexed) &&
+            m.recompress = weaker(rec) || ((!rec.encoded() || (rec.sealed && rec.codec == 0)) &&
+                                           (rec.flags & ChunkRecord::kIndexed) &&
                                            !(rec.flags & ChunkRecord::kDamaged) && !recompress_to_.none());
             job.moves.push_back(m);
         }

@@ -98,10 +98,12 @@ public:
         room_for_ = std::move(room_for);
     }
     // Chunks it moves are stored with `to` when they are weaker (none: as
-    // they are); dicts (the store's, outliving this) decodes them.
-    void set_recompression(const Compression& to, const DictionarySet* dicts) {
+    // they are); dicts (the store's, outliving this) decodes them, and an
+    // encrypted store's cipher opens and seals them.
+    void set_recompression(const Compression& to, const DictionarySet* dicts, const ChunkCipher* cipher = nullptr) {
         recompress_to_ = to;
         dicts_ = dicts;
+        cipher_ = cipher;
     }
 
     // One bounded piece of work: pick a segment and scan it, or copy one
@@ -195,6 +197,7 @@ private:
     std::set<SegmentId> skip_;
     Compression recompress_to_;
     const DictionarySet* dicts_ = nullptr;
+    const ChunkCipher* cipher_ = nullptr;
     // Guards looked_at_, skip_ and active_looked_'s changes
     // (recompress_pending reads them from another thread; the stepping
     // thread reads them without it).

@@ -81,6 +81,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         HIODSFS_TRY(options.chunking.validate());
         chunking_ = options.chunking;
     }
+    HIODSFS_TRY(open_encryption(dir, exists ? &format : nullptr));
 
     if (backend_.empty()) backend_ = options.segments.tier != nullptr ? tier_name() : "local";
     // The metadata first: it says which segment bytes are committed, and a
@@ -175,6 +176,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     held.log = opts_.log;
     held.attrs_changed = opts_.attrs_changed;
     held.held_write_fault = hooks_.held_write_fault;
+    held.cipher = cipher_.get();
     held.wake_pass = [this] {
         if (pass_) pass_->wake();
     };
@@ -218,7 +220,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         set_time(&root.r.mtime_s, &root.r.mtime_ns, now);
         set_time(&root.r.ctime_s, &root.r.ctime_ns, now);
         HIODSFS_TRY(store_inode(*t, kRootInode, root));
-        HIODSFS_TRY(write_format_copy(*t, StoreFormat{kFormatVersion, chunking_, tier_name()}));
+        HIODSFS_TRY(write_format_copy(*t, current_format()));
         t->super() = SuperState{};
         t->super().counters.inode_count = 1;
         HIODSFS_TRY(t->commit());
@@ -226,15 +228,15 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         // The tier's copy of FORMAT first: a host recovering the store
         // from the tier needs its chunking.
         if (tier != nullptr)
-            HIODSFS_TRY(put_format(tier, store_format_text(StoreFormat{kFormatVersion, chunking_, tier_name()})));
+            HIODSFS_TRY(put_format(tier, store_format_text(current_format())));
         HIODSFS_TRY(commit_now());
         // FORMAT last: a store without it is unfinished and may be made again.
-        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
+        HIODSFS_TRY(write_store_format(env_, dir, current_format()));
     } else if (format.tier.empty() && options.segments.tier != nullptr && !options.read_only) {
         // A store that kept every segment here now has a tier: its sealed
         // segments are on their way there, and it must not be opened
         // without the tier again.
-        HIODSFS_TRY(write_store_format(env_, dir, StoreFormat{kFormatVersion, chunking_, tier_name()}));
+        HIODSFS_TRY(write_store_format(env_, dir, current_format()));
     }
     if (tier != nullptr && !fresh) {
         // A store made before its metadata was journaled: a first snapshot
@@ -243,7 +245,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         bool have_snapshot = false;
         HIODSFS_TRY(snapshot_seq(tier, &seq, &have_snapshot));
         if (!have_snapshot && meta_->committed_journal_seq() == 0) {
-            HIODSFS_TRY(put_format(tier, store_format_text(StoreFormat{kFormatVersion, chunking_, tier_name()})));
+            HIODSFS_TRY(put_format(tier, store_format_text(current_format())));
             HIODSFS_TRY(commit_->snapshot_to_tier(false));
         }
     }
@@ -251,7 +253,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     // can hold an encoded chunk that an older hiodsfs would misread:
     // FORMAT (and the tier's copy) first, then the metadata's copy below.
     if (!fresh && !options.read_only && format.version < kFormatVersion) {
-        StoreFormat marked{kFormatVersion, chunking_, tier_name()};
+        StoreFormat marked = current_format();
         if (tier != nullptr) HIODSFS_TRY(put_format(tier, store_format_text(marked)));
         marked.log_open = format_log_open_;
         HIODSFS_TRY(write_store_format(env_, dir, marked));
@@ -288,7 +290,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     if (compactor_) {
         compactor_->set_room_for(
             [this](std::uint64_t bytes) { return space_.check(bytes, compaction_floor_).is_ok(); });
-        compactor_->set_recompression(options.compression_background, &dicts_);
+        compactor_->set_recompression(options.compression_background, &dicts_, cipher_.get());
     }
     if (!fresh && !options.read_only) {
         // Inodes unlinked while open when the store was last closed or
@@ -375,7 +377,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         reclaimer_->set_nice([this] { return reclaim_forced_.load(std::memory_order_relaxed) ? 0 : background_nice(); });
         reclaimer_->start();
     }
-    if (options.dictionary_min_bytes > 0 && options.background_threads > 0 &&
+    if (trainer_ && options.dictionary_min_bytes > 0 && options.background_threads > 0 &&
         options.background_commit) {
         trainer_thread_ = std::make_unique<PacedWorker>(
             "dict-train", [this](bool* did_work) { return trainer_->step(did_work); },
@@ -399,7 +401,9 @@ Status EngineImpl::open_dictionaries() {
             opts_.log("hiodsfs: " + line +
                       ": the chunks stored with it cannot be read; hiodsfs-fsck --scrub " +
                       opts_.store_dir + " names their files");
-    if (opts_.read_only) return Status::ok();
+    // An encrypted store trains none: a dictionary is made of its chunks'
+    // bytes and is kept in the metadata, which stays plain.
+    if (opts_.read_only || cipher_) return Status::ok();
     DictionaryPolicy policy;
     policy.min_bytes = opts_.dictionary_min_bytes;
     auto read = [this](ChunkId id, const ChunkRecord& rec, std::uint8_t* out, bool* skip) {
@@ -418,6 +422,7 @@ Status EngineImpl::open_dictionaries() {
 
 Status EngineImpl::train_dictionary(bool* trained) {
     *trained = false;
+    if (!trainer_ && cipher_) return Status::error(ENOTSUP, "an encrypted store trains no compression dictionary");
     if (!trainer_) return Status::error(EROFS, "store is open read-only");
     return trainer_->train_now(trained);
 }

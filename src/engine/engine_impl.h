@@ -348,6 +348,8 @@ private:
     // What the store needs of each chunk before the metadata operation:
     // whether it is all zeros, else its SHA-256 and CRC-32C.
     struct ChunkPrints {
+        explicit ChunkPrints(const ChunkCipher* keyed) : keyed(keyed) {}
+        const ChunkCipher* keyed;  // an encrypted store's: its keyed fingerprints
         std::vector<Digest> digests;
         std::vector<std::uint32_t> crcs;
         std::vector<char> zero;
@@ -487,6 +489,24 @@ private:
     // A tiered store: its metadata rebuilt from the tier into a store
     // directory without FORMAT (a fresh cache_dir), then FORMAT written.
     Status recover_from_tier(const std::string& dir);
+    // The FORMAT record of this store as it is open (version, chunking,
+    // tier, encryption).
+    StoreFormat current_format() const;
+    // Encryption (encryption.cc): the key checked against an existing
+    // store's FORMAT (format, or null for a new store, which is given an id
+    // and a key check if a key came); cipher_ made. Before anything of the
+    // store is touched: a missing, wrong or unwanted key changes nothing.
+    Status open_encryption(const std::string& dir, const StoreFormat* format);
+    // The payload to append for new chunk id of an encrypted store: the
+    // encoding (payload, if given and encoded) or the raw bytes, sealed.
+    Status seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,
+                      std::vector<std::uint8_t>* out) const;
+    // A chunk's fingerprint: SHA-256, or an encrypted store's keyed one.
+    Digest fingerprint(const void* data, std::size_t len) const {
+        return cipher_ ? cipher_->fingerprint(data, len) : thread_sha256().digest(data, len);
+    }
+    StoreEncryption encryption_;
+    std::unique_ptr<ChunkCipher> cipher_;  // an encrypted store's; null for a plain one
     Status find_lost_format(const std::string& dir, StoreFormat* format, bool* exists);
     Status check_format_copy(const std::string& dir, const StoreFormat& format);
     Status keep_format_copy();

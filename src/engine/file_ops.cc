@@ -25,7 +25,7 @@ Status EngineImpl::truncate_locked(InodeId ino, Stream& s, std::uint64_t size) {
     }
     bool zero = keep.empty() || all_zero(keep.data(), keep.size());
     Digest digest;
-    if (!zero) digest = thread_sha256().digest(keep.data(), keep.size());
+    if (!zero) digest = fingerprint(keep.data(), keep.size());
     std::unique_ptr<Txn> t;
     HIODSFS_TRY(meta_->begin(&t));
     Inode in;

@@ -26,7 +26,13 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     }
     ChunkId id = t.super().next_chunk++;
     ChunkLocation loc;
-    if (payload != nullptr && payload->encoded) {
+    if (cipher_) {
+        // An encrypted store's every chunk is sealed, bound to its id.
+        thread_local std::vector<std::uint8_t> sealed;
+        HIODSFS_TRY(seal_chunk(id, data, len, payload, &sealed));
+        HIODSFS_TRY(segs_->append(id, sealed.data(), static_cast<std::uint32_t>(sealed.size()),
+                                  crc32c(sealed.data(), sealed.size()), true, &loc));
+    } else if (payload != nullptr && payload->encoded) {
         HIODSFS_TRY(segs_->append(id, payload->data, payload->length, payload->crc, true, &loc));
     } else {
         HIODSFS_TRY(crc != nullptr ? segs_->append(id, data, len, *crc, false, &loc)
@@ -36,7 +42,8 @@ Status EngineImpl::store_chunk(Txn& t, const std::uint8_t* data, std::uint32_t l
     ChunkRecord rec;
     rec.length = len;
     rec.set_location(loc);
-    if (loc.encoded) rec.codec = payload->codec;
+    if (payload != nullptr && payload->encoded) rec.codec = payload->codec;
+    rec.sealed = cipher_ != nullptr;
     rec.set_refs(1);
     rec.flags = ChunkRecord::kIndexed;
     rec.digest = digest;

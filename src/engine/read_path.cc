@@ -168,7 +168,7 @@ Status EngineImpl::fetch_read(InodeId ino, Stream* s, const ReadPlan& plan, std:
                 const bool all = p.chunk_off == 0 && p.length == p.chunk_length;
                 if (!all) chunk_buf.resize(p.chunk_length);
                 std::uint8_t* dst = all ? out + (p.file_off - off) : chunk_buf.data();
-                run_ok = decode_chunk_content(&dicts_, p.chunk, p.loc, payload, p.chunk_length, dst).is_ok();
+                run_ok = decode_chunk_content(&dicts_, cipher_.get(), p.chunk, p.loc, payload, p.chunk_length, dst).is_ok();
                 if (run_ok && !all) take(p, chunk_buf.data());
             }
             if (run_ok) reads_coalesced_.fetch_add(1, std::memory_order_relaxed);

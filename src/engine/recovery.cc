@@ -120,7 +120,7 @@ Status EngineImpl::check_format_copy(const std::string& dir, const StoreFormat& 
 
 // Records this open's FORMAT in the metadata, durably, if it is not there.
 Status EngineImpl::keep_format_copy() {
-    const StoreFormat want{kFormatVersion, chunking_, tier_name()};
+    const StoreFormat want = current_format();
     StoreFormat copy;
     bool found = false;
     std::unique_ptr<Txn> t;
@@ -135,7 +135,7 @@ Status EngineImpl::keep_format_copy() {
 
 Status EngineImpl::mark_log_open(bool open) {
     if (format_log_open_ == open) return Status::ok();
-    StoreFormat format{kFormatVersion, chunking_, tier_name()};
+    StoreFormat format = current_format();
     format.log_open = open;
     HIODSFS_TRY(write_store_format(env_, opts_.store_dir, format));
     format_log_open_ = open;

@@ -127,6 +127,7 @@ std::string EngineImpl::status_json() {
     j["target_ops"] = opts_.control.target_ops;
     j["target_bytes_per_s"] = opts_.control.target_bytes_per_s;
     j["chunking"] = chunking_.describe();
+    j["encryption"] = encryption_.on() ? encryption_.cipher : "none";
     j["setting"] = controller_->setting() == ModeController::Setting::kInline     ? "inline"
                    : controller_->setting() == ModeController::Setting::kDeferred ? "deferred"
                                                                                     : "hybrid";

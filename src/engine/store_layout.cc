@@ -104,6 +104,29 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
     return parse_store_format(text, path, out);
 }
 
+namespace {
+
+bool is_hex(const std::string& s, std::size_t len) {
+    return s.size() == len && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+Status parse_encryption_line(const std::string& rest, const std::string& where, StoreEncryption* out) {
+    std::istringstream in(rest);
+    std::string cipher, id, check, extra;
+    in >> cipher >> id >> check;
+    if (cipher != StoreEncryption::kCipher)
+        return Status::error(EPROTO, where + ": encrypted with " + cipher + ", which this hiodsfs does not know");
+    if (id.rfind("id=", 0) != 0 || check.rfind("check=", 0) != 0 || (in >> extra) || !is_hex(id.substr(3), 32) ||
+        !is_hex(check.substr(6), 64))
+        return Status::error(EUCLEAN, where + ": bad encryption line");
+    out->cipher = cipher;
+    out->id = id.substr(3);
+    out->check = check.substr(6);
+    return Status::ok();
+}
+
+}  // namespace
+
 Status parse_store_format(const std::string& text, const std::string& where, StoreFormat* out) {
     std::istringstream in(text);
     std::string line;
@@ -122,15 +145,21 @@ Status parse_store_format(const std::string& text, const std::string& where, Sto
             have_chunking = true;
         } else if (line.rfind("tier ", 0) == 0) {
             out->tier = line.substr(5);
+        } else if (line.rfind("encryption ", 0) == 0) {
+            HIODSFS_TRY(parse_encryption_line(line.substr(11), where, &out->encryption));
         }
     }
     if (!magic || !have_version || !have_chunking)
         return Status::error(EUCLEAN, where + " is not a hiodsfs format record");
+    if (out->version <= kEncryptedFormatVersion && out->encryption.on() != (out->version == kEncryptedFormatVersion))
+        return Status::error(EUCLEAN, where + ": format " + std::to_string(out->version) +
+                                          (out->encryption.on() ? " with" : " without") + " an encryption line");
     return Status::ok();
 }
 
 Status check_format_version(const std::string& store, const StoreFormat& format) {
     if (format.version >= kOldestOpenableFormat && format.version <= kFormatVersion) return Status::ok();
+    if (format.version == kEncryptedFormatVersion) return Status::ok();
     if (format.version < kFormatVersion)
         return Status::error(EPROTO, "store " + store + " has format version " +
                                          std::to_string(format.version) + ", older than this hiodsfs's " +
@@ -138,13 +167,17 @@ Status check_format_version(const std::string& store, const StoreFormat& format)
                                          store + "` (unmounted; the old metadata is kept until it is done)");
     return Status::error(EPROTO, "store " + store + " has format version " +
                                      std::to_string(format.version) +
-                                     "; this hiodsfs reads format " + std::to_string(kFormatVersion));
+                                     "; this hiodsfs reads formats " + std::to_string(kOldestOpenableFormat) + " to " +
+                                     std::to_string(kEncryptedFormatVersion));
 }
 
 std::string store_format_text(const StoreFormat& format) {
     const std::uint32_t version = format.version + (format.log_open ? kLogOpenVersionOffset : 0);
     return std::string(kMagicLine) + "\nformat " + std::to_string(version) + "\nchunking " +
-           format.chunking.describe() + "\n" + (format.tier.empty() ? "" : "tier " + format.tier + "\n");
+           format.chunking.describe() + "\n" + (format.tier.empty() ? "" : "tier " + format.tier + "\n") +
+           (format.encryption.on() ? "encryption " + format.encryption.cipher + " id=" + format.encryption.id +
+                                         " check=" + format.encryption.check + "\n"
+                                   : "");
 }
 
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
@@ -229,7 +262,8 @@ bool same_format(const StoreFormat& a, const StoreFormat& b) {
     // 4 and 5 are one format as far as the metadata goes: a read-write open
     // marks FORMAT 5 before the copy, and a crash between leaves them apart.
     auto openable = [](std::uint32_t v) { return v >= kOldestOpenableFormat && v <= kFormatVersion; };
-    return (a.version == b.version || (openable(a.version) && openable(b.version))) && a.chunking == b.chunking;
+    return (a.version == b.version || (openable(a.version) && openable(b.version))) && a.chunking == b.chunking &&
+           a.encryption == b.encryption;
 }
 
 }  // namespace hiodsfs

@@ -16,6 +16,16 @@ namespace hiodsfs {
 
 class Txn;
 
+// An encrypted store's FORMAT line: "encryption CIPHER id=HEX check=HEX".
+struct StoreEncryption {
+    static constexpr const char* kCipher = "aes-256-gcm";
+    std::string cipher;  // "" for a plain store
+    std::string id;      // the store's random id, 32 hex digits: salts its subkeys
+    std::string check;   // ChunkCipher::key_check() of its key, 64 hex digits
+    bool on() const { return !cipher.empty(); }
+    bool operator==(const StoreEncryption&) const = default;
+};
+
 struct StoreFormat {
     std::uint32_t version = 0;
     ChunkingParams chunking;
@@ -29,6 +39,8 @@ struct StoreFormat {
     // log) refuses: it would open the store without those records and lose
     // what was fsynced since the last commit. Never in the metadata's copy.
     bool log_open = false;
+    // Set (with version kEncryptedFormatVersion) for an encrypted store.
+    StoreEncryption encryption;
 };
 
 // "format 1004": format 4 with an open fsync log (StoreFormat::log_open).
@@ -54,7 +66,7 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
 inline constexpr std::string_view kFormatCopyKey = "format";
 Status read_format_copy(Txn& t, StoreFormat* out, bool* found);
 Status write_format_copy(Txn& t, const StoreFormat& format);
-// Same version (4 and 5 count as one) and chunking (log_open is FORMAT's alone). The tier line is not compared: FORMAT gains
+// Same version (4 and 5 count as one), chunking and encryption (log_open is FORMAT's alone). The tier line is not compared: FORMAT gains
 // it when a store is given a tier, a moment apart from the copy, and
 // check_tier() already holds a tiered store to it.
 bool same_format(const StoreFormat& a, const StoreFormat& b);

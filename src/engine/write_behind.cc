@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "chunk/fingerprint.h"
 #include "engine/compaction.h"
 #include "engine/inode_ops.h"
 #include "meta/chunk_table.h"
@@ -48,6 +49,14 @@ Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* dat
         ids = more_ids.data();
     }
     for (std::size_t i = 0; i < pieces; ++i) HIODSFS_TRY(next_raw_chunk_id(&ids[i]));
+    // An encrypted store's pieces are sealed as their chunks, before the
+    // lock the appends take.
+    std::vector<std::vector<std::uint8_t>> sealed(p_.cipher != nullptr ? pieces : 0);
+    for (std::size_t i = 0; i < sealed.size(); ++i) {
+        const std::size_t at = i * piece;
+        HIODSFS_TRY(seal_chunk_payload(*p_.cipher, ids[i], reinterpret_cast<const char*>(data + at),
+                                       static_cast<std::uint32_t>(std::min(piece, len - at)), false, &sealed[i]));
+    }
     const struct timespec time = touched != nullptr ? *touched : timespec{};
     // Under way from before the first append until held_count_ says what
     // it held (or it failed): see holding().
@@ -62,18 +71,23 @@ Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* dat
         // (drained_at_) lies after every byte the group refers to.
         std::lock_guard<std::mutex> g(held_mu_);
         const std::size_t before = held_.size();
+        std::uint64_t appended = 0;  // stored bytes: sealed pieces are longer than they are
         for (std::size_t i = 0, done = 0; i < pieces; ++i, done += piece) {
             const auto n = static_cast<std::uint32_t>(std::min(piece, len - done));
             ChunkLocation loc;
-            Status st = p_.segs->append(ids[i], data + done, n, &loc);
+            Status st = p_.cipher == nullptr
+                            ? p_.segs->append(ids[i], data + done, n, &loc)
+                            : p_.segs->append(ids[i], sealed[i].data(), static_cast<std::uint32_t>(sealed[i].size()),
+                                              crc32c(sealed[i].data(), sealed[i].size()), true, &loc);
             if (!st) {
                 // Nothing of the request is held; bytes it appended are
                 // dead, as a failed operation's are.
                 held_.resize(before);
-                held_dead_ += done;
+                held_dead_ += appended;
                 return st;
             }
-            held_.push_back(HeldWrite{ino, off + done, ids[i], loc, off + len, touched != nullptr, time});
+            appended += loc.length;
+            held_.push_back(HeldWrite{ino, off + done, ids[i], loc, n, off + len, touched != nullptr, time});
         }
         held_count_.store(held_.size(), std::memory_order_release);
     }
@@ -185,7 +199,8 @@ Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t
         for (std::size_t k = f.first; k < f.end; ++k) {
             const HeldWrite& h = w[k];
             ChunkRecord rec;
-            rec.length = h.loc.length;  // stored as it came
+            rec.length = h.length;  // stored as it came (sealed, in an encrypted store)
+            rec.sealed = p_.cipher != nullptr;
             rec.set_location(h.loc);
             rec.set_refs(1);
             rec.flags = 0;  // not fingerprinted: never shared until the pass replaces it
@@ -193,7 +208,7 @@ Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t
             if (gains.empty() || gains.back().first != h.loc.segment) gains.emplace_back(h.loc.segment, 0);
             gains.back().second += h.loc.length;
             sup.counters.stored_bytes += h.loc.length;
-            sup.counters.content_bytes += h.loc.length;
+            sup.counters.content_bytes += h.length;
             sup.counters.raw_bytes += h.loc.length;
             sup.counters.chunk_count += 1;
         }
@@ -224,18 +239,18 @@ Status WriteBehind::apply_held(MetaStore& store, const HeldWrite* w, std::size_t
         std::uint64_t run_off = w[f.first].off, run_end = w[f.first].off;
         for (std::size_t k = f.first; k < f.end; ++k) {
             const HeldWrite& h = w[k];
-            ExtentRecord e{h.chunk, 0, h.loc.length};
-            HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.loc.length, &e));
+            ExtentRecord e{h.chunk, 0, h.length};
+            HIODSFS_TRY(replace_range(*t, ino, in, h.off, h.length, &e));
             if (h.off != run_end) {  // the run so far first: it may cover this write
                 HIODSFS_TRY(queue_run(run_off, run_end - run_off));
                 run_off = run_end = h.off;
             }
-            if (this_batch.covers(ino, h.off, h.loc.length) || p_.pending->covers(ino, h.off, h.loc.length)) {
+            if (this_batch.covers(ino, h.off, h.length) || p_.pending->covers(ino, h.off, h.length)) {
                 ++covered;
                 HIODSFS_TRY(queue_run(run_off, run_end - run_off));
-                run_off = h.off + h.loc.length;
+                run_off = h.off + h.length;
             }
-            run_end = h.off + h.loc.length;
+            run_end = h.off + h.length;
             if (h.end > in.r.size) in.r.size = h.end;
             if (h.touch) {
                 set_time(&in.r.mtime_s, &in.r.mtime_ns, h.time);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/pending_dirty.h"
+#include "chunk/codec.h"
 #include "engine/write_errors.h"
 #include "hiodsfs/segment_store.h"
 #include "meta/meta_store.h"
@@ -36,7 +37,8 @@ struct HeldWrite {
     InodeId ino;
     std::uint64_t off;        // file offset of the piece
     ChunkId chunk;
-    ChunkLocation loc;
+    ChunkLocation loc;        // of its record (sealed, in an encrypted store: longer than the piece)
+    std::uint32_t length;     // the piece's bytes
     std::uint64_t end;        // the request's end: the file is at least this long
     bool touch;               // the write sets mtime and ctime to time
     struct timespec time;
@@ -52,6 +54,7 @@ struct WriteBehindParts {
     std::function<void(InodeId)> attrs_changed;   // a file's writes were lost; may be empty
     std::function<int(InodeId)> held_write_fault;  // a test's injected failure; may be empty
     std::function<void()> wake_pass;              // something is held for the pass
+    const ChunkCipher* cipher = nullptr;          // an encrypted store's: pieces are sealed
 };
 
 class WriteBehind final : public HeldBack {

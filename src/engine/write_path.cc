@@ -49,7 +49,7 @@ void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
     // Zeros are not stored: they read back from a hole.
     zero[i] = all_zero(c.data, c.len);
     if (zero[i]) return;
-    digests[i] = thread_sha256().digest(c.data, c.len);
+    digests[i] = keyed != nullptr ? keyed->fingerprint(c.data, c.len) : thread_sha256().digest(c.data, c.len);
     crcs[i] = crc32c(c.data, c.len);
     if (encode_with == nullptr) return;
     const ChunkEncoder::Payload p = thread_chunk_encoder().encode(
@@ -133,7 +133,7 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
 Status EngineImpl::emit_chunks(InodeId ino, const std::vector<ChunkSpan>& chunks,
                                WriteUpdate* upd, const ChunkPrints* prints, std::size_t* shared) {
     if (chunks.empty()) return Status::ok();
-    ChunkPrints computed;
+    ChunkPrints computed(cipher_.get());
     if (prints == nullptr) {
         computed.resize(chunks.size());
         auto fingerprint = [&](std::size_t i) { computed.compute(i, chunks[i]); };
@@ -245,7 +245,7 @@ Status EngineImpl::feed(InodeId ino, Stream& s, const std::uint8_t* data, std::s
     // A large request stored at once is hashed while it is cut: a helper
     // fingerprints each chunk as soon as its end is found, instead of the
     // cut running alone before the hashing.
-    ChunkPrints prints;
+    ChunkPrints prints(cipher_.get());
     std::shared_ptr<const Dictionary> dictionary;
     std::optional<ParallelLoop::Open> hashing;
     std::size_t found = 0;

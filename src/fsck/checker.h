@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "chunk/codec.h"
+#include "chunk/fingerprint.h"
 #include "fsck/fsck.h"
 #include "fsck/lost_segments.h"
 #include "hiodsfs/env.h"
@@ -71,12 +72,14 @@ struct Use {
 class Checker {
 public:
     // env: the store's (StoreDir::env), for the segment a repair may make.
-    // dicts: the store's compression dictionaries (meta/dictionaries.h).
-    Checker(Txn& t, SegmentStore& segs, const DictionarySet* dicts, Env* env, const FsckOptions& o,
-            bool repair, bool scrub, FsckReport* report)
+    // dicts: the store's compression dictionaries (meta/dictionaries.h);
+    // cipher: an encrypted store's (null for a plain one).
+    Checker(Txn& t, SegmentStore& segs, const DictionarySet* dicts, const ChunkCipher* cipher, Env* env,
+            const FsckOptions& o, bool repair, bool scrub, FsckReport* report)
         : t_(t),
           segs_(segs),
           dicts_(dicts),
+          cipher_(cipher),
           env_(env),
           o_(o),
           repair_(repair),
@@ -140,6 +143,12 @@ private:
     SegmentStore& segs_;
     // The store's compression dictionaries, to decode chunks stored with one.
     const DictionarySet* const dicts_;
+    // An encrypted store's: opens its chunks, and its fingerprints are keyed.
+    const ChunkCipher* const cipher_;
+    Digest fingerprint(const std::vector<std::uint8_t>& bytes) const {
+        return cipher_ != nullptr ? cipher_->fingerprint(bytes.data(), bytes.size())
+                                  : thread_sha256().digest(bytes.data(), bytes.size());
+    }
     Env* const env_;
     const FsckOptions& o_;
     const bool repair_, scrub_;

@@ -138,8 +138,8 @@ Status Checker::recover_chunks(std::map<ChunkId, std::vector<Use>>& missing) {
             ci.counted = uses.size();
             // Indexed again unless another chunk is indexed with its content.
             std::vector<std::uint8_t> buf(ci.r.length);
-            HIODSFS_TRY(read_chunk_content(segs_, dicts_, id, r.location, ci.r.length, buf.data()));
-            Digest d = thread_sha256().digest(buf.data(), buf.size());
+            HIODSFS_TRY(read_chunk_content(segs_, dicts_, cipher_, id, r.location, ci.r.length, buf.data()));
+            Digest d = fingerprint(buf);
             ChunkId other = 0;
             ChunkRecord other_rec;
             HIODSFS_TRY(find_indexed_chunk(t_, d, &other, &other_rec));

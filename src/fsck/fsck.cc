@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/encryption.h"
 #include "engine/store_layout.h"
 #include "fsck/checker.h"
 #include "fsck/open_store.h"
@@ -55,6 +56,16 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     fsck::FormatFinding format;
     DictionarySet dicts;
     HIODSFS_TRY(fsck::open_store(options, &s, &format, &report->notes));
+    // An encrypted store is checked with its key, or not at all: without
+    // it every chunk would look damaged.
+    std::unique_ptr<ChunkCipher> cipher;
+    const StoreEncryption& encryption = format.write.encryption;
+    if (encryption.on() && options.key == nullptr)
+        return Status::error(EACCES, "store " + options.store + " is encrypted: give its key with --key-file FILE "
+                                     "(nothing was checked)");
+    if (!encryption.on() && options.key != nullptr)
+        return Status::error(EINVAL, "store " + options.store + " is not encrypted, and a key was given");
+    if (encryption.on()) HIODSFS_TRY(open_store_cipher(options.store, encryption, *options.key, &cipher));
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {
@@ -68,7 +79,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
             report->problems.push_back(FsckProblem{
                 line + ": the chunks stored with it cannot be read (--scrub names their files)",
                 false, false});
-        fsck::Checker c(*t, *s.segs, &dicts, s.dir->env(), options, options.repair, options.scrub,
+        fsck::Checker c(*t, *s.segs, &dicts, cipher.get(), s.dir->env(), options, options.repair, options.scrub,
                         report);
         HIODSFS_TRY(c.run());
         if (options.tier != nullptr) HIODSFS_TRY(fsck::note_superseded_objects(options.tier, report));
@@ -102,7 +113,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     HIODSFS_TRY(s.meta->begin(&t));
     FsckOptions plain = options;
     plain.progress = nullptr;
-    fsck::Checker c(*t, *s.segs, &dicts, s.dir->env(), plain, false, false, &again);
+    fsck::Checker c(*t, *s.segs, &dicts, cipher.get(), s.dir->env(), plain, false, false, &again);
     HIODSFS_TRY(c.run());
     if (report->unrepaired() == 0) {
         for (auto& p : again.problems) report->problems.push_back(FsckProblem{"after repair: " + p.what, false});

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
+
+class StoreKey;  // src/chunk/cipher.h
 
 struct FsckOptions {
     // The store directory; with a tier, its cache_dir (made, and the
@@ -48,6 +51,10 @@ struct FsckOptions {
     // Check a store directory that another user owns or that group or
     // others may write (--unsafe-store-dir; store/store_dir.h refuses one).
     bool any_store_owner = false;
+    // An encrypted store's key (--key-file): its chunks are opened and its
+    // keyed fingerprints checked with it. Null: no key; an encrypted store
+    // is then refused.
+    std::shared_ptr<const StoreKey> key;
 };
 
 struct FsckProblem {

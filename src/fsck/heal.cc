@@ -127,8 +127,8 @@ Status Checker::intact_copy(ChunkId bad, const ChunkRecord& r, ChunkId* out) {
             it->second.r.length != r.length || !(it->second.r.digest == r.digest))
             continue;
         std::vector<std::uint8_t> buf(r.length);
-        if (!read_chunk_content(segs_, dicts_, id, it->second.r.location(), r.length, buf.data())) continue;
-        if (thread_sha256().digest(buf.data(), buf.size()) == r.digest) {
+        if (!read_chunk_content(segs_, dicts_, cipher_, id, it->second.r.location(), r.length, buf.data())) continue;
+        if (fingerprint(buf) == r.digest) {
             *out = id;
             return Status::ok();
         }

@@ -104,11 +104,11 @@ Status Checker::check_segments() {
             const ChunkRecord& r = chunks_.at(id).r;
             buf.resize(r.length);
             // Decoded, when encoded: the fingerprint is of the chunk's bytes.
-            st = read_chunk_content(segs_, dicts_, id, loc, r.length, buf.data());
+            st = read_chunk_content(segs_, dicts_, cipher_, id, loc, r.length, buf.data());
             if (st) {
                 if ((r.flags & ChunkRecord::kIndexed) &&
-                    !(thread_sha256().digest(buf.data(), buf.size()) == r.digest))
-                    st = Status::error(EIO, "content does not match its SHA-256 fingerprint");
+                    !(fingerprint(buf) == r.digest))
+                    st = Status::error(EIO, "content does not match its fingerprint");
             }
             ++rep_.scrubbed_chunks;
             rep_.scrubbed_bytes += loc.length;

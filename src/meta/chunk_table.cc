@@ -17,7 +17,10 @@ constexpr std::uint8_t kSameGap = 8;  // with kFollows: the gap of the previous 
 // with an encoded chunk (format 5) starts with two zero bytes where a
 // format-4 block's map is never zero, and its records have
 constexpr std::uint8_t kEncodedBit = 16;  // the stored length and the codec byte follow the length
-// and 3 bits of reference count (up to 6 inline).
+// and 3 bits of reference count (up to 6 inline). A block of an encrypted
+// store (format 6) starts with four zero bytes, and every one of its
+// records is encoded and sealed (its codec byte may then say none, and its
+// stored length exceed its length).
 // Chunks written in a row are one after another, a record header apart,
 // and most have one or two users: such a record's fields cost 3 bytes.
 struct LeadLayout {
@@ -50,12 +53,15 @@ Status load_block(Txn& t, const std::string& key, ChunkId id, std::vector<Stored
 void encode_chunk_block_to(std::string& out, const StoredChunk* chunks, std::size_t n) {
     out.clear();
     out.reserve(4 + n * 40);
-    bool any_encoded = false;
-    for (std::size_t i = 0; i < n; ++i) any_encoded = any_encoded || chunks[i].second.encoded();
+    bool any_encoded = false, sealed = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        any_encoded = any_encoded || chunks[i].second.encoded();
+        sealed = sealed || chunks[i].second.sealed;
+    }
     // Blocks without an encoded chunk keep format 4's form, so a store that
     // never compressed stays byte for byte what format 4 wrote.
     const LeadLayout lay = any_encoded ? kFormat5Lead : kFormat4Lead;
-    if (any_encoded) out.append(2, '\0');
+    if (any_encoded) out.append(sealed ? 4 : 2, '\0');
     std::uint16_t map = 0;
     for (std::size_t i = 0; i < n; ++i) map |= std::uint16_t(1u << (chunks[i].first % kChunksPerBlock));
     out.push_back(static_cast<char>(map & 0xff));
@@ -113,8 +119,10 @@ std::string encode_chunk_block(const StoredChunk* chunks, std::size_t n) {
 bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<StoredChunk>* out) {
     if (in.size() < 2 || block > std::numeric_limits<ChunkId>::max() / kChunksPerBlock) return false;
     const bool format5 = in[0] == 0 && in[1] == 0;
+    // A format-5 block's map is never zero: four zero bytes are a sealed block.
+    const bool sealed = format5 && in.size() >= 4 && in[2] == 0 && in[3] == 0;
     const LeadLayout lay = format5 ? kFormat5Lead : kFormat4Lead;
-    std::size_t pos = format5 ? 2 : 0;
+    std::size_t pos = sealed ? 4 : format5 ? 2 : 0;
     if (in.size() < pos + 2) return false;
     const auto map = static_cast<std::uint16_t>(static_cast<std::uint8_t>(in[pos]) |
                                                 static_cast<std::uint8_t>(in[pos + 1]) << 8);
@@ -135,6 +143,8 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
         const auto lead = static_cast<std::uint8_t>(in[pos++]);
         r.flags = lead & ChunkRecord::kKnownFlags;
         const bool encoded = format5 && (lead & kEncodedBit);
+        if (sealed && !encoded) return fail();
+        r.sealed = sealed;
         if (lead & kFollows) {
             std::uint64_t gap = last_gap;
             if (prev == nullptr) return fail();
@@ -157,12 +167,15 @@ bool decode_chunk_block(std::uint64_t block, std::string_view in, std::vector<St
         if (encoded) {
             // An encoded chunk is smaller than its bytes (chunk/codec.h), and
             // its codec byte names a method and level the codec has.
-            if (!get_varint_as(in, &pos, &r.stored) || r.stored == 0 || r.stored >= r.length || pos >= in.size())
+            // A sealed one may be stored as it is, and is longer by its seal.
+            if (!get_varint_as(in, &pos, &r.stored) || r.stored == 0 || (!sealed && r.stored >= r.length) ||
+                pos >= in.size())
                 return fail();
             r.codec = static_cast<std::uint8_t>(in[pos++]);
             const Compression c = r.compression();
             const bool known = (c.method == CompressionMethod::kLz4 && c.level == 0 && !r.dictionary_tried()) ||
-                               (c.method == CompressionMethod::kZstd && c.level >= 1 && c.level <= kMaxZstdLevel);
+                               (c.method == CompressionMethod::kZstd && c.level >= 1 && c.level <= kMaxZstdLevel) ||
+                               (sealed && r.codec == 0);
             if (!known) return fail();
         }
         std::uint64_t more_refs = 0;

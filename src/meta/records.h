@@ -28,6 +28,10 @@ constexpr std::uint32_t kFormatVersion = 5;
 // is, and a read-write open marks it 5 (an older hiodsfs would misread
 // the chunks it may then hold). Older formats need hiodsfs-fsck --upgrade.
 constexpr std::uint32_t kOldestOpenableFormat = 4;
+// Format 6 is format 5 with every chunk sealed: an encrypted store (its
+// FORMAT's encryption line). Plain stores stay 5, so an older hiodsfs still
+// opens them, and refuses an encrypted one with one line.
+constexpr std::uint32_t kEncryptedFormatVersion = 6;
 
 struct InodeRecord {
     std::uint32_t mode = 0;  // the S_IFMT type and the 07777 bits (all encode() keeps)
@@ -79,6 +83,10 @@ struct ChunkRecord {
     std::uint64_t ref_count = 0;
     std::uint8_t flags = 0;
     Digest digest;  // stored only while kIndexed is set
+    // An encrypted store's: the payload is sealed (chunk/codec.h), stored
+    // is its length, and the codec byte may say none (sealed as it is).
+    // Every record of an encrypted store is; chunk_table.h keeps it per block.
+    bool sealed = false;
     bool encoded() const { return stored != 0; }
     // Set in a zstd chunk's codec byte when one of the store's dictionaries
     // was tried for it: it is stored with it, or the dictionary did not make

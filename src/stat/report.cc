@@ -273,6 +273,7 @@ Status report_from(const json& status, Report* r) {
             break;
         }
     r->chunking = st.s("chunking");
+    r->encryption = st.has("encryption") ? st.s("encryption") : "none";  // older daemons: none
     r->setting = st.s("setting");
     r->mode = st.s("mode");
     r->ops_per_s = st.d("ops_per_s");
@@ -345,6 +346,8 @@ Status load_report(const std::string& arg, Report* out) {
     // Only reads: any owner's store (check_readable has let it through); no
     // link inside it is followed all the same.
     eo.any_store_owner = true;
+    // Its figures are the metadata's, which an encrypted store keeps plain.
+    eo.without_key = true;
     std::unique_ptr<Engine> engine;
     Status st = Engine::open(eo, &engine);
     if (st) {
@@ -496,7 +499,8 @@ std::string format_text(const Report& r, const Style& style) {
     o += "\n";
     if (r.mounted && r.status_age_s > 30)
         o += paint("warning: the daemon has not updated its status for " + human_duration(r.status_age_s), "33") + "\n";
-    o += "  chunking      " + escape_line(r.chunking) + "\n\n";
+    o += "  chunking      " + escape_line(r.chunking) + "\n";
+    o += "  encryption    " + escape_line(r.encryption) + "\n\n";
 
     o += paint("Space", "1") + "\n";
     line(&o, "logical", human_bytes(static_cast<double>(r.logical_bytes)),

@@ -37,6 +37,7 @@ struct Report {
     bool mounted = false;
     double status_age_s = 0;  // mounted: how old status.json is
     std::string chunking;
+    std::string encryption = "none";  // or "aes-256-gcm"
     std::string setting;      // inline | deferred | hybrid ("" when not mounted)
     std::string mode;         // inline | deferred | "not mounted"
     std::optional<double> mode_since;  // unix time

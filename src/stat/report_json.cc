@@ -55,6 +55,7 @@ std::string format_json(const Report& r, bool with_history) {
     j["mountpoint"] = str_or_null(r.mountpoint);
     j["status_age_s"] = opt_num(r.mounted ? std::optional<double>(r.status_age_s) : std::nullopt);
     j["chunking"] = r.chunking;
+    j["encryption"] = r.encryption;
     j["space"] = {{"logical_bytes", r.logical_bytes},
                   {"stored_bytes", r.stored_bytes},
                   {"disk_bytes", r.disk_bytes},

@@ -272,14 +272,14 @@ TEST_CASE("a store is refused when its format or chunking does not match", "[eng
     std::string format = dir.store() + "/FORMAT";
     {
         std::ofstream f(format, std::ios::trunc);
-        f << "hiodsfs store\nformat " << kFormatVersion + 1 << "\nchunking cdc:4096/16384/65536\n";
+        f << "hiodsfs store\nformat " << kEncryptedFormatVersion + 1 << "\nchunking cdc:4096/16384/65536\n";
     }
     st = Engine::open(options_for(dir.store(), kCdc), &e);
     CHECK(st.err() == EPROTO);
-    CHECK(st.message().find("format version " + std::to_string(kFormatVersion + 1)) != std::string::npos);
+    CHECK(st.message().find("format version " + std::to_string(kEncryptedFormatVersion + 1)) != std::string::npos);
     std::ifstream in(format);
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK(all.find("format " + std::to_string(kFormatVersion + 1)) != std::string::npos);
+    CHECK(all.find("format " + std::to_string(kEncryptedFormatVersion + 1)) != std::string::npos);
 
     // A non-empty directory that is not a store, and a path that is a file.
     TempDir other;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "chunk/cipher.h"
 #include "engine/engine_test_hooks.h"
 #include "fsck/fsck.h"
 #include "hiodsfs/engine.h"
@@ -259,7 +260,9 @@ inline ExtentRecord extent_at(Txn& t, InodeId ino, std::uint64_t off) {
 // exact_dead_bytes: fsck's note that the dead-bytes counter differs from
 // what the segments hold counts as a problem (a crash during compaction may
 // leave it: pass false there).
-inline std::vector<std::string> check_invariants(const std::string& store, bool exact_dead_bytes = true) {
+// key: an encrypted store's.
+inline std::vector<std::string> check_invariants(const std::string& store, bool exact_dead_bytes = true,
+                                                 std::shared_ptr<const StoreKey> key = nullptr) {
     std::vector<std::string> problems;
     std::unique_ptr<MetaStore> m;
     Status st = MetaStore::open(store + "/meta", 1ull << 32, true, &m);
@@ -325,6 +328,7 @@ inline std::vector<std::string> check_invariants(const std::string& store, bool 
     FsckReport report;
     FsckOptions fo;
     fo.store = store;
+    fo.key = std::move(key);
     st = run_fsck(fo, &report);
     if (!st) problems.push_back("fsck: " + st.to_string());
     for (const auto& p : report.problems) problems.push_back("fsck: " + p.what);

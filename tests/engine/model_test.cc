@@ -35,8 +35,11 @@ void compare(Engine& e, const Model& m, const std::string& name) {
     }
 }
 
-void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t ops) {
-    std::cerr << "model test " << params.describe() << " seed " << seed << " (HIODSFS_SEED to repeat)\n";
+// key: a store encrypted with it (null: a plain one).
+void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t ops,
+               std::shared_ptr<const StoreKey> key = nullptr) {
+    std::cerr << "model test " << params.describe() << (key ? " encrypted" : "") << " seed " << seed
+              << " (HIODSFS_SEED to repeat)\n";
     INFO("seed " << seed << " chunking " << params.describe());
     std::mt19937_64 rng(seed);
     TempDir dir;
@@ -46,6 +49,7 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
     // Writes store lz4 and the pass zstd, so the model sees raw, lz4 and zstd chunks mixed.
     opts.compression = Compression{CompressionMethod::kLz4, 0};
     opts.compression_background = Compression{CompressionMethod::kZstd, 3};
+    opts.key = key;
     auto e = open_engine(opts);
     Model m;
     // A pool of data that writes copy from, so duplicates are common: half
@@ -196,7 +200,7 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
         } else if (op < 96) {  // reopen the store
             REQUIRE(e->close().is_ok());
             e.reset();
-            auto problems = check_invariants(dir.store());
+            auto problems = check_invariants(dir.store(), true, opts.key);
             for (auto& p : problems) UNSCOPED_INFO(p);
             REQUIRE(problems.empty());
             e = open_engine(opts);
@@ -208,7 +212,7 @@ void run_model(const ChunkingParams& params, std::uint64_t seed, std::uint64_t o
     }
     for (const auto& [name, content] : m.files) compare(*e, m, name);
     REQUIRE(e->close().is_ok());
-    auto problems = check_invariants(dir.store());
+    auto problems = check_invariants(dir.store(), true, opts.key);
     for (auto& p : problems) UNSCOPED_INFO(p);
     REQUIRE(problems.empty());
 }
@@ -220,4 +224,10 @@ TEST_CASE("random operations match an in-memory model", "[engine][model][slow]")
     std::uint64_t ops = env_u64("HIODSFS_MODEL_OPS", 2000);
     SECTION("cdc") { run_model(ChunkingParams::cdc(1024, 4096, 16384), seed, ops); }
     SECTION("fixed") { run_model(ChunkingParams::fixed(4096), seed, ops); }
+    SECTION("cdc, encrypted") {
+        std::array<std::uint8_t, StoreKey::kBytes> key{};
+        for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<std::uint8_t>(seed >> (i % 8 * 8)) ^ 0x5a;
+        run_model(ChunkingParams::cdc(1024, 4096, 16384), seed, ops / 2,
+                  std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(key)));
+    }
 }

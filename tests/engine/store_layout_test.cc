@@ -87,11 +87,13 @@ TEST_CASE("only the versions this program knows open; older ones are sent to --u
     Status old = check_format_version("/s", f);
     CHECK(old.err() == EPROTO);
     CHECK(old.message().find("hiodsfs-fsck --upgrade /s") != std::string::npos);
-    f.version = kFormatVersion + 1;
+    f.version = kEncryptedFormatVersion;
+    CHECK(check_format_version("/s", f).is_ok());
+    f.version = kEncryptedFormatVersion + 1;
     Status newer = check_format_version("/s", f);
     CHECK(newer.err() == EPROTO);
-    CHECK(newer.message() == "store /s has format version " + std::to_string(kFormatVersion + 1) +
-                                 "; this hiodsfs reads format " + std::to_string(kFormatVersion));
+    CHECK(newer.message() == "store /s has format version " + std::to_string(kEncryptedFormatVersion + 1) +
+                                 "; this hiodsfs reads formats 4 to 6");
 
     // Different chunking is a different store; the tier line is not compared.
     StoreFormat a = cdc_format(), b = cdc_format();
@@ -170,4 +172,53 @@ TEST_CASE("the store's files and folders are made private, links left alone", "[
     CHECK(mode_of(dir.path() + "/segments") == 0700);
     CHECK(mode_of(dir.path() + "/segments/00000001") == 0600);
     CHECK(mode_of(outside) == 0644);  // through the link: untouched
+}
+
+TEST_CASE("an encrypted store's FORMAT: its line parses back, comes with format 6 only, and is compared",
+          "[engine][store_layout][encryption]") {
+    StoreFormat f = cdc_format();
+    f.version = kEncryptedFormatVersion;
+    f.encryption.cipher = StoreEncryption::kCipher;
+    f.encryption.id = std::string(32, 'a');
+    f.encryption.check = std::string(64, '0');
+    const std::string text = store_format_text(f);
+    CHECK(text.find("format 6\n") != std::string::npos);
+    CHECK(text.find("encryption aes-256-gcm id=" + f.encryption.id + " check=" + f.encryption.check + "\n") !=
+          std::string::npos);
+    StoreFormat back;
+    REQUIRE(parse_store_format(text, "FORMAT", &back).is_ok());
+    CHECK(back.encryption == f.encryption);
+    CHECK(same_format(f, back));
+    // Stripped of its line, or given another key check, it is another store.
+    StoreFormat stripped = f;
+    stripped.encryption = StoreEncryption{};
+    CHECK_FALSE(same_format(f, stripped));
+    StoreFormat other = f;
+    other.encryption.check = std::string(64, '1');
+    CHECK_FALSE(same_format(f, other));
+    // A line without format 6, format 6 without a line, a cipher this
+    // program does not know, and a malformed line are refused.
+    const std::size_t at = text.find("chunking ");
+    const std::string chunking_line = text.substr(at, text.find('\n', at) + 1 - at);
+    const std::string plain5 = "hiodsfs store\nformat 5\n" + chunking_line;
+    const std::string line = text.substr(text.find("encryption "));
+    StoreFormat out;
+    CHECK(parse_store_format(plain5 + line, "FORMAT", &out).err() == EUCLEAN);
+    out = StoreFormat{};
+    CHECK(parse_store_format("hiodsfs store\nformat 6\n" + chunking_line, "FORMAT", &out).err() == EUCLEAN);
+    out = StoreFormat{};
+    Status st = parse_store_format("hiodsfs store\nformat 6\n" + chunking_line + "encryption chacha20 id=" +
+                                       f.encryption.id + " check=" + f.encryption.check + "\n",
+                                   "FORMAT", &out);
+    CHECK(st.err() == EPROTO);
+    CHECK(st.message().find("chacha20") != std::string::npos);
+    for (const std::string& bad : {std::string("encryption aes-256-gcm id=xyz check=") + f.encryption.check,
+                                   "encryption aes-256-gcm id=" + f.encryption.id,
+                                   "encryption aes-256-gcm id=" + f.encryption.id + " check=" + f.encryption.check +
+                                       " more"}) {
+        INFO(bad);
+        out = StoreFormat{};
+        CHECK(parse_store_format("hiodsfs store\nformat 6\n" + chunking_line + bad + "\n", "FORMAT", &out).err() ==
+              EUCLEAN);
+    }
 }

@@ -539,3 +539,15 @@ TEST_CASE("report: the throttle's reason, the held share and the backlog's limit
     CHECK(stat::format_text(r, {false}).find("limit") == std::string::npos);
     CHECK(stat::format_text(r, {false}).find("over twice the live data") == std::string::npos);
 }
+
+TEST_CASE("report: an encrypted store says so in text and JSON; an older daemon's status says none",
+          "[stat][encryption]") {
+    stat::Report r;
+    REQUIRE(stat::report_from_status(status_text({{"encryption", "aes-256-gcm"}}), &r));
+    CHECK(r.encryption == "aes-256-gcm");
+    CHECK(stat::format_text(r, {false}).find("encryption    aes-256-gcm\n") != std::string::npos);
+    CHECK(checked_json(r, false)["encryption"] == "aes-256-gcm");
+    REQUIRE(stat::report_from_status(status_text(), &r));
+    CHECK(r.encryption == "none");
+    CHECK(checked_json(r, false)["encryption"] == "none");
+}

@@ -1,0 +1,23 @@
+// Encryption at rest, what the engine and hiodsfs-fsck share: an encrypted
+// store's cipher from its FORMAT line and a key, checked against the key
+// check the line records (docs/architecture.md, "Encryption at rest").
+// Thread-safety: functions of their arguments.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "chunk/cipher.h"
+#include "engine/store_layout.h"
+#include "hiodsfs/status.h"
+
+namespace hiodsfs {
+
+// A new store's encryption line for key: a random id, and the key check.
+Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out);
+// The cipher of store dir, whose FORMAT says e, under key; EACCES with one
+// line naming the store if key is not its key.
+Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const StoreKey& key,
+                         std::unique_ptr<ChunkCipher>* out);
+
+}  // namespace hiodsfs
