@@ -10,6 +10,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,6 +22,7 @@
 #include "fsck/fsck.h"
 #include "fsck/tier_source.h"
 #include "fsck/upgrade.h"
+#include "store/key_file.h"
 #include "store/rados_source.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
@@ -50,6 +52,8 @@ const char* const kUsage =
     "            --repair to write a lost FORMAT record when the metadata holds no copy of it\n"
     "  --cache-dir DIR  the cache directory of rados:POOL/STORE\n"
     "  --ceph-conf FILE the Ceph cluster's configuration (default /etc/ceph/ceph.conf)\n"
+    "  --key-file FILE  the key of an encrypted store (its chunks are opened and their keyed\n"
+    "            fingerprints checked with it; an encrypted store is not checked without it)\n"
     "  --unsafe-store-dir  check a store that another user owns or that group or others may write\n"
     "            (refused otherwise: they could replace its files while it is open)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
@@ -147,7 +151,7 @@ int main(int argc, char** argv) {
     po::options_description opts;
     opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")(
         "chunking", po::value<std::string>())("cache-dir", po::value<std::string>())(
-        "ceph-conf", po::value<std::string>())("unsafe-store-dir", "")("help,h", "")("version", "")(
+        "ceph-conf", po::value<std::string>())("key-file", po::value<std::string>())("unsafe-store-dir", "")("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -186,6 +190,15 @@ int main(int argc, char** argv) {
         return kExitOperational;
     }
     o.store = stores[0];
+    if (vm.count("key-file")) {
+        auto key = std::make_shared<hiodsfs::StoreKey>();
+        hiodsfs::Status read = hiodsfs::read_key_file(vm["key-file"].as<std::string>(), key.get());
+        if (!read) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", read.message().c_str());
+            return kExitOperational;
+        }
+        o.key = std::move(key);
+    }
     if (vm.count("chunking")) {
         hiodsfs::Status parsed = hiodsfs::ChunkingParams::parse(vm["chunking"].as<std::string>(), &o.chunking);
         if (parsed) parsed = o.chunking.validate();

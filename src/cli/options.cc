@@ -377,6 +377,14 @@ const std::vector<OptionSpec>& option_table() {
                          in.out->unsafe_store_dir = true;
                          return true;
                      }});
+        t.push_back({"key_file", "FILE",
+                     "encrypt a new store with the 32-byte key in FILE, or\n"
+                     "open an encrypted one (FILE: mode 0600, owned by root)",
+                     [](const OptionInput& in) {
+                         if (in.value.empty()) return in.bad_value("expected the key file's path");
+                         in.out->key_file = in.value;
+                         return true;
+                     }});
         // rados:POOL/STORE only (checked once the store is known).
         t.push_back({"cache_dir", "DIR",
                      "rados:POOL/STORE: the local directory of its metadata,\n"

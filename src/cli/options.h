@@ -90,6 +90,9 @@ struct DaemonOptions {
     std::string ceph_conf = kDefaultCephConf;
     std::string ceph_id = kDefaultCephId;
     std::string cache_dir;
+    // -o key_file=FILE: the key that encrypts a new store or opens an
+    // encrypted one (store/key_file.h says what FILE must be).
+    std::string key_file;
     std::uint64_t cache_size = 1ull << 30;
     unsigned rados_timeout = kDefaultRadosTimeoutSeconds;  // seconds; bounds connecting and each operation
     // Seconds the store's lock outlives a daemon that stopped renewing it.

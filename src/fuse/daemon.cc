@@ -33,6 +33,7 @@
 #include "fuse/fuse_ops.h"
 #include "fuse/kernel_channel.h"
 #include "fuse/leased_engine.h"
+#include "store/key_file.h"
 #include "store/store_dir.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
@@ -103,6 +104,8 @@ bool resolve_paths(DaemonOptions* opt, std::string* error) {
     std::string s = store.lexically_normal().string();
     while (s.size() > 1 && s.back() == '/') s.pop_back();
     opt->store = s;
+    // Read after the daemon has chdir'ed to /.
+    if (!opt->key_file.empty()) opt->key_file = std::filesystem::absolute(opt->key_file, ec).lexically_normal().string();
 
     if (is_fd_mountpoint(opt->mountpoint)) return true;
     struct stat st {};
@@ -517,6 +520,12 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     eo.compression = opt.compression;
     eo.compression_background = opt.compression_background;
     eo.dictionary_min_bytes = opt.dictionary_min_bytes;
+    if (!opt.key_file.empty()) {
+        auto key = std::make_shared<StoreKey>();
+        Status read = read_key_file(opt.key_file, key.get());
+        if (!read) return fail(read.message());
+        eo.key = std::move(key);
+    }
     eo.background_threads = opt.background_threads;
     eo.background_nice = opt.background_nice;
     eo.compact_threshold = opt.compact_threshold / 100.0;

@@ -1,0 +1,198 @@
+// Encryption at rest through a real mount (-o key_file=FILE,
+// docs/architecture.md "Encryption at rest"): what is written through the
+// mount appears nowhere in the store; identical files are stored once;
+// hiodsfs-fsck checks the store with --key-file and refuses without it;
+// hiodsfs-stat shows its figures; a wrong key, a missing one and a key file
+// others may read are each refused with one line, the store untouched; a
+// damaged chunk reads as EIO and fsck names its file.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mount_fixture.h"
+#include "stat_util.h"
+
+using namespace hiodsfs;
+using namespace hiodsfs::mt;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kMarker = "MOUNT-MARKER-8d3a61";
+
+// A 32-byte key file of the given mode (owned by whoever runs the test).
+std::string key_file(const std::string& dir, const std::string& name, std::uint64_t seed, mode_t mode = 0600) {
+    const std::string path = dir + "/" + name;
+    write_file(path, random_bytes(32, seed), mode);
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    return path;
+}
+
+// Every file under dir whose bytes hold s.
+std::vector<std::string> files_holding(const std::string& dir, const std::string& s) {
+    std::vector<std::string> found;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+        if (!f.is_regular_file()) continue;
+        if (read_file(f.path().string()).find(s) != std::string::npos) found.push_back(f.path().string());
+    }
+    return found;
+}
+
+std::string marked(std::size_t n, std::uint64_t seed) {
+    std::string s = text_like(n, seed);
+    for (std::size_t at = 0; at + kMarker.size() < s.size(); at += 1013) s.replace(at, kMarker.size(), kMarker);
+    return s;
+}
+
+// The store's names, sizes, modes and times, and FORMAT: a refused start
+// changes none (but the lock file, which every start writes its pid into).
+std::string tree_of(const std::string& dir) {
+    return sh("cd " + shq(dir) + " && find . ! -name lock -printf '%p %s %m %T@\\n' | sort && cat FORMAT").out;
+}
+
+// The errno of the first read of path that fails (0: it reads whole).
+int read_error(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    std::vector<char> buf(1 << 16);
+    int err = 0;
+    for (;;) {
+        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        if (n < 0) err = errno;
+        if (n <= 0) break;
+    }
+    ::close(fd);
+    return err;
+}
+
+struct Unmounter {
+    std::string mnt;
+    ~Unmounter() {
+        if (mounted_at(mnt)) run({"fusermount3", "-uz", mnt});
+    }
+};
+
+}  // namespace
+
+TEST_CASE("an encrypted store through a mount: no written byte shows in the store, copies are stored once, "
+          "fsck and stat work with the key",
+          "[mount][encryption]") {
+    TempDir keys;
+    const std::string key = key_file(keys.path(), "store.key", 101);
+    {
+        // The search finds the marker where it is: in a plain store.
+        MountFixture plain({"compression=none"});
+        write_file(plain.path("one"), marked(256 * 1024, 77));
+        plain.unmount();
+        CHECK_FALSE(files_holding(plain.store(), kMarker).empty());
+    }
+    for (const std::string mode : {"inline", "deferred"}) {
+        INFO("mode=" << mode);
+        MountFixture m({"mode=" + mode, "key_file=" + key});
+        const std::string text = marked(3 * kMiB, 77);
+        write_file(m.path("one"), text);
+        write_file(m.path("two"), text);
+        const std::string small = kMarker + " in a small file\n";
+        write_file(m.path("small"), small);
+        fsync_path(m.path("one"));
+        REQUIRE(wait_drained(m.store(), 120s));
+        m.remount();
+        CHECK(read_file(m.path("one")) == text);
+        CHECK(read_file(m.path("two")) == text);
+        CHECK(read_file(m.path("small")) == small);
+        m.unmount();
+        CHECK(files_holding(m.store(), kMarker).empty());
+        CHECK(read_file(m.store() + "/FORMAT").find("encryption aes-256-gcm") != std::string::npos);
+        const CmdResult scrub = run({HIODSFS_FSCK_BIN, m.store(), "--scrub", "--key-file", key});
+        INFO(scrub.describe());
+        CHECK(scrub.status == 0);
+        const CmdResult keyless = run({HIODSFS_FSCK_BIN, m.store()});
+        INFO(keyless.describe());
+        CHECK(keyless.status == 8);
+        CHECK(line_count(keyless.err) == 1);
+        CHECK(keyless.err.find("--key-file") != std::string::npos);
+        // Stored once: the keyed fingerprints deduplicate as plain ones do.
+        const nlohmann::json v = stat_json(m.store());
+        CHECK(field(v, "space", "logical_bytes") == 2 * text.size() + small.size());
+        CHECK(field(v, "space", "content_bytes") == text.size() + small.size());
+    }
+}
+
+TEST_CASE("a wrong key, a missing key, a loose key file and a key for a plain store are refused with one line, "
+          "the store untouched",
+          "[mount][encryption]") {
+    TempDir keys;
+    const std::string key = key_file(keys.path(), "right.key", 201);
+    const std::string wrong = key_file(keys.path(), "wrong.key", 202);
+    const std::string loose = key_file(keys.path(), "loose.key", 201, 0644);
+    const std::string short_key = keys.path() + "/short.key";
+    write_file(short_key, "too short", 0600);
+    MountFixture m({"key_file=" + key});
+    write_file(m.path("f"), marked(64 * 1024, 5));
+    m.unmount();
+    MountFixture plain;
+    write_file(plain.path("f"), "plain");
+    plain.unmount();
+    const std::string bin = daemon_binary();
+    struct Case {
+        const char* what;
+        std::string store;
+        std::vector<std::string> options;
+        std::string expect;
+    };
+    const std::vector<Case> cases = {
+        {"a wrong key", m.store(), {"-o", "key_file=" + wrong}, "not this store's key"},
+        {"no key", m.store(), {}, "key_file="},
+        {"a key file others may read", m.store(), {"-o", "key_file=" + loose}, "chmod 600"},
+        {"a key file of the wrong size", m.store(), {"-o", "key_file=" + short_key}, "not a key's 32"},
+        {"a key file that is not there", m.store(), {"-o", "key_file=" + keys.path() + "/none.key"}, "none.key"},
+        {"a key for a plain store", plain.store(), {"-o", "key_file=" + key}, "not encrypted"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        const std::string before = tree_of(c.store);
+        Unmounter guard{m.mnt()};
+        std::vector<std::string> argv{bin, c.store, m.mnt(), "-f"};
+        argv.insert(argv.end(), c.options.begin(), c.options.end());
+        const CmdResult r = run(argv, {}, 20s);
+        INFO(r.describe());
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.status == 1);
+        CHECK(line_count(r.err) == 1);
+        CHECK(r.err.find(c.expect) != std::string::npos);
+        CHECK_FALSE(mounted_at(m.mnt()));
+        CHECK(tree_of(c.store) == before);
+    }
+    // The right key still opens it.
+    m.mount();
+    CHECK(read_file(m.path("f")) == marked(64 * 1024, 5));
+}
+
+TEST_CASE("a damaged chunk of an encrypted store reads as EIO, and fsck names its file", "[mount][encryption]") {
+    TempDir keys;
+    const std::string key = key_file(keys.path(), "store.key", 301);
+    MountFixture m({"mode=inline", "compression=none", "key_file=" + key});
+    const std::string data = random_bytes(2 * kMiB, 31);
+    write_file(m.path("victim"), data);
+    m.unmount();
+    // A byte in the middle of the first segment: inside a sealed chunk.
+    std::string segment;
+    for (const auto& f : std::filesystem::directory_iterator(m.store() + "/segments"))
+        if (segment.empty() || f.path().string() < segment) segment = f.path().string();
+    REQUIRE_FALSE(segment.empty());
+    flip_byte(segment, std::filesystem::file_size(segment) / 2);
+    m.mount();
+    CHECK(read_error(m.path("victim")) == EIO);
+    m.unmount();
+    const CmdResult scrub = run({HIODSFS_FSCK_BIN, m.store(), "--scrub", "--key-file", key});
+    INFO(scrub.describe());
+    CHECK(scrub.status != 0);
+    CHECK(scrub.out.find("/victim") != std::string::npos);
+}
