@@ -7,6 +7,7 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -52,10 +53,60 @@ Digest hmac(const std::array<std::uint8_t, 32>& key, const void* data, std::size
     return d;
 }
 
-struct CipherContext {
-    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
-    ~CipherContext() { EVP_CIPHER_CTX_free(c); }
+// AES-256-GCM and HMAC, fetched once: an implicit fetch on every
+// initialisation costs more than sealing a 4 KiB chunk.
+const EVP_CIPHER* aes_gcm() {
+    static EVP_CIPHER* const c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+    return c;
+}
+EVP_MAC* hmac_algorithm() {
+    static EVP_MAC* const m = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    return m;
+}
+
+std::atomic<std::uint64_t> next_cipher_serial{1};
+
+// One thread's OpenSSL contexts, keyed for the cipher it used last (its
+// serial): a chunk then costs its nonce and its bytes, not a new context,
+// a key schedule and an HMAC key setup. Freed (and so wiped) when the
+// thread ends or turns to another cipher.
+struct ThreadContexts {
+    std::uint64_t serial = 0;
+    EVP_CIPHER_CTX* seal = nullptr;
+    EVP_CIPHER_CTX* open = nullptr;
+    EVP_MAC_CTX* print = nullptr;
+    void clear() {
+        EVP_CIPHER_CTX_free(seal);
+        EVP_CIPHER_CTX_free(open);
+        EVP_MAC_CTX_free(print);
+        seal = open = nullptr;
+        print = nullptr;
+        serial = 0;
+    }
+    ~ThreadContexts() { clear(); }
 };
+
+ThreadContexts* keyed_contexts(std::uint64_t serial, const std::array<std::uint8_t, 32>& chunk_key,
+                               const std::array<std::uint8_t, 32>& print_key) {
+    thread_local ThreadContexts t;
+    if (t.serial == serial) return &t;
+    t.clear();
+    t.seal = EVP_CIPHER_CTX_new();
+    t.open = EVP_CIPHER_CTX_new();
+    t.print = hmac_algorithm() != nullptr ? EVP_MAC_CTX_new(hmac_algorithm()) : nullptr;
+    OSSL_PARAM params[2] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
+                            OSSL_PARAM_construct_end()};
+    const bool ok = t.seal != nullptr && t.open != nullptr && t.print != nullptr && aes_gcm() != nullptr &&
+                    EVP_EncryptInit_ex2(t.seal, aes_gcm(), chunk_key.data(), nullptr, nullptr) == 1 &&
+                    EVP_DecryptInit_ex2(t.open, aes_gcm(), chunk_key.data(), nullptr, nullptr) == 1 &&
+                    EVP_MAC_init(t.print, print_key.data(), print_key.size(), params) == 1;
+    if (!ok) {
+        t.clear();
+        return nullptr;
+    }
+    t.serial = serial;
+    return &t;
+}
 
 }  // namespace
 
@@ -66,6 +117,7 @@ StoreKey::~StoreKey() { OPENSSL_cleanse(bytes_.data(), bytes_.size()); }
 Status ChunkCipher::make(const StoreKey& key, std::span<const std::uint8_t> store_id,
                          std::unique_ptr<ChunkCipher>* out) {
     std::unique_ptr<ChunkCipher> c(new ChunkCipher());
+    c->serial_ = next_cipher_serial.fetch_add(1);
     if (!hkdf(key, store_id, kChunkInfo, &c->chunk_key_) || !hkdf(key, store_id, kPrintInfo, &c->print_key_) ||
         !hkdf(key, store_id, kCheckInfo, &c->check_key_))
         return Status::error(EIO, "OpenSSL could not derive the store's subkeys (HKDF-SHA-256)");
@@ -86,15 +138,17 @@ Status ChunkCipher::seal(std::span<const std::uint8_t> plain, std::span<const st
     out->resize(at + kNonceBytes + plain.size() + kTagBytes);
     std::uint8_t* nonce = out->data() + at;
     std::uint8_t* sealed = nonce + kNonceBytes;
-    CipherContext ctx;
+    ThreadContexts* t = keyed_contexts(serial_, chunk_key_, print_key_);
+    EVP_CIPHER_CTX* c = t != nullptr ? t->seal : nullptr;
     int n = 0, tail = 0;
-    const bool ok = ctx.c != nullptr && RAND_bytes(nonce, static_cast<int>(kNonceBytes)) == 1 &&
-                    EVP_EncryptInit_ex(ctx.c, EVP_aes_256_gcm(), nullptr, chunk_key_.data(), nonce) == 1 &&
-                    (ad.empty() || EVP_EncryptUpdate(ctx.c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
-                    EVP_EncryptUpdate(ctx.c, sealed, &n, plain.data(), static_cast<int>(plain.size())) == 1 &&
-                    EVP_EncryptFinal_ex(ctx.c, sealed + n, &tail) == 1 &&
-                    EVP_CIPHER_CTX_ctrl(ctx.c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
-                                        sealed + plain.size()) == 1;
+    // A new nonce on the keyed context: the key schedule stays.
+    const bool ok = c != nullptr && RAND_bytes(nonce, static_cast<int>(kNonceBytes)) == 1 &&
+                    EVP_EncryptInit_ex2(c, nullptr, nullptr, nonce, nullptr) == 1 &&
+                    (ad.empty() || EVP_EncryptUpdate(c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
+                    EVP_EncryptUpdate(c, sealed, &n, plain.data(), static_cast<int>(plain.size())) == 1 &&
+                    EVP_EncryptFinal_ex(c, sealed + n, &tail) == 1 &&
+                    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), sealed + plain.size()) ==
+                        1;
     if (!ok) {
         out->resize(at);
         return Status::error(EIO, "OpenSSL could not seal a chunk (AES-256-GCM)");
@@ -105,27 +159,33 @@ Status ChunkCipher::seal(std::span<const std::uint8_t> plain, std::span<const st
 Status ChunkCipher::open(std::span<const std::uint8_t> sealed, std::span<const std::uint8_t> ad,
                          std::vector<std::uint8_t>* plain) const {
     if (sealed.size() < kOverhead) return Status::error(EBADMSG, "sealed chunk shorter than its nonce and tag");
+    plain->resize(sealed.size() - kOverhead);
+    Status st = open(sealed, ad, std::span<std::uint8_t>(plain->data(), plain->size()));
+    if (!st) plain->clear();
+    return st;
+}
+
+Status ChunkCipher::open(std::span<const std::uint8_t> sealed, std::span<const std::uint8_t> ad,
+                         std::span<std::uint8_t> out) const {
+    if (sealed.size() < kOverhead) return Status::error(EBADMSG, "sealed chunk shorter than its nonce and tag");
     if (sealed.size() > INT_MAX || ad.size() > INT_MAX) return Status::error(EINVAL, "too long to open");
     const std::size_t len = sealed.size() - kOverhead;
+    if (out.size() != len) return Status::error(EINVAL, "opening a chunk into a buffer of another size");
     const std::uint8_t* nonce = sealed.data();
     const std::uint8_t* body = nonce + kNonceBytes;
     std::uint8_t tag[kTagBytes];
     std::memcpy(tag, body + len, kTagBytes);
-    plain->resize(len);
-    CipherContext ctx;
+    ThreadContexts* t = keyed_contexts(serial_, chunk_key_, print_key_);
+    EVP_CIPHER_CTX* c = t != nullptr ? t->open : nullptr;
     int n = 0, tail = 0;
-    const bool set = ctx.c != nullptr &&
-                     EVP_DecryptInit_ex(ctx.c, EVP_aes_256_gcm(), nullptr, chunk_key_.data(), nonce) == 1 &&
-                     (ad.empty() || EVP_DecryptUpdate(ctx.c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
-                     EVP_DecryptUpdate(ctx.c, plain->data(), &n, body, static_cast<int>(len)) == 1 &&
-                     EVP_CIPHER_CTX_ctrl(ctx.c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag) == 1;
-    if (!set) {
-        plain->clear();
-        return Status::error(EIO, "OpenSSL could not open a chunk (AES-256-GCM)");
-    }
-    if (EVP_DecryptFinal_ex(ctx.c, plain->data() + n, &tail) != 1) {
-        OPENSSL_cleanse(plain->data(), plain->size());
-        plain->clear();
+    const bool set = c != nullptr && EVP_DecryptInit_ex2(c, nullptr, nullptr, nonce, nullptr) == 1 &&
+                     (ad.empty() || EVP_DecryptUpdate(c, nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
+                     EVP_DecryptUpdate(c, out.data(), &n, body, static_cast<int>(len)) == 1 &&
+                     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag) == 1;
+    if (!set) return Status::error(EIO, "OpenSSL could not open a chunk (AES-256-GCM)");
+    if (EVP_DecryptFinal_ex(c, out.data() + n, &tail) != 1) {
+        // What was decrypted did not authenticate: none of it is handed on.
+        OPENSSL_cleanse(out.data(), out.size());
         return Status::error(EBADMSG, "chunk does not authenticate: damaged, moved, or another key's");
     }
     return Status::ok();
@@ -137,7 +197,17 @@ Status random_bytes(std::span<std::uint8_t> out) {
     return Status::ok();
 }
 
-Digest ChunkCipher::fingerprint(const void* data, std::size_t len) const { return hmac(print_key_, data, len); }
+Digest ChunkCipher::fingerprint(const void* data, std::size_t len) const {
+    ThreadContexts* t = keyed_contexts(serial_, chunk_key_, print_key_);
+    Digest d;
+    std::size_t n = 0;
+    // A NULL key keeps the one the context was keyed with.
+    if (t != nullptr && EVP_MAC_init(t->print, nullptr, 0, nullptr) == 1 &&
+        EVP_MAC_update(t->print, static_cast<const unsigned char*>(data), len) == 1 &&
+        EVP_MAC_final(t->print, d.bytes.data(), &n, d.bytes.size()) == 1 && n == d.bytes.size())
+        return d;
+    return hmac(print_key_, data, len);  // the same value, the slow way
+}
 
 Digest ChunkCipher::key_check() const { return hmac(check_key_, kCheckText, std::strlen(kCheckText)); }
 

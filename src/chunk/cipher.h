@@ -67,6 +67,10 @@ public:
     // place of plain's content; EBADMSG if a byte, the ad or the key differ.
     Status open(std::span<const std::uint8_t> sealed, std::span<const std::uint8_t> ad,
                 std::vector<std::uint8_t>* plain) const;
+    // The same into out, which takes exactly sealed.size() - kOverhead
+    // bytes (EINVAL otherwise); out holds nothing of use after a failure.
+    Status open(std::span<const std::uint8_t> sealed, std::span<const std::uint8_t> ad,
+                std::span<std::uint8_t> out) const;
     // A chunk's fingerprint under this store's key (HMAC-SHA-256): equal
     // bytes still have equal prints within the store, and a print says
     // nothing to whoever lacks the key.
@@ -79,6 +83,9 @@ public:
 private:
     ChunkCipher() = default;
     std::array<std::uint8_t, 32> chunk_key_{}, print_key_{}, check_key_{};
+    // Unique to this cipher: each thread keys its OpenSSL contexts for it
+    // once (cipher.cc).
+    std::uint64_t serial_ = 0;
 };
 
 }  // namespace hiodsfs

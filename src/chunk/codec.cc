@@ -350,17 +350,23 @@ Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint
     std::size_t body_len = len - p.bytes;
     if (p.sealed) {
         if (cipher == nullptr) return Status::error(EIO, "encrypted chunk, and no key to open it");
-        thread_local std::vector<std::uint8_t> plain;
-        Status st = cipher->open(std::span(reinterpret_cast<const std::uint8_t*>(body), body_len),
-                                 sealing_ad(id, payload, p.bytes), &plain);
-        if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
+        const std::span<const std::uint8_t> sealed(reinterpret_cast<const std::uint8_t*>(body), body_len);
         if (p.method == CompressionMethod::kNone) {
-            if (plain.size() != expect_raw)
-                return Status::error(EIO, "encrypted chunk: holds " + std::to_string(plain.size()) +
+            // Stored as it is: opened straight into the caller's buffer.
+            if (body_len < ChunkCipher::kOverhead || body_len - ChunkCipher::kOverhead != expect_raw)
+                return Status::error(EIO, "encrypted chunk: holds " +
+                                              std::to_string(body_len < ChunkCipher::kOverhead
+                                                                 ? 0
+                                                                 : body_len - ChunkCipher::kOverhead) +
                                               " bytes, expected " + std::to_string(expect_raw));
-            std::memcpy(out, plain.data(), plain.size());
+            Status st = cipher->open(sealed, sealing_ad(id, payload, p.bytes),
+                                     std::span(reinterpret_cast<std::uint8_t*>(out), expect_raw));
+            if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
             return Status::ok();
         }
+        thread_local std::vector<std::uint8_t> plain;
+        Status st = cipher->open(sealed, sealing_ad(id, payload, p.bytes), &plain);
+        if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
         body = reinterpret_cast<const char*>(plain.data());
         body_len = plain.size();
     }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -108,4 +109,31 @@ TEST_CASE("keyed fingerprints: equal within a store, unrelated across keys and t
     CHECK(a->key_check() == cipher(4)->key_check());
     CHECK_FALSE(a->key_check() == b->key_check());
     CHECK_FALSE(a->key_check() == other_store->key_check());
+}
+
+TEST_CASE("a thread that turns from one cipher to another and back gets each one's prints and seals",
+          "[chunk][cipher]") {
+    auto a = cipher(1);
+    auto b = cipher(2);
+    const std::vector<std::uint8_t> data = bytes("a chunk's bytes");
+    const Digest pa = a->fingerprint(data.data(), data.size());
+    const Digest pb = b->fingerprint(data.data(), data.size());
+    CHECK_FALSE(pa == pb);
+    std::vector<std::uint8_t> sealed_a;
+    REQUIRE(a->seal(data, bytes("ad"), &sealed_a).is_ok());
+    std::vector<std::uint8_t> sealed_b, plain;
+    REQUIRE(b->seal(data, bytes("ad"), &sealed_b).is_ok());
+    // Back to a: its contexts are keyed again, and agree with the first use.
+    CHECK(a->fingerprint(data.data(), data.size()) == pa);
+    REQUIRE(a->open(sealed_a, bytes("ad"), &plain).is_ok());
+    CHECK(plain == data);
+    CHECK(a->open(sealed_b, bytes("ad"), &plain).err() == EBADMSG);
+    // Other threads key their own.
+    Digest from_thread;
+    std::thread([&] { from_thread = a->fingerprint(data.data(), data.size()); }).join();
+    CHECK(from_thread == pa);
+    // And a new cipher with a's key and store is a's in all but its contexts.
+    auto again = cipher(1);
+    CHECK(again->fingerprint(data.data(), data.size()) == pa);
+    REQUIRE(again->open(sealed_a, bytes("ad"), &plain).is_ok());
 }
