@@ -505,6 +505,12 @@ Status upgrade_store(const UpgradeOptions& options, UpgradeReport* report) {
     if (!exists) return Status::error(ENOENT, dir + " is not a hiodsfs store (it has no FORMAT record)");
     report->from_version = format.version;
     report->to_version = kFormatVersion;
+    // An encrypted store (format 6) was made by this hiodsfs: nothing to do.
+    if (format.version == kEncryptedFormatVersion) {
+        report->to_version = format.version;
+        report->already_current = true;
+        return Status::ok();
+    }
     if (format.version > kFormatVersion) return check_format_version(dir, format);
     if (format.version < 1 || format.version > kFormatVersion)
         return Status::error(EPROTO, "store " + dir + " has format version " + std::to_string(format.version) +

@@ -382,3 +382,23 @@ TEST_CASE("an upgrade refuses a store in use and copies a damaged record for fsc
         CHECK(st.message().find("format version 9") != std::string::npos);
     }
 }
+
+TEST_CASE("an encrypted store is current: --upgrade leaves it as it is", "[fsck][upgrade][encryption]") {
+    TempDir dir;
+    EngineOptions eo = options_for(dir.store(), kCdc);
+    std::array<std::uint8_t, StoreKey::kBytes> key{};
+    key[0] = 7;
+    eo.key = std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(key));
+    {
+        auto e = open_engine(eo);
+        write_synced(*e, "f", std::vector<std::uint8_t>(5000, 'x'));
+    }
+    const std::string before = format_text(dir.store());
+    UpgradeOptions o;
+    o.store = dir.store();
+    UpgradeReport r;
+    REQUIRE(upgrade_store(o, &r).is_ok());
+    CHECK(r.already_current);
+    CHECK(r.to_version == kEncryptedFormatVersion);
+    CHECK(format_text(dir.store()) == before);
+}
