@@ -167,10 +167,7 @@ Status Compactor::pick(double threshold, bool* found) {
 }
 
 bool Compactor::weaker(const ChunkRecord& rec) const {
-    if (!rec.encoded() || !(rec.flags & ChunkRecord::kIndexed) || (rec.flags & ChunkRecord::kDamaged)) return false;
-    // Sealed as it is (an encrypted store's raw chunk) counts as raw: moved
-    // chunks are tried, but it draws no segment to compaction.
-    if (rec.sealed && rec.codec == 0) return false;
+    if (!rec.compressed() || !(rec.flags & ChunkRecord::kIndexed) || (rec.flags & ChunkRecord::kDamaged)) return false;
     const Compression c = rec.compression();
     if (recompress_to_.stronger_than(c.method, c.level)) return true;
     // Stored by zstd before the store had a dictionary: once, with one.
@@ -436,7 +433,7 @@ Status Compactor::start_job(SegmentId seg, std::uint64_t file_bytes) {
             Move m = records[i];
             m.length = rec.length;
             m.codec = rec.codec;
-            m.recompress = weaker(rec) || ((!rec.encoded() || (rec.sealed && rec.codec == 0)) &&
+            m.recompress = weaker(rec) || (!rec.compressed() &&
                                            (rec.flags & ChunkRecord::kIndexed) &&
                                            !(rec.flags & ChunkRecord::kDamaged) && !recompress_to_.none());
             job.moves.push_back(m);

@@ -88,6 +88,8 @@ struct ChunkRecord {
     // Every record of an encrypted store is; chunk_table.h keeps it per block.
     bool sealed = false;
     bool encoded() const { return stored != 0; }
+    // Stored compressed (not as it is, nor sealed as it is).
+    bool compressed() const { return encoded() && codec_compression(codec).method != CompressionMethod::kNone; }
     // Set in a zstd chunk's codec byte when one of the store's dictionaries
     // was tried for it: it is stored with it, or the dictionary did not make
     // it smaller. Compaction then leaves it be (no dictionary round again).
