@@ -1,5 +1,7 @@
 #include "chunk/cipher.h"
 
+#include "chunk/fingerprint.h"
+
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -189,6 +191,10 @@ Status ChunkCipher::open(std::span<const std::uint8_t> sealed, std::span<const s
         return Status::error(EBADMSG, "chunk does not authenticate: damaged, moved, or another key's");
     }
     return Status::ok();
+}
+
+Digest chunk_fingerprint(const ChunkCipher* keyed, const void* data, std::size_t len) {
+    return keyed != nullptr ? keyed->fingerprint(data, len) : thread_sha256().digest(data, len);
 }
 
 Status random_bytes(std::span<std::uint8_t> out) {

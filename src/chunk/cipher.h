@@ -41,6 +41,12 @@ private:
     std::array<std::uint8_t, kBytes> bytes_{};
 };
 
+class ChunkCipher;
+
+// A chunk's fingerprint: keyed under an encrypted store's cipher, else
+// SHA-256 (cipher.cc).
+Digest chunk_fingerprint(const ChunkCipher* keyed, const void* data, std::size_t len);
+
 // Fills out with bytes from OpenSSL's random generator; EIO if it has none.
 Status random_bytes(std::span<std::uint8_t> out);
 

@@ -502,9 +502,7 @@ private:
     Status seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,
                       std::vector<std::uint8_t>* out) const;
     // A chunk's fingerprint: SHA-256, or an encrypted store's keyed one.
-    Digest fingerprint(const void* data, std::size_t len) const {
-        return cipher_ ? cipher_->fingerprint(data, len) : thread_sha256().digest(data, len);
-    }
+    Digest fingerprint(const void* data, std::size_t len) const { return chunk_fingerprint(cipher_.get(), data, len); }
     StoreEncryption encryption_;
     std::unique_ptr<ChunkCipher> cipher_;  // an encrypted store's; null for a plain one
     Status find_lost_format(const std::string& dir, StoreFormat* format, bool* exists);

@@ -49,7 +49,7 @@ void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
     // Zeros are not stored: they read back from a hole.
     zero[i] = all_zero(c.data, c.len);
     if (zero[i]) return;
-    digests[i] = keyed != nullptr ? keyed->fingerprint(c.data, c.len) : thread_sha256().digest(c.data, c.len);
+    digests[i] = chunk_fingerprint(keyed, c.data, c.len);
     crcs[i] = crc32c(c.data, c.len);
     if (encode_with == nullptr) return;
     const ChunkEncoder::Payload p = thread_chunk_encoder().encode(

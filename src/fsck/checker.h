@@ -146,8 +146,7 @@ private:
     // An encrypted store's: opens its chunks, and its fingerprints are keyed.
     const ChunkCipher* const cipher_;
     Digest fingerprint(const std::vector<std::uint8_t>& bytes) const {
-        return cipher_ != nullptr ? cipher_->fingerprint(bytes.data(), bytes.size())
-                                  : thread_sha256().digest(bytes.data(), bytes.size());
+        return chunk_fingerprint(cipher_, bytes.data(), bytes.size());
     }
     Env* const env_;
     const FsckOptions& o_;
