@@ -305,13 +305,16 @@ Status train_dictionary(std::string_view samples, const std::vector<std::size_t>
 namespace {
 
 // The associated data a sealed payload is bound to: the chunk's id and the
-// payload's prefix.
-std::vector<std::uint8_t> sealing_ad(ChunkId id, const char* prefix, std::uint32_t prefix_len) {
-    std::vector<std::uint8_t> ad(8 + prefix_len);
-    put_le64(reinterpret_cast<char*>(ad.data()), id);
-    std::memcpy(ad.data() + 8, prefix, prefix_len);
-    return ad;
-}
+// payload's prefix (on the stack: every seal and open makes one).
+struct SealingAd {
+    std::array<std::uint8_t, 8 + kMaxCodecPrefixBytes> bytes{};
+    std::size_t size = 0;
+    SealingAd(ChunkId id, const char* prefix, std::uint32_t prefix_len) : size(8 + prefix_len) {
+        put_le64(reinterpret_cast<char*>(bytes.data()), id);
+        std::memcpy(bytes.data() + 8, prefix, prefix_len);
+    }
+    std::span<const std::uint8_t> span() const { return {bytes.data(), size}; }
+};
 
 }  // namespace
 
@@ -335,7 +338,7 @@ Status seal_chunk_payload(const ChunkCipher& cipher, ChunkId id, const char* pay
     out->assign(reinterpret_cast<const std::uint8_t*>(prefix), reinterpret_cast<const std::uint8_t*>(end));
     out->reserve(prefix_len + body_len + ChunkCipher::kOverhead);
     return cipher.seal(std::span(reinterpret_cast<const std::uint8_t*>(body), body_len),
-                       sealing_ad(id, prefix, prefix_len), out);
+                       SealingAd(id, prefix, prefix_len).span(), out);
 }
 
 Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint32_t expect_raw,
@@ -359,13 +362,13 @@ Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint
                                                                  ? 0
                                                                  : body_len - ChunkCipher::kOverhead) +
                                               " bytes, expected " + std::to_string(expect_raw));
-            Status st = cipher->open(sealed, sealing_ad(id, payload, p.bytes),
+            Status st = cipher->open(sealed, SealingAd(id, payload, p.bytes).span(),
                                      std::span(reinterpret_cast<std::uint8_t*>(out), expect_raw));
             if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
             return Status::ok();
         }
         thread_local std::vector<std::uint8_t> plain;
-        Status st = cipher->open(sealed, sealing_ad(id, payload, p.bytes), &plain);
+        Status st = cipher->open(sealed, SealingAd(id, payload, p.bytes).span(), &plain);
         if (!st) return Status::error(EIO, "encrypted chunk: " + st.message());
         body = reinterpret_cast<const char*>(plain.data());
         body_len = plain.size();

@@ -51,11 +51,14 @@ Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* dat
     for (std::size_t i = 0; i < pieces; ++i) HIODSFS_TRY(next_raw_chunk_id(&ids[i]));
     // An encrypted store's pieces are sealed as their chunks, before the
     // lock the appends take.
+    // Their checksums too: nothing but the appends runs under that lock.
     std::vector<std::vector<std::uint8_t>> sealed(p_.cipher != nullptr ? pieces : 0);
+    std::vector<std::uint32_t> sealed_crc(sealed.size());
     for (std::size_t i = 0; i < sealed.size(); ++i) {
         const std::size_t at = i * piece;
         HIODSFS_TRY(seal_chunk_payload(*p_.cipher, ids[i], reinterpret_cast<const char*>(data + at),
                                        static_cast<std::uint32_t>(std::min(piece, len - at)), false, &sealed[i]));
+        sealed_crc[i] = crc32c(sealed[i].data(), sealed[i].size());
     }
     const struct timespec time = touched != nullptr ? *touched : timespec{};
     // Under way from before the first append until held_count_ says what
@@ -78,7 +81,7 @@ Status WriteBehind::hold(InodeId ino, std::uint64_t off, const std::uint8_t* dat
             Status st = p_.cipher == nullptr
                             ? p_.segs->append(ids[i], data + done, n, &loc)
                             : p_.segs->append(ids[i], sealed[i].data(), static_cast<std::uint32_t>(sealed[i].size()),
-                                              crc32c(sealed[i].data(), sealed[i].size()), true, &loc);
+                                              sealed_crc[i], true, &loc);
             if (!st) {
                 // Nothing of the request is held; bytes it appended are
                 // dead, as a failed operation's are.
