@@ -120,6 +120,7 @@ TEST_CASE("an encrypted store through a mount: no written byte shows in the stor
         CHECK(keyless.err.find("--key-file") != std::string::npos);
         // Stored once: the keyed fingerprints deduplicate as plain ones do.
         const nlohmann::json v = stat_json(m.store());
+        CHECK(v.at("encryption") == "aes-256-gcm");
         CHECK(field(v, "space", "logical_bytes") == 2 * text.size() + small.size());
         CHECK(field(v, "space", "content_bytes") == text.size() + small.size());
     }
