@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/hex.h"
 #include "hiodsfs/types.h"
 
 namespace hiodsfs {
@@ -15,15 +16,6 @@ std::string Status::to_string() const {
     return msg_;
 }
 
-std::string Digest::hex() const {
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    out.reserve(64);
-    for (auto b : bytes) {
-        out.push_back(kHex[b >> 4]);
-        out.push_back(kHex[b & 15]);
-    }
-    return out;
-}
+std::string Digest::hex() const { return to_hex(bytes); }
 
 }  // namespace hiodsfs

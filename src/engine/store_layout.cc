@@ -88,8 +88,7 @@ Status make_store_private(const StoreDir& store) {
     return st;
 }
 
-Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists) {
-    std::string path = store + "/FORMAT";
+Status read_store_record(Env* env, const std::string& path, std::string* text, bool* exists) {
     if (!env->exists(path)) {
         *exists = false;
         return Status::ok();
@@ -97,11 +96,18 @@ Status read_store_format(Env* env, const std::string& store, StoreFormat* out, b
     *exists = true;
     std::unique_ptr<File> f;
     HIODSFS_TRY(env->open(path, OpenMode::kRead, &f));
-    std::string text(4096, '\0');
+    text->assign(4096, '\0');
     std::size_t got = 0;
-    HIODSFS_TRY(f->pread(text.data(), text.size(), 0, &got));
-    text.resize(got);
-    return parse_store_format(text, path, out);
+    HIODSFS_TRY(f->pread(text->data(), text->size(), 0, &got));
+    text->resize(got);
+    return Status::ok();
+}
+
+Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists) {
+    const std::string path = store + "/FORMAT";
+    std::string text;
+    HIODSFS_TRY(read_store_record(env, path, &text, exists));
+    return *exists ? parse_store_format(text, path, out) : Status::ok();
 }
 
 namespace {
@@ -180,9 +186,8 @@ std::string store_format_text(const StoreFormat& format) {
                                    : "");
 }
 
-Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
-    const std::string text = store_format_text(format);
-    std::string tmp = store + "/FORMAT.tmp";
+Status write_store_record(Env* env, const std::string& store, const std::string& name, const std::string& text) {
+    const std::string tmp = store + "/" + name + ".tmp";
     {
         // A file of that name (a crash's, or a link someone put there) is
         // replaced, never written through.
@@ -193,8 +198,12 @@ Status write_store_format(Env* env, const std::string& store, const StoreFormat&
         HIODSFS_TRY(f->pwrite(text.data(), text.size(), 0));
         HIODSFS_TRY(f->sync());
     }
-    HIODSFS_TRY(env->rename(tmp, store + "/FORMAT"));
+    HIODSFS_TRY(env->rename(tmp, store + "/" + name));
     return env->sync_dir(store);
+}
+
+Status write_store_format(Env* env, const std::string& store, const StoreFormat& format) {
+    return write_store_record(env, store, "FORMAT", store_format_text(format));
 }
 
 Status StoreLock::acquire(const StoreDir& store_dir, bool exclusive, unsigned wait_ms,

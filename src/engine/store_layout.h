@@ -47,6 +47,14 @@ struct StoreFormat {
 // Far from any real version, so no later format can be taken for one.
 inline constexpr std::uint32_t kLogOpenVersionOffset = 1000;
 
+// A small record file of the store (FORMAT, KEYSLOT): its text, at most
+// 4 KiB; *exists is false (and ok) if the file is absent.
+Status read_store_record(Env* env, const std::string& path, std::string* text, bool* exists);
+// Writes STORE/name durably: a new temporary file (never one found there),
+// synced, renamed over name, and the directory synced. A crash leaves the
+// old record or the new one, whole.
+Status write_store_record(Env* env, const std::string& store, const std::string& name, const std::string& text);
+
 // Reads STORE/FORMAT. *exists is false (and ok) if the file is absent.
 Status read_store_format(Env* env, const std::string& store, StoreFormat* out, bool* exists);
 // The record's text, and the record from a text (`where` names it in errors).
@@ -55,8 +63,7 @@ Status parse_store_format(const std::string& text, const std::string& where, Sto
 // EPROTO with one line when this program cannot open a store of this format
 // version (kOldestOpenableFormat up to kFormatVersion it can).
 Status check_format_version(const std::string& store, const StoreFormat& format);
-// Writes STORE/FORMAT durably (a new temporary file, never one found there:
-// sync, rename, sync dir).
+// Writes STORE/FORMAT durably (write_store_record).
 Status write_store_format(Env* env, const std::string& store, const StoreFormat& format);
 
 // The metadata keeps a copy of the FORMAT record (its text, under this key
