@@ -3,7 +3,8 @@
 // --scrub re-reads every chunk. hiodsfs-fsck rados:POOL/STORE --cache-dir
 // DIR checks a store whose sealed segments are RADOS objects, holding its
 // RADOS lock meanwhile. hiodsfs-fsck --upgrade STORE converts a store of
-// an older format. Exit codes as e2fsck: 0 clean, 1 errors
+// an older format; --change-key gives an encrypted store a new passphrase.
+// Exit codes as e2fsck: 0 clean, 1 errors
 // found and all repaired, 4 errors left uncorrected, 8 operational error.
 // See docs/fsck.md and man/hiodsfs-fsck.8.
 #include <unistd.h>
@@ -17,8 +18,10 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/passphrase.h"
 #include "common/name_escape.h"
 #include "common/units.h"
+#include "fsck/change_key.h"
 #include "fsck/fsck.h"
 #include "fsck/tier_source.h"
 #include "fsck/upgrade.h"
@@ -40,6 +43,7 @@ const char* const kUsage =
     "       hiodsfs-fsck rados:POOL/STORE --cache-dir DIR [--ceph-conf FILE] [--repair] [--scrub] "
     "[-n]\n"
     "       hiodsfs-fsck --upgrade STORE\n"
+    "       hiodsfs-fsck --change-key STORE (--key-file FILE | --key ask)\n"
     "  Checks a hiodsfs store (it must not be mounted). A store rados:POOL/STORE is checked\n"
     "  through its cache directory DIR (made, and filled from the pool, when empty), holding\n"
     "  the store's RADOS lock meanwhile; a STORE whose FORMAT names such a pool is the same.\n"
@@ -54,6 +58,11 @@ const char* const kUsage =
     "  --ceph-conf FILE the Ceph cluster's configuration (default /etc/ceph/ceph.conf)\n"
     "  --key-file FILE  the key of an encrypted store (its chunks are opened and their keyed\n"
     "            fingerprints checked with it; an encrypted store is not checked without it)\n"
+    "  --key ask  the same with the store's passphrase, asked for on the terminal, read from\n"
+    "            standard input, or through systemd-ask-password\n"
+    "  --change-key  give an encrypted store a new passphrase (asked for as --key ask is; on\n"
+    "            standard input, the line after the current passphrase); only its key slot\n"
+    "            is rewritten, and the store may be mounted meanwhile\n"
     "  --unsafe-store-dir  check a store that another user owns or that group or others may write\n"
     "            (refused otherwise: they could replace its files while it is open)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
@@ -143,6 +152,72 @@ hiodsfs::Status lock_rados_store(const RadosStore& rados, std::unique_ptr<hiodsf
 }
 #endif
 
+// The key of an encrypted store from --key-file, or its passphrase with
+// --key ask; false (after one line on stderr) if neither can be had.
+bool store_credentials(const boost::program_options::variables_map& vm, const std::string& store,
+                       std::shared_ptr<const hiodsfs::StoreKey>* key,
+                       std::shared_ptr<const hiodsfs::Passphrase>* passphrase) {
+    const bool ask = vm.count("key") != 0;
+    if (ask && vm["key"].as<std::string>() != "ask") {
+        std::fputs("hiodsfs-fsck: --key: the only form is --key ask (a key file is --key-file FILE)\n", stderr);
+        return false;
+    }
+    if (ask && vm.count("key-file")) {
+        std::fputs("hiodsfs-fsck: --key ask and --key-file exclude each other\n", stderr);
+        return false;
+    }
+    if (vm.count("key-file")) {
+        auto k = std::make_shared<hiodsfs::StoreKey>();
+        hiodsfs::Status read = hiodsfs::read_key_file(vm["key-file"].as<std::string>(), k.get());
+        if (!read) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", read.message().c_str());
+            return false;
+        }
+        *key = std::move(k);
+    }
+    if (ask) {
+        hiodsfs::Passphrase p;
+        hiodsfs::Status asked = hiodsfs::cli::ask_passphrase("Passphrase for store " + store, false, &p);
+        if (!asked) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", asked.message().c_str());
+            return false;
+        }
+        *passphrase = std::make_shared<const hiodsfs::Passphrase>(std::move(p));
+    }
+    return true;
+}
+
+// hiodsfs-fsck --change-key STORE: a new passphrase for the store.
+int change_key(const boost::program_options::variables_map& vm, const hiodsfs::FsckOptions& o) {
+    if (o.repair || o.scrub || vm.count("upgrade") || vm.count("no-repair") || vm.count("cache-dir") ||
+        o.store.rfind("rados:", 0) == 0) {
+        std::fputs("hiodsfs-fsck: --change-key takes a local store and its key only\n", stderr);
+        return kExitOperational;
+    }
+    hiodsfs::ChangeKeyOptions co;
+    co.store = o.store;
+    co.any_store_owner = o.any_store_owner;
+    co.key = o.key;
+    co.passphrase = o.passphrase;
+    if (co.key == nullptr && co.passphrase == nullptr) {
+        std::fputs("hiodsfs-fsck: --change-key needs the store's key: --key-file FILE or --key ask\n", stderr);
+        return kExitOperational;
+    }
+    hiodsfs::Passphrase fresh;
+    hiodsfs::Status st = hiodsfs::cli::ask_passphrase("New passphrase for store " + o.store, true, &fresh);
+    if (st) {
+        co.new_passphrase = std::make_shared<const hiodsfs::Passphrase>(std::move(fresh));
+        st = hiodsfs::change_store_key(co);
+    }
+    if (!st) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(st.message()).c_str());
+        return kExitOperational;
+    }
+    std::printf("hiodsfs-fsck: %s: its passphrase is changed (its key slot rewritten; no chunk was)\n",
+                hiodsfs::escape_line(o.store).c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,7 +226,7 @@ int main(int argc, char** argv) {
     po::options_description opts;
     opts.add_options()("repair,y", "")("scrub", "")("upgrade", "")("no-repair,n", "")(
         "chunking", po::value<std::string>())("cache-dir", po::value<std::string>())(
-        "ceph-conf", po::value<std::string>())("key-file", po::value<std::string>())("unsafe-store-dir", "")("help,h", "")("version", "")(
+        "ceph-conf", po::value<std::string>())("key-file", po::value<std::string>())("key", po::value<std::string>())("change-key", "")("unsafe-store-dir", "")("help,h", "")("version", "")(
         "store", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("store", -1);
@@ -190,15 +265,8 @@ int main(int argc, char** argv) {
         return kExitOperational;
     }
     o.store = stores[0];
-    if (vm.count("key-file")) {
-        auto key = std::make_shared<hiodsfs::StoreKey>();
-        hiodsfs::Status read = hiodsfs::read_key_file(vm["key-file"].as<std::string>(), key.get());
-        if (!read) {
-            std::fprintf(stderr, "hiodsfs-fsck: %s\n", read.message().c_str());
-            return kExitOperational;
-        }
-        o.key = std::move(key);
-    }
+    if (!store_credentials(vm, o.store, &o.key, &o.passphrase)) return kExitOperational;
+    if (vm.count("change-key")) return change_key(vm, o);
     if (vm.count("chunking")) {
         hiodsfs::Status parsed = hiodsfs::ChunkingParams::parse(vm["chunking"].as<std::string>(), &o.chunking);
         if (parsed) parsed = o.chunking.validate();

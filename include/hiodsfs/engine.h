@@ -47,7 +47,8 @@ enum class ReclaimMode : std::uint8_t {
     kOff = 2,         // deleted files are freed in the deleting request; no compaction
 };
 
-class StoreKey;  // src/chunk/cipher.h
+class StoreKey;    // src/chunk/cipher.h
+class Passphrase;  // src/chunk/key_wrap.h
 
 struct EngineOptions {
     std::string store_dir;
@@ -125,6 +126,10 @@ struct EngineOptions {
     // an encrypted store opens only with its own key, and a plain one
     // refuses a key. Null: no key.
     std::shared_ptr<const StoreKey> key;
+    // Or a passphrase (-o key=ask), which opens the store's key from its
+    // key slot (engine/key_slot.h); a new store made with one gets a random
+    // key and a slot. Not both.
+    std::shared_ptr<const Passphrase> passphrase;
     // read_only: an encrypted store opens without its key, for what its
     // metadata says (hiodsfs-stat's figures); its chunks then do not read.
     bool without_key = false;

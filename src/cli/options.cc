@@ -385,6 +385,16 @@ const std::vector<OptionSpec>& option_table() {
                          in.out->key_file = in.value;
                          return true;
                      }});
+        t.push_back({"key", "ask",
+                     "encrypt a new store, or open an encrypted one, with a\n"
+                     "passphrase asked for on the terminal, read from standard\n"
+                     "input, or through systemd-ask-password",
+                     [](const OptionInput& in) {
+                         if (in.value != "ask")
+                             return in.bad_value("the only form is key=ask (a key file is key_file=FILE)");
+                         in.out->key_ask = true;
+                         return true;
+                     }});
         // rados:POOL/STORE only (checked once the store is known).
         t.push_back({"cache_dir", "DIR",
                      "rados:POOL/STORE: the local directory of its metadata,\n"
@@ -668,6 +678,10 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
         if (!parser.apply(spec.key, value, "", error)) return false;
     }
     if (!parser.finish(error)) return false;
+    if (out->key_ask && !out->key_file.empty()) {
+        *error = "key=ask and key_file= exclude each other: a store opens with its key file or its passphrase";
+        return false;
+    }
     Status control = out->control.validate();
     if (!control.is_ok()) {
         *error = control.message();

@@ -93,6 +93,9 @@ struct DaemonOptions {
     // -o key_file=FILE: the key that encrypts a new store or opens an
     // encrypted one (store/key_file.h says what FILE must be).
     std::string key_file;
+    // -o key=ask: a passphrase (cli/passphrase.h) opens the store's key from
+    // its key slot, or makes a new store with a random key and a slot.
+    bool key_ask = false;
     std::uint64_t cache_size = 1ull << 30;
     unsigned rados_timeout = kDefaultRadosTimeoutSeconds;  // seconds; bounds connecting and each operation
     // Seconds the store's lock outlives a daemon that stopped renewing it.

@@ -4,32 +4,13 @@
 // keyed where they are computed (write_path.cc, file_ops.cc).
 #include "engine/encryption.h"
 
+#include "common/hex.h"
 #include "engine/engine_impl.h"
+#include "engine/key_slot.h"
+
+#include <cstring>
 
 namespace hiodsfs {
-
-namespace {
-
-std::string to_hex(std::span<const std::uint8_t> bytes) {
-    static const char* digits = "0123456789abcdef";
-    std::string s;
-    for (std::uint8_t b : bytes) {
-        s += digits[b >> 4];
-        s += digits[b & 15];
-    }
-    return s;
-}
-
-// FORMAT's id is checked as 32 lowercase hex digits when it is parsed.
-std::vector<std::uint8_t> from_hex(const std::string& hex) {
-    auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
-    std::vector<std::uint8_t> out(hex.size() / 2);
-    for (std::size_t i = 0; i < out.size(); ++i)
-        out[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
-    return out;
-}
-
-}  // namespace
 
 Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out) {
     std::vector<std::uint8_t> id(16);
@@ -46,7 +27,9 @@ Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique
 Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const StoreKey& key,
                          std::unique_ptr<ChunkCipher>* out) {
     std::unique_ptr<ChunkCipher> cipher;
-    HIODSFS_TRY(ChunkCipher::make(key, from_hex(e.id), &cipher));
+    std::vector<std::uint8_t> id;
+    if (!from_hex(e.id, &id)) return Status::error(EUCLEAN, "store " + dir + ": bad store id in FORMAT");
+    HIODSFS_TRY(ChunkCipher::make(key, id, &cipher));
     if (cipher->key_check().hex() != e.check)
         return Status::error(EACCES, "store " + dir + ": the key given is not this store's key; nothing was changed");
     *out = std::move(cipher);
@@ -60,24 +43,53 @@ StoreFormat EngineImpl::current_format() const {
 }
 
 Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* format) {
-    const bool key = opts_.key != nullptr;
+    const bool key = opts_.key != nullptr || opts_.passphrase != nullptr;
     const bool encrypted = format != nullptr ? format->encryption.on() : key;
+    if (opts_.key != nullptr && opts_.passphrase != nullptr)
+        return Status::error(EINVAL, "store " + dir + ": give its key file or a passphrase, not both");
     if (encrypted && opts_.segments.tier != nullptr)
         return Status::error(ENOTSUP, "store " + dir + ": encryption with a RADOS tier is not supported yet");
     if (format != nullptr && !encrypted && key)
         return Status::error(EINVAL, "store " + dir + " is not encrypted, and a key was given: mount it without "
-                                                     "key_file= (a store is encrypted when it is made)");
+                                                     "key_file= or key= (a store is encrypted when it is made)");
     if (encrypted && !key && opts_.read_only && opts_.without_key && format != nullptr) {
         encryption_ = format->encryption;  // chunks do not open: decode_chunk says there is no key
         return Status::ok();
     }
     if (encrypted && !key)
-        return Status::error(EACCES, "store " + dir + " is encrypted: give its key with -o key_file=FILE");
+        return Status::error(EACCES, "store " + dir + " is encrypted: give its key with -o key_file=FILE or key=ask");
     if (!encrypted) return Status::ok();
-    if (format == nullptr) return new_store_encryption(*opts_.key, &encryption_, &cipher_);
-    HIODSFS_TRY(open_store_cipher(dir, format->encryption, *opts_.key, &cipher_));
+    if (format == nullptr) return new_encrypted_store(dir);
+    if (opts_.key != nullptr) {
+        HIODSFS_TRY(open_store_cipher(dir, format->encryption, *opts_.key, &cipher_));
+    } else {
+        StoreKey unlocked;
+        HIODSFS_TRY(unlock_store_key(env_, dir, format->encryption, *opts_.passphrase, &unlocked));
+        HIODSFS_TRY(open_store_cipher(dir, format->encryption, unlocked, &cipher_));
+    }
     encryption_ = format->encryption;
     return Status::ok();
+}
+
+Status EngineImpl::new_encrypted_store(const std::string& dir) {
+    if (opts_.key != nullptr) {
+        // A slot an unfinished first open with a passphrase left would
+        // hold another key.
+        Status gone = env_->unlink(dir + "/" + kKeySlotName);
+        if (!gone && gone.err() != ENOENT) return gone;
+        return new_store_encryption(*opts_.key, &encryption_, &cipher_);
+    }
+    // A passphrase's store gets a random key, and its slot before the
+    // metadata and FORMAT: a store is never made that no passphrase opens.
+    std::array<std::uint8_t, StoreKey::kBytes> bytes{};
+    Status drawn = random_bytes(bytes);
+    const StoreKey key(std::span<const std::uint8_t, StoreKey::kBytes>(bytes.data(), bytes.size()));
+    explicit_bzero(bytes.data(), bytes.size());
+    HIODSFS_TRY(drawn);
+    HIODSFS_TRY(new_store_encryption(key, &encryption_, &cipher_));
+    KeySlot slot;
+    HIODSFS_TRY(make_key_slot(key, *opts_.passphrase, encryption_, ScryptCost{}, &slot));
+    return write_key_slot(env_, dir, slot);
 }
 
 Status EngineImpl::seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,

@@ -1,6 +1,7 @@
 // The engine's life: opening a store and closing it, and the control loop.
 // The rest of EngineImpl is in the files engine_impl.h lists.
 #include "engine/engine_impl.h"
+#include "engine/key_slot.h"
 
 #include "common/units.h"
 #include "meta/dictionaries.h"
@@ -74,7 +75,9 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         std::vector<std::string> names;
         HIODSFS_TRY(env_->list_dir(dir, &names));
         for (const auto& n : names)
-            if (n != "." && n != ".." && n != "lock")
+            // A key slot is written before the metadata (new_encrypted_store):
+            // alone, it is an unfinished first open's, made again.
+            if (n != "." && n != ".." && n != "lock" && n != kKeySlotName && n != std::string(kKeySlotName) + ".tmp")
                 return Status::error(EEXIST, "store " + dir +
                                                  " is not empty and is not a hiodsfs store");
         if (options.read_only) return Status::error(ENOENT, "store " + dir + " is not a hiodsfs store");

@@ -497,6 +497,9 @@ private:
     // and a key check if a key came); cipher_ made. Before anything of the
     // store is touched: a missing, wrong or unwanted key changes nothing.
     Status open_encryption(const std::string& dir, const StoreFormat* format);
+    // A new store's encryption: with a key file, that key; with a
+    // passphrase, a random key and its key slot, written first.
+    Status new_encrypted_store(const std::string& dir);
     // The payload to append for new chunk id of an encrypted store: the
     // encoding (payload, if given and encoded) or the raw bytes, sealed.
     Status seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,

@@ -3,6 +3,7 @@
 // after the last commit, segment files against the committed metadata,
 // and the chunks a crash wrote after the frontier.
 #include "engine/engine_impl.h"
+#include "engine/key_slot.h"
 #include "engine/fsync_log.h"
 
 #include <filesystem>
@@ -23,7 +24,9 @@ Status EngineImpl::find_lost_format(const std::string& dir, StoreFormat* format,
         if (n == "." || n == ".." || n == "lock") continue;
         empty = false;
         if (n == "meta") has_meta = true;
-        else if (n != "segments" && n != "status.json" && n != "FORMAT.tmp" && n != "snapshot.tmp") foreign = true;
+        else if (n != "segments" && n != "status.json" && n != "FORMAT.tmp" && n != "snapshot.tmp" &&
+                 n != kKeySlotName && n != std::string(kKeySlotName) + ".tmp")
+            foreign = true;  // a key slot comes first, before the metadata (new_encrypted_store)
     }
     if (foreign) return Status::error(EEXIST, "store " + dir + " is not empty and is not a hiodsfs store");
     // No metadata here: a new store, or one its tier holds (the caller's).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/encryption.h"
+#include "engine/key_slot.h"
 #include "engine/store_layout.h"
 #include "fsck/checker.h"
 #include "fsck/open_store.h"
@@ -60,12 +61,18 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     // it every chunk would look damaged.
     std::unique_ptr<ChunkCipher> cipher;
     const StoreEncryption& encryption = format.write.encryption;
-    if (encryption.on() && options.key == nullptr)
+    const bool keyed = options.key != nullptr || options.passphrase != nullptr;
+    if (encryption.on() && !keyed)
         return Status::error(EACCES, "store " + options.store + " is encrypted: give its key with --key-file FILE "
-                                     "(nothing was checked)");
-    if (!encryption.on() && options.key != nullptr)
+                                     "or --key ask (nothing was checked)");
+    if (!encryption.on() && keyed)
         return Status::error(EINVAL, "store " + options.store + " is not encrypted, and a key was given");
-    if (encryption.on()) HIODSFS_TRY(open_store_cipher(options.store, encryption, *options.key, &cipher));
+    if (encryption.on()) {
+        StoreKey key;
+        if (options.key != nullptr) key = *options.key;
+        else HIODSFS_TRY(unlock_store_key(s.dir->env(), options.store, encryption, *options.passphrase, &key));
+        HIODSFS_TRY(open_store_cipher(options.store, encryption, key, &cipher));
+    }
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {

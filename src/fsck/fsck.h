@@ -19,7 +19,8 @@
 
 namespace hiodsfs {
 
-class StoreKey;  // src/chunk/cipher.h
+class StoreKey;    // src/chunk/cipher.h
+class Passphrase;  // src/chunk/key_wrap.h
 
 struct FsckOptions {
     // The store directory; with a tier, its cache_dir (made, and the
@@ -55,6 +56,9 @@ struct FsckOptions {
     // keyed fingerprints checked with it. Null: no key; an encrypted store
     // is then refused.
     std::shared_ptr<const StoreKey> key;
+    // Or its passphrase (--key ask), which opens the key from the store's
+    // key slot.
+    std::shared_ptr<const Passphrase> passphrase;
 };
 
 struct FsckProblem {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/passphrase.h"
 #include "common/mountinfo.h"
 #include "common/name_escape.h"
 #include "common/thread_name.h"
@@ -456,6 +457,22 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
         fuse_session_new(args.get(), &fuse_operations(), sizeof(fuse_lowlevel_ops), &state));
     if (!se) return 1;
 
+    // Asked before the fork, which leaves the terminal; a new store's
+    // passphrase is asked twice on a terminal.
+    std::shared_ptr<const Passphrase> passphrase;
+    if (opt.key_ask) {
+        struct stat format {};
+        const bool made = ::fstatat(AT_FDCWD, (opt.store + "/FORMAT").c_str(), &format, AT_SYMLINK_NOFOLLOW) == 0;
+        Passphrase p;
+        Status asked = cli::ask_passphrase("Passphrase for store " + (opt.rados ? opt.rados_source : opt.store),
+                                           !made, &p);
+        if (!asked) {
+            print_error(asked.message());
+            return 1;
+        }
+        passphrase = std::make_shared<const Passphrase>(std::move(p));
+    }
+
     // Fork now: the engine starts threads, and fork keeps only one.
     StartupReport startup;
     if (!opt.foreground && !startup.fork_into_background()) {
@@ -526,6 +543,7 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
         if (!read) return fail(read.message());
         eo.key = std::move(key);
     }
+    eo.passphrase = passphrase;
     eo.background_threads = opt.background_threads;
     eo.background_nice = opt.background_nice;
     eo.compact_threshold = opt.compact_threshold / 100.0;

@@ -45,20 +45,6 @@ std::vector<std::string> files_holding(const std::string& dir, const std::string
     return found;
 }
 
-// Each file's name, size and last change: what a refused open must leave
-// (but the lock file, which every open writes its pid into).
-std::set<std::string> snapshot(const std::string& dir) {
-    std::set<std::string> out;
-    for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
-        if (f.path().filename() == "lock") continue;
-        struct stat st {};
-        REQUIRE(::lstat(f.path().c_str(), &st) == 0);
-        out.insert(f.path().string() + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +
-                   "." + std::to_string(st.st_mtim.tv_nsec));
-    }
-    return out;
-}
-
 std::string format_text(const std::string& store) {
     std::ifstream in(store + "/FORMAT");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -157,7 +143,7 @@ TEST_CASE("an encrypted store opens only with its own key; a wrong, missing or u
         auto e = open_engine(o);
         write_synced(*e, "text", text);
     }
-    const std::set<std::string> before = snapshot(dir.store());
+    const std::set<std::string> before = files_state(dir.store());
     std::unique_ptr<Engine> e;
     EngineOptions wrong = o;
     wrong.key = key_of(2);
@@ -169,7 +155,7 @@ TEST_CASE("an encrypted store opens only with its own key; a wrong, missing or u
     st = Engine::open(none, &e);
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("is encrypted") != std::string::npos);
-    CHECK(snapshot(dir.store()) == before);
+    CHECK(files_state(dir.store()) == before);
     // A plain store refuses a key: it would not be encrypted by one.
     TempDir plain_dir;
     EngineOptions plain = options_for(plain_dir.store(), kCdc);
@@ -177,12 +163,12 @@ TEST_CASE("an encrypted store opens only with its own key; a wrong, missing or u
         auto p = open_engine(plain);
         write_synced(*p, "text", text);
     }
-    const std::set<std::string> plain_before = snapshot(plain_dir.store());
+    const std::set<std::string> plain_before = files_state(plain_dir.store());
     plain.key = key_of(1);
     st = Engine::open(plain, &e);
     CHECK(st.err() == EINVAL);
     CHECK(st.message().find("is not encrypted") != std::string::npos);
-    CHECK(snapshot(plain_dir.store()) == plain_before);
+    CHECK(files_state(plain_dir.store()) == plain_before);
     // Read-only without the key: the metadata's figures, but no chunk.
     EngineOptions figures = none;
     figures.read_only = true;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -351,6 +352,21 @@ inline void flip_chunk_byte(const std::string& store, const ChunkRecord& rec, st
     f.seekp(static_cast<std::streamoff>(rec.offset + at));
     f.write(&c, 1);
     REQUIRE(f.good());
+}
+
+// Each file's name, size and last change under dir: what a refused open
+// must leave as it was (but the lock file, which every open writes its
+// pid into).
+inline std::set<std::string> files_state(const std::string& dir) {
+    std::set<std::string> out;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+        if (f.path().filename() == "lock") continue;
+        struct stat st {};
+        REQUIRE(::lstat(f.path().c_str(), &st) == 0);
+        out.insert(f.path().string() + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +
+                   "." + std::to_string(st.st_mtim.tv_nsec));
+    }
+    return out;
 }
 
 }  // namespace hiodsfs::test

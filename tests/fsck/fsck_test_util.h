@@ -21,11 +21,12 @@ struct Run {
     std::string out;  // stdout and stderr
 };
 
-// env: "K=V ..." for the shell to put in the binary's environment.
-inline Run fsck(const std::vector<std::string>& args, const std::string& env = "") {
+// env: "K=V ..." for the shell to put in the binary's environment;
+// redirect: "<FILE" and the like, for its standard input.
+inline Run fsck(const std::vector<std::string>& args, const std::string& env = "", const std::string& redirect = "") {
     std::string cmd = env + " " + HIODSFS_FSCK_BIN;
     for (const auto& a : args) cmd += " '" + a + "'";
-    cmd += " 2>&1";
+    cmd += " " + redirect + " 2>&1";
     Run r;
     FILE* p = ::popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);

@@ -4,7 +4,9 @@
 // hiodsfs-fsck checks the store with --key-file and refuses without it;
 // hiodsfs-stat shows its figures; a wrong key, a missing one and a key file
 // others may read are each refused with one line, the store untouched; a
-// damaged chunk reads as EIO and fsck names its file.
+// damaged chunk reads as EIO and fsck names its file. A store made with
+// key=ask opens with its passphrase on standard input, and keeps every file
+// through hiodsfs-fsck --change-key.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,6 +72,16 @@ int read_error(const std::string& path) {
     }
     ::close(fd);
     return err;
+}
+
+// A daemon start refused: exit 1, one line that says expect, no mount.
+void check_refused(const CmdResult& r, const std::string& expect, const std::string& mnt) {
+    INFO(r.describe());
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.status == 1);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find(expect) != std::string::npos);
+    CHECK_FALSE(mounted_at(mnt));
 }
 
 struct Unmounter {
@@ -162,13 +174,7 @@ TEST_CASE("a wrong key, a missing key, a loose key file and a key for a plain st
         Unmounter guard{m.mnt()};
         std::vector<std::string> argv{bin, c.store, m.mnt(), "-f"};
         argv.insert(argv.end(), c.options.begin(), c.options.end());
-        const CmdResult r = run(argv, {}, 20s);
-        INFO(r.describe());
-        CHECK_FALSE(r.timed_out);
-        CHECK(r.status == 1);
-        CHECK(line_count(r.err) == 1);
-        CHECK(r.err.find(c.expect) != std::string::npos);
-        CHECK_FALSE(mounted_at(m.mnt()));
+        check_refused(run(argv, {}, 20s), c.expect, m.mnt());
         CHECK(tree_of(c.store) == before);
     }
     // The right key still opens it.
@@ -196,4 +202,70 @@ TEST_CASE("a damaged chunk of an encrypted store reads as EIO, and fsck names it
     INFO(scrub.describe());
     CHECK(scrub.status != 0);
     CHECK(scrub.out.find("/victim") != std::string::npos);
+}
+
+TEST_CASE("a store made with key=ask: the passphrase on standard input opens it, a wrong one is refused, and a new "
+          "one keeps every file",
+          "[mount][encryption]") {
+    TempDir answers;
+    auto answer = [&](const std::string& name, const std::string& lines) {
+        const std::string path = answers.path() + "/" + name;
+        write_file(path, lines, 0600);
+        return path;
+    };
+    MountFixture m({"key=ask"}, false);
+    m.set_stdin(answer("first", "first words\n"));
+    m.mount();
+    const std::string text = marked(2 * kMiB, 31);
+    write_file(m.path("one"), text);
+    write_file(m.path("two"), text);
+    m.unmount();
+    CHECK(files_holding(m.store(), kMarker).empty());
+    CHECK(std::filesystem::exists(m.store() + "/KEYSLOT"));
+    // A wrong passphrase, none, and key=ask beside a key file: one line each,
+    // exit 1, the store untouched.
+    const std::string bin = daemon_binary();
+    const std::string before = tree_of(m.store());
+    struct Case {
+        const char* what;
+        std::string input;
+        std::string options;
+        std::string expect;
+    };
+    const std::vector<Case> cases = {
+        {"a wrong passphrase", answer("wrong", "first wordz\n"), "key=ask", "passphrase is not this store's"},
+        {"an empty input", answer("empty", ""), "key=ask", "end of input"},
+        {"no passphrase", answer("none", "first words\n"), "ro", "key=ask"},
+        {"key=ask and a key file", answer("both", "first words\n"), "key=ask,key_file=/nonexistent", "exclude"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        Unmounter guard{m.mnt()};
+        const CmdResult r = sh(shq(bin) + " " + shq(m.store()) + " " + shq(m.mnt()) + " -f -o " + shq(c.options) +
+                                   " < " + shq(c.input),
+                               20s);
+        check_refused(r, c.expect, m.mnt());
+        CHECK(tree_of(m.store()) == before);
+    }
+    // A new passphrase, given while the store is mounted.
+    m.mount();
+    const CmdResult changed = sh(shq(HIODSFS_FSCK_BIN) + " --change-key " + shq(m.store()) + " --key ask < " +
+                                 shq(answer("change", "first words\nsecond words\n")));
+    INFO(changed.describe());
+    CHECK(changed.status == 0);
+    m.unmount();
+    m.set_stdin(answer("second", "second words\n"));
+    m.mount();
+    CHECK(read_file(m.path("one")) == text);
+    CHECK(read_file(m.path("two")) == text);
+    m.unmount();
+    Unmounter guard{m.mnt()};
+    const CmdResult old = sh(shq(bin) + " " + shq(m.store()) + " " + shq(m.mnt()) + " -f -o key=ask < " +
+                             shq(answer("old", "first words\n")), 20s);
+    CHECK(old.status == 1);
+    CHECK(old.err.find("passphrase is not this store's") != std::string::npos);
+    const CmdResult scrub = sh(shq(HIODSFS_FSCK_BIN) + " " + shq(m.store()) + " --scrub --key ask < " +
+                               shq(answer("check", "second words\n")));
+    INFO(scrub.describe());
+    CHECK(scrub.status == 0);
 }

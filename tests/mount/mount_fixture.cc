@@ -331,10 +331,11 @@ void MountFixture::mount() {
 
     int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     REQUIRE(log_fd >= 0);
+    const char* input = stdin_path_.empty() ? "/dev/null" : stdin_path_.c_str();
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        int devnull = ::open("/dev/null", O_RDONLY);
+        int devnull = ::open(input, O_RDONLY);
         dup2(devnull, 0);
         dup2(log_fd, 1);
         dup2(log_fd, 2);

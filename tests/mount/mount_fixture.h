@@ -111,6 +111,9 @@ public:
     // source, whose cache_dir the options name).
     void set_source(std::string source) { source_ = std::move(source); }
     void set_options(std::vector<std::string> options) { options_ = std::move(options); }
+    // The daemon's standard input: this file (a passphrase for key=ask)
+    // instead of /dev/null.
+    void set_stdin(std::string path) { stdin_path_ = std::move(path); }
 
     // Starts the daemon in the foreground (-f) and waits until the mount is
     // live; FAILs (with the daemon's stderr) when it does not come up.
@@ -147,6 +150,7 @@ private:
     std::string dir_, store_, mnt_;
     std::vector<std::string> options_;
     std::string source_;
+    std::string stdin_path_;
     pid_t pid_ = -1;
     int mount_count_ = 0;
     std::string log_path_;
