@@ -133,6 +133,38 @@ TEST_CASE("an encrypted store seals every chunk, keeps its files' bytes out of s
     CHECK(check_invariants(dir.store(), true, o.key).empty());
 }
 
+TEST_CASE("an encrypted store stores copies within one write, and between racing writers, once",
+          "[engine][encryption]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kFixed);
+    o.mode = DedupMode::kInline;
+    o.key = key_of(4);
+    std::mt19937_64 rng(8);
+    const std::vector<std::uint8_t> block = random_bytes(rng, 4096);
+    std::vector<std::uint8_t> repeated;
+    for (int i = 0; i < 64; ++i) repeated.insert(repeated.end(), block.begin(), block.end());
+    const std::vector<std::uint8_t> other = random_bytes(rng, 256 * 1024);
+    {
+        auto e = open_engine(o);
+        // 64 equal chunks in one request.
+        write_synced(*e, "repeated", repeated);
+        // Writers racing with the same bytes: whoever stores a chunk first
+        // keeps it.
+        std::vector<std::thread> writers;
+        for (int w = 0; w < 4; ++w)
+            writers.emplace_back([&, w] { write_synced(*e, "racer" + std::to_string(w), other); });
+        for (auto& t : writers) t.join();
+        const SpaceCounters c = counters_of(*e);
+        CHECK(c.content_bytes == block.size() + other.size());
+        CHECK(c.chunk_count == 1 + other.size() / 4096);
+    }
+    auto e = open_engine(o);
+    CHECK(read_named(*e, "repeated") == repeated);
+    for (int w = 0; w < 4; ++w) CHECK(read_named(*e, "racer" + std::to_string(w)) == other);
+    e.reset();
+    CHECK(check_invariants(dir.store(), true, o.key).empty());
+}
+
 TEST_CASE("an encrypted store opens only with its own key; a wrong, missing or unwanted key changes nothing",
           "[engine][encryption]") {
     TempDir dir;
