@@ -39,9 +39,11 @@ std::string seconds_text(double s) {
 
 DictionaryTrainer::DictionaryTrainer(MetaStore& meta, DictionarySet& dicts,
                                      const StoredDictionaries& stored,
-                                     const DictionaryPolicy& policy, ReadChunk read, Log log)
+                                     const DictionaryPolicy& policy, ReadChunk read, Log log,
+                                     const ChunkCipher* seal_with)
     : meta_(meta),
       dicts_(dicts),
+      seal_with_(seal_with),
       policy_(policy),
       read_(std::move(read)),
       log_(std::move(log)),
@@ -190,7 +192,7 @@ Status DictionaryTrainer::finish(bool* trained) {
         // One operation: the dictionary is in the metadata whole, or not at all.
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_.begin(&t));
-        HIODSFS_TRY(put_dictionary(*t, d->id(), round_content_, bytes));
+        HIODSFS_TRY(put_dictionary(*t, d->id(), round_content_, bytes, seal_with_));
         HIODSFS_TRY(t->commit());
     }
     // Only now may a chunk name it: its operation comes after this one.

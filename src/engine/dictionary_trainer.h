@@ -55,8 +55,10 @@ public:
     using Log = std::function<void(const std::string&)>;
 
     // stored: what the metadata held at open (the dictionaries are in dicts).
+    // seal_with: an encrypted store's cipher, which seals what it stores.
     DictionaryTrainer(MetaStore& meta, DictionarySet& dicts, const StoredDictionaries& stored,
-                      const DictionaryPolicy& policy, ReadChunk read, Log log);
+                      const DictionaryPolicy& policy, ReadChunk read, Log log,
+                      const ChunkCipher* seal_with = nullptr);
 
     // One bounded piece of a round: starts one if the store is due (and no
     // failure asks to wait), reads a few samples, or trains and stores.
@@ -86,6 +88,7 @@ private:
 
     MetaStore& meta_;
     DictionarySet& dicts_;
+    const ChunkCipher* seal_with_;  // an encrypted store's: dictionaries are stored sealed
     const DictionaryPolicy policy_;
     const ReadChunk read_;
     const Log log_;

@@ -396,7 +396,7 @@ Status EngineImpl::open_dictionaries() {
     {
         std::unique_ptr<Txn> t;
         HIODSFS_TRY(meta_->begin_read(&t));
-        HIODSFS_TRY(load_dictionaries(*t, &dicts_, &stored));
+        HIODSFS_TRY(load_dictionaries(*t, &dicts_, &stored, DictionarySealing{encryption_.on(), cipher_.get()}));
     }
     // No reason to refuse the store: what was stored with it reads as EIO.
     for (const std::string& line : stored.damaged)
@@ -404,9 +404,7 @@ Status EngineImpl::open_dictionaries() {
             opts_.log("hiodsfs: " + line +
                       ": the chunks stored with it cannot be read; hiodsfs-fsck --scrub " +
                       opts_.store_dir + " names their files");
-    // An encrypted store trains none: a dictionary is made of its chunks'
-    // bytes and is kept in the metadata, which stays plain.
-    if (opts_.read_only || cipher_) return Status::ok();
+    if (opts_.read_only) return Status::ok();
     DictionaryPolicy policy;
     policy.min_bytes = opts_.dictionary_min_bytes;
     auto read = [this](ChunkId id, const ChunkRecord& rec, std::uint8_t* out, bool* skip) {
@@ -419,13 +417,14 @@ Status EngineImpl::open_dictionaries() {
         *skip = damaged || freed;
         return *skip ? Status::ok() : st;
     };
-    trainer_ = std::make_unique<DictionaryTrainer>(*meta_, dicts_, stored, policy, read, opts_.log);
+    // An encrypted store's dictionaries, made of its chunks' bytes, are
+    // sealed before they go into the metadata, which stays plain.
+    trainer_ = std::make_unique<DictionaryTrainer>(*meta_, dicts_, stored, policy, read, opts_.log, cipher_.get());
     return Status::ok();
 }
 
 Status EngineImpl::train_dictionary(bool* trained) {
     *trained = false;
-    if (!trainer_ && cipher_) return Status::error(ENOTSUP, "an encrypted store trains no compression dictionary");
     if (!trainer_) return Status::error(EROFS, "store is open read-only");
     return trainer_->train_now(trained);
 }

@@ -81,7 +81,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
         // A damaged dictionary cannot be repaired: the scrub names the
         // files whose chunks need it.
         StoredDictionaries stored;
-        HIODSFS_TRY(load_dictionaries(*t, &dicts, &stored));
+        HIODSFS_TRY(load_dictionaries(*t, &dicts, &stored, DictionarySealing{encryption.on(), cipher.get()}));
         for (const std::string& line : stored.damaged)
             report->problems.push_back(FsckProblem{
                 line + ": the chunks stored with it cannot be read (--scrub names their files)",

@@ -22,6 +22,13 @@ std::uint32_t get_be32(std::string_view in, std::size_t pos) {
     return v;
 }
 
+// A sealed dictionary's associated data: it opens as its own id only.
+std::string sealing_ad(std::uint32_t id) { return "hiodsfs dictionary " + std::to_string(id); }
+
+std::span<const std::uint8_t> bytes_of(std::string_view s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
 }  // namespace
 
 std::string dictionary_key(std::uint32_t id) {
@@ -56,7 +63,8 @@ bool decode_dictionary_record(std::string_view value, DictionaryRecord* out) {
     return true;
 }
 
-Status put_dictionary(Txn& t, std::uint32_t id, std::uint64_t trained_at, std::string_view bytes) {
+Status put_dictionary(Txn& t, std::uint32_t id, std::uint64_t trained_at, std::string_view bytes,
+                      const ChunkCipher* cipher) {
     const std::string key = dictionary_key(id);
     std::string_view old;
     bool found = false;
@@ -64,10 +72,15 @@ Status put_dictionary(Txn& t, std::uint32_t id, std::uint64_t trained_at, std::s
     if (found)
         return Status::error(
             EEXIST, "the store has a compression dictionary " + std::to_string(id) + " already");
-    return t.put(Db::kSuper, key, encode_dictionary_record(trained_at, bytes));
+    if (cipher == nullptr) return t.put(Db::kSuper, key, encode_dictionary_record(trained_at, bytes));
+    std::vector<std::uint8_t> sealed;
+    HIODSFS_TRY(cipher->seal(bytes_of(bytes), bytes_of(sealing_ad(id)), &sealed));
+    return t.put(Db::kSuper, key,
+                 encode_dictionary_record(trained_at, std::string_view(reinterpret_cast<const char*>(sealed.data()),
+                                                                       sealed.size())));
 }
 
-Status load_dictionaries(Txn& t, DictionarySet* set, StoredDictionaries* out) {
+Status load_dictionaries(Txn& t, DictionarySet* set, StoredDictionaries* out, DictionarySealing sealing) {
     *out = StoredDictionaries{};
     Cursor c = t.cursor(Db::kSuper);
     for (bool ok = c.seek(kDictionaryKeyPrefix);
@@ -88,7 +101,19 @@ Status load_dictionaries(Txn& t, DictionarySet* set, StoredDictionaries* out) {
                                    " bytes that fail their checksum)");
             continue;
         }
-        Status made = Dictionary::make(id, std::string(r.bytes), &d);
+        if (sealing.sealed && sealing.cipher == nullptr) continue;  // no key: nothing of it is read
+        std::string plain(r.bytes);
+        if (sealing.sealed) {
+            std::vector<std::uint8_t> opened;
+            Status st = sealing.cipher->open(bytes_of(r.bytes), bytes_of(sealing_ad(id)), &opened);
+            if (!st) {
+                out->damaged.push_back("compression dictionary " + std::to_string(id) +
+                                       "'s record is damaged (" + st.message() + ")");
+                continue;
+            }
+            plain.assign(reinterpret_cast<const char*>(opened.data()), opened.size());
+        }
+        Status made = Dictionary::make(id, std::move(plain), &d);
         if (!made) {
             out->damaged.push_back("compression dictionary " + std::to_string(id) +
                                    "'s record is damaged (" + made.message() + ")");

@@ -6,6 +6,9 @@
 //   content bytes the store held when it was trained (8, big-endian) |
 //   crc32c of the dictionary (4, big-endian) | the dictionary (zstd's format)
 // LMDB checks no values: the CRC tells a damaged record from a dictionary.
+// An encrypted store's dictionaries are sealed (they are made of its
+// chunks' bytes): the dictionary field is then the sealed dictionary
+// (chunk/cipher.h), bound to its id, and the CRC covers what is stored.
 // Thread-safety: the functions use the caller's Txn.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chunk/cipher.h"
 #include "chunk/codec.h"
 #include "hiodsfs/status.h"
 #include "meta/meta_store.h"
@@ -34,9 +38,11 @@ std::string encode_dictionary_record(std::uint64_t trained_at, std::string_view 
 // False for a value that is short or whose dictionary fails its CRC.
 bool decode_dictionary_record(std::string_view value, DictionaryRecord* out);
 
-// Stores dictionary id; EEXIST if the store has a record of that id already
-// (ids are never reused: a chunk of the old one would decode wrongly).
-Status put_dictionary(Txn& t, std::uint32_t id, std::uint64_t trained_at, std::string_view bytes);
+// Stores dictionary id (sealed under cipher if given); EEXIST if the store
+// has a record of that id already (ids are never reused: a chunk of the
+// old one would decode wrongly).
+Status put_dictionary(Txn& t, std::uint32_t id, std::uint64_t trained_at, std::string_view bytes,
+                      const ChunkCipher* cipher = nullptr);
 
 // What load_dictionaries found.
 struct StoredDictionaries {
@@ -50,7 +56,15 @@ struct StoredDictionaries {
     std::vector<std::string> damaged;
 };
 
+// How an encrypted store's dictionaries are read: sealed, opened with
+// cipher; without it (a store opened without its key, for its figures)
+// none is loaded, and none counts as damaged.
+struct DictionarySealing {
+    bool sealed = false;
+    const ChunkCipher* cipher = nullptr;
+};
+
 // Adds every dictionary of the store to *set.
-Status load_dictionaries(Txn& t, DictionarySet* set, StoredDictionaries* out);
+Status load_dictionaries(Txn& t, DictionarySet* set, StoredDictionaries* out, DictionarySealing sealing = {});
 
 }  // namespace hiodsfs

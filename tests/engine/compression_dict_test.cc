@@ -666,3 +666,93 @@ TEST_CASE(
     INFO(problems_of(r));
     CHECK(r.problems.empty());
 }
+
+TEST_CASE("an encrypted store trains its dictionary sealed: chunks use it, no byte of it is in the clear, a "
+          "record moved to another id is damaged, and without the key none is loaded",
+          "[engine][compression][dictionary][encryption]") {
+    const std::string marker = "DICTIONARY-MARKER-51c7e";
+    auto marked = [&](std::size_t n, unsigned seed) {
+        std::vector<std::uint8_t> v = text_bytes(n, seed);
+        for (std::size_t at = 0; at + marker.size() < v.size(); at += 509)
+            std::copy(marker.begin(), marker.end(), v.begin() + static_cast<std::ptrdiff_t>(at));
+        return v;
+    };
+    // Whether any file under dir holds the marker.
+    auto holds_marker = [&](const std::string& dir) {
+        for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+            if (!f.is_regular_file()) continue;
+            std::ifstream in(f.path(), std::ios::binary);
+            const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            if (bytes.find(marker) != std::string::npos) return true;
+        }
+        return false;
+    };
+    std::array<std::uint8_t, StoreKey::kBytes> raw{};
+    for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint8_t>(i * 5 + 3);
+    const auto key = std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(raw));
+    const bool encrypted = GENERATE(false, true);
+    INFO((encrypted ? "encrypted" : "plain"));
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.compression = parsed("zstd:3");
+    o.compression_background = parsed("zstd:3");
+    o.dictionary_min_bytes = 1 << 20;
+    if (encrypted) o.key = key;
+    Files files;
+    {
+        auto e = open_engine(o);
+        for (unsigned i = 0; i < 8; ++i) {
+            files["before" + std::to_string(i)] = marked(512 * 1024, 300 + i);
+            write_synced(*e, "before" + std::to_string(i), files["before" + std::to_string(i)]);
+        }
+        bool trained = false;
+        require_ok(e->train_dictionary(&trained));
+        REQUIRE(trained);
+        files["after"] = marked(512 * 1024, 400);
+        write_synced(*e, "after", files["after"]);
+        check_files(*e, files);
+    }
+    CHECK(record_kinds(dir.store()).by_dictionary[1] > 0);
+    // The plain store's dictionary holds the marker in its metadata: the
+    // search can find it, and finds nothing in the encrypted store.
+    CHECK(holds_marker(dir.store() + "/meta") == !encrypted);
+    if (encrypted) CHECK_FALSE(holds_marker(dir.store()));
+    check_reopened(o, files, 1);
+    FsckOptions fo;
+    fo.store = dir.store();
+    fo.scrub = true;
+    fo.key = o.key;
+    FsckReport report;
+    require_ok(run_fsck(fo, &report));
+    INFO(problems_of(report));
+    CHECK(report.problems.empty());
+    if (!encrypted) return;
+    // Without the key (hiodsfs-stat): no dictionary loads, none is damaged.
+    Log log;
+    EngineOptions figures = o;
+    figures.key = nullptr;
+    figures.read_only = true;
+    figures.without_key = true;
+    figures.log = log.sink();
+    {
+        auto e = open_engine(figures);
+        CHECK(dictionary_count(*e) == 0);
+    }
+    CHECK(log.count("damaged") == 0);
+    // The sealed record copied under id 2: it opens as id 1 only.
+    change_metadata(dir.store(), [](Txn& t) {
+        std::string_view v;
+        bool found = false;
+        require_ok(t.get(Db::kSuper, dictionary_key(1), &v, &found));
+        REQUIRE(found);
+        require_ok(t.put(Db::kSuper, dictionary_key(2), std::string(v)));
+    });
+    EngineOptions logged = o;
+    logged.log = log.sink();
+    {
+        auto e = open_engine(logged);
+        CHECK(dictionary_count(*e) == 1);
+        check_files(*e, files);
+    }
+    CHECK(log.count("compression dictionary 2's record is damaged") == 1);
+}
