@@ -21,6 +21,7 @@
 #include "cli/passphrase.h"
 #include "common/name_escape.h"
 #include "common/units.h"
+#include "engine/encryption.h"
 #include "fsck/change_key.h"
 #include "fsck/fsck.h"
 #include "fsck/tier_source.h"
@@ -293,14 +294,19 @@ int main(int argc, char** argv) {
 #ifdef HIODSFS_HAVE_RADOS
     // Held until the end, whatever happens: its destructor releases it.
     std::unique_ptr<hiodsfs::RadosTier> tier;
+    // An encrypted store's pool: its metadata objects are sealed (the key
+    // is checked against the pool's FORMAT before any of them is read).
+    std::unique_ptr<hiodsfs::ChunkCipher> pool_cipher;
+    std::unique_ptr<hiodsfs::SealedTier> sealed_tier;
     if (!rados.source.empty()) {
         hiodsfs::Status locked = lock_rados_store(rados, &tier);
+        if (locked) locked = hiodsfs::open_sealed_tier(tier.get(), o.key.get(), &pool_cipher, &sealed_tier);
         if (!locked) {
             std::fprintf(stderr, "hiodsfs-fsck: %s\n",
                          hiodsfs::escape_line(locked.message()).c_str());
             return kExitOperational;
         }
-        o.tier = tier.get();
+        o.tier = sealed_tier != nullptr ? static_cast<hiodsfs::SegmentTier*>(sealed_tier.get()) : tier.get();
     }
 #else
     if (!rados.source.empty()) {

@@ -7,6 +7,7 @@
 #include "common/hex.h"
 #include "engine/engine_impl.h"
 #include "engine/key_slot.h"
+#include "engine/meta_tier.h"
 
 #include <cstring>
 
@@ -36,6 +37,24 @@ Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const
     return Status::ok();
 }
 
+Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, std::unique_ptr<ChunkCipher>* cipher,
+                        std::unique_ptr<SealedTier>* out, StoreEncryption* encryption) {
+    std::string text;
+    Status got = get_format(tier, &text);
+    if (got.err() == ENOENT) return Status::ok();
+    HIODSFS_TRY(got);
+    StoreFormat format;
+    HIODSFS_TRY(parse_store_format(text, tier->describe() + " (its format object)", &format));
+    if (!format.encryption.on()) return Status::ok();
+    if (key == nullptr)
+        return Status::error(EACCES, "store " + tier->describe() + " is encrypted: give its key with key_file= "
+                                     "(--key-file FILE for hiodsfs-fsck)");
+    HIODSFS_TRY(open_store_cipher(tier->describe(), format.encryption, *key, cipher));
+    *out = std::make_unique<SealedTier>(tier, cipher->get());
+    if (encryption != nullptr) *encryption = format.encryption;
+    return Status::ok();
+}
+
 StoreFormat EngineImpl::current_format() const {
     StoreFormat f{encryption_.on() ? kEncryptedFormatVersion : kFormatVersion, chunking_, tier_name()};
     f.encryption = encryption_;
@@ -47,8 +66,9 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
     const bool encrypted = format != nullptr ? format->encryption.on() : key;
     if (opts_.key != nullptr && opts_.passphrase != nullptr)
         return Status::error(EINVAL, "store " + dir + ": give its key file or a passphrase, not both");
-    if (encrypted && opts_.segments.tier != nullptr)
-        return Status::error(ENOTSUP, "store " + dir + ": encryption with a RADOS tier is not supported yet");
+    if (encrypted && opts_.segments.tier != nullptr && opts_.passphrase != nullptr)
+        return Status::error(ENOTSUP, "store " + dir + ": a RADOS store is encrypted with a key file "
+                                      "(key_file=), not a passphrase: its key slot would not be in the pool");
     if (format != nullptr && !encrypted && key)
         return Status::error(EINVAL, "store " + dir + " is not encrypted, and a key was given: mount it without "
                                                      "key_file= or key= (a store is encrypted when it is made)");
@@ -59,8 +79,14 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
     if (encrypted && !key)
         return Status::error(EACCES, "store " + dir + " is encrypted: give its key with -o key_file=FILE or key=ask");
     if (!encrypted) return Status::ok();
-    if (format == nullptr) return new_encrypted_store(dir);
-    if (opts_.key != nullptr) {
+    // A pool that holds the FORMAT of a store never made whole: its cipher
+    // (seal_tier's) is the store's, and stays.
+    if (format == nullptr) return cipher_ != nullptr ? Status::ok() : new_encrypted_store(dir);
+    if (cipher_ != nullptr) {
+        // Made already, from the pool's FORMAT (seal_tier): the same store's.
+        if (format->encryption != encryption_)
+            return Status::error(EUCLEAN, "store " + dir + ": its FORMAT and the pool's name different keys");
+    } else if (opts_.key != nullptr) {
         HIODSFS_TRY(open_store_cipher(dir, format->encryption, *opts_.key, &cipher_));
     } else {
         StoreKey unlocked;
@@ -68,6 +94,26 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
         HIODSFS_TRY(open_store_cipher(dir, format->encryption, unlocked, &cipher_));
     }
     encryption_ = format->encryption;
+    return Status::ok();
+}
+
+Status EngineImpl::seal_tier(SegmentTier** tier) {
+    if (opts_.segments.tier == nullptr || sealed_tier_ != nullptr) return Status::ok();
+    // Figures without the key (hiodsfs-stat): segments only, which pass as they are.
+    if (cipher_ == nullptr && opts_.key == nullptr && opts_.read_only && opts_.without_key) return Status::ok();
+    if (cipher_ == nullptr) {
+        // Before anything of the pool's metadata is read: it is sealed.
+        std::unique_ptr<SealedTier> sealed;
+        StoreEncryption pool_encryption;
+        HIODSFS_TRY(open_sealed_tier(opts_.segments.tier, opts_.key.get(), &cipher_, &sealed, &pool_encryption));
+        if (sealed == nullptr) return Status::ok();
+        sealed_tier_ = std::move(sealed);
+        encryption_ = pool_encryption;
+    } else {
+        sealed_tier_ = std::make_unique<SealedTier>(opts_.segments.tier, cipher_.get());
+    }
+    opts_.segments.tier = sealed_tier_.get();
+    if (*tier != nullptr) *tier = sealed_tier_.get();
     return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chunk/cipher.h"
+#include "engine/sealed_tier.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/status.h"
 
@@ -19,5 +20,13 @@ Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique
 // line naming the store if key is not its key.
 Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const StoreKey& key,
                          std::unique_ptr<ChunkCipher>* out);
+
+// A tiered store's pool keeps its FORMAT record: when that says the store
+// is encrypted, *out seals what goes to the pool (SealedTier) with *cipher,
+// made from key; EACCES with one line when there is no key or it is not
+// the store's. *out stays null for a plain store, or a pool that holds no
+// store yet. *encryption (if given): the pool's FORMAT's encryption line.
+Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, std::unique_ptr<ChunkCipher>* cipher,
+                        std::unique_ptr<SealedTier>* out, StoreEncryption* encryption = nullptr);
 
 }  // namespace hiodsfs

@@ -44,7 +44,10 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
     StoreFormat format;
     bool exists = false;
     HIODSFS_TRY(read_store_format(env_, dir, &format, &exists));
-    SegmentTier* const tier = options.read_only ? nullptr : options.segments.tier;
+    SegmentTier* tier = options.read_only ? nullptr : options.segments.tier;
+    // An encrypted store's pool holds sealed metadata: its tier seals and
+    // opens from here on (the key checked against the pool's FORMAT).
+    HIODSFS_TRY(seal_tier(&tier));
     // A directory with metadata but no FORMAT: the record is written again
     // from the metadata's copy, or an unfinished first open started again.
     if (!exists) HIODSFS_TRY(find_lost_format(dir, &format, &exists));
@@ -85,6 +88,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         chunking_ = options.chunking;
     }
     HIODSFS_TRY(open_encryption(dir, exists ? &format : nullptr));
+    HIODSFS_TRY(seal_tier(&tier));  // a new encrypted store's
 
     if (backend_.empty()) backend_ = options.segments.tier != nullptr ? tier_name() : "local";
     // The metadata first: it says which segment bytes are committed, and a
@@ -143,7 +147,7 @@ Status EngineImpl::init(const EngineOptions& options, const EngineHooks& hooks) 
         meta_->set_journal(journal_.get());
     }
     const SuperState committed = meta_->super_snapshot();
-    SegmentStoreOptions seg_options = options.segments;
+    SegmentStoreOptions seg_options = opts_.segments;  // the sealed tier, for an encrypted store
     seg_options.max_segment_bytes = budget.segment_bytes;
     seg_options.read_only = options.read_only;  // a read-only open must not cut a torn tail under a daemon
     seg_options.committed = SegmentPosition{static_cast<SegmentId>(committed.frontier_segment),

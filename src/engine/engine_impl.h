@@ -62,6 +62,7 @@
 #include "engine/meta_tier.h"
 #include "engine/pending_dirty.h"
 #include "engine/quarantine.h"
+#include "engine/sealed_tier.h"
 #include "engine/space_admission.h"
 #include "engine/space_budget.h"
 #include "engine/store_layout.h"
@@ -500,6 +501,11 @@ private:
     // A new store's encryption: with a key file, that key; with a
     // passphrase, a random key and its key slot, written first.
     Status new_encrypted_store(const std::string& dir);
+    // Wraps the tier in a SealedTier for an encrypted store: before the
+    // pool's metadata is read, from its FORMAT record (with the key), and
+    // again after open_encryption for a new store; *tier follows (init's
+    // tier variable, null for a read-only open).
+    Status seal_tier(SegmentTier** tier);
     // The payload to append for new chunk id of an encrypted store: the
     // encoding (payload, if given and encoded) or the raw bytes, sealed.
     Status seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,
@@ -508,6 +514,9 @@ private:
     Digest fingerprint(const void* data, std::size_t len) const { return chunk_fingerprint(cipher_.get(), data, len); }
     StoreEncryption encryption_;
     std::unique_ptr<ChunkCipher> cipher_;  // an encrypted store's; null for a plain one
+    // An encrypted store's tier, which seals what goes to the pool; then
+    // opts_.segments.tier (set by seal_tier, before cipher_ is ever made anew).
+    std::unique_ptr<SealedTier> sealed_tier_;
     Status find_lost_format(const std::string& dir, StoreFormat* format, bool* exists);
     Status check_format_copy(const std::string& dir, const StoreFormat& format);
     Status keep_format_copy();

@@ -148,13 +148,6 @@ std::vector<std::string> meta_problems(const std::string& store) {
     return out;
 }
 
-std::size_t named_with_prefix(MemoryTier& tier, const std::string& prefix) {
-    std::lock_guard lock(tier.mu);
-    std::size_t n = 0;
-    for (const auto& [name, bytes] : tier.named) n += name.rfind(prefix, 0) == 0 ? 1 : 0;
-    return n;
-}
-
 TEST_CASE("engine with a tier: after a crash, an empty directory recovers every fsynced file from the tier",
           "[engine][tier][journal]") {
     TempDir first, second, third;
@@ -173,8 +166,8 @@ TEST_CASE("engine with a tier: after a crash, an empty directory recovers every 
         make_file(*e, "never-synced");
         abandon_engine(*e);  // kill -9: nothing of the directory is read again
     }
-    CHECK(named_with_prefix(tier, "journal.") >= 1);
-    CHECK(named_with_prefix(tier, "meta") == 0);  // no snapshot yet: the journal from record 1
+    CHECK(tier.named_with_prefix("journal.") >= 1);
+    CHECK(tier.named_with_prefix("meta") == 0);  // no snapshot yet: the journal from record 1
     std::vector<std::uint8_t> big_now = big;
     std::copy(small.begin(), small.end(), big_now.begin() + 4096);
 
@@ -196,8 +189,8 @@ TEST_CASE("engine with a tier: after a crash, an empty directory recovers every 
     CHECK(log.front().find("recovered the metadata of memory tier") != std::string::npos);
     CHECK(log.front().find("no snapshot") != std::string::npos);
     CHECK(meta_problems(second.store()) == std::vector<std::string>{});
-    CHECK(named_with_prefix(tier, "meta.") >= 1);
-    CHECK(named_with_prefix(tier, "journal.") == 0);  // all in the snapshot
+    CHECK(tier.named_with_prefix("meta.") >= 1);
+    CHECK(tier.named_with_prefix("journal.") == 0);  // all in the snapshot
 
     // From the snapshot alone, in yet another directory.
     log.clear();
@@ -423,10 +416,10 @@ TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, 
     std::uint64_t seq = 0;
     REQUIRE(put_snapshot(Env::posix(), &tier, *m, &journal, src.store() + "/snap.tmp", false, &seq, 16384).is_ok());
     CHECK(seq == m->committed_journal_seq());
-    const std::size_t parts = named_with_prefix(tier, "meta.");
+    const std::size_t parts = tier.named_with_prefix("meta.");
     CHECK(parts > 3);  // 150 KiB of records in 16 KiB parts
     // The current journal object stays (a background snapshot; more may follow).
-    CHECK(named_with_prefix(tier, "journal.") == 1);
+    CHECK(tier.named_with_prefix("journal.") == 1);
     put_many(500, 600);
     std::string summary;
     REQUIRE(recover_metadata(Env::posix(), &tier, dst.store() + "/meta", 1ull << 32, &summary).is_ok());
@@ -445,10 +438,10 @@ TEST_CASE("the tier's metadata: a snapshot in many parts, the journal after it, 
     // A second snapshot at close: the first one's parts and every journal
     // object go.
     REQUIRE(put_snapshot(Env::posix(), &tier, *m, &journal, src.store() + "/snap.tmp", true, &seq, 16384).is_ok());
-    CHECK(named_with_prefix(tier, "journal.") == 0);
+    CHECK(tier.named_with_prefix("journal.") == 0);
     char hex[20];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(seq));
-    CHECK(named_with_prefix(tier, std::string("meta.") + hex + ".") == named_with_prefix(tier, "meta."));
+    CHECK(tier.named_with_prefix(std::string("meta.") + hex + ".") == tier.named_with_prefix("meta."));
     REQUIRE(recover_metadata(Env::posix(), &tier, dst2.store() + "/meta", 1ull << 32, &summary).is_ok());
     CHECK(summary.find(", 0 journal records replayed") != std::string::npos);
 }

@@ -48,6 +48,13 @@ public:
         std::lock_guard lock(mu);
         return epoch_ < pool_->epoch;
     }
+    // How many metadata objects' names start with prefix.
+    std::size_t named_with_prefix(const std::string& prefix) {
+        std::lock_guard lock(mu);
+        std::size_t n = 0;
+        for (const auto& [name, bytes] : named) n += name.rfind(prefix, 0) == 0 ? 1 : 0;
+        return n;
+    }
 
     std::string describe() const override { return "memory tier"; }
     std::uint32_t epoch() const override { return epoch_; }

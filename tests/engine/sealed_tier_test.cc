@@ -1,0 +1,187 @@
+// An encrypted store over a tier (engine/sealed_tier.h): the metadata
+// objects go to the pool sealed and bound to their names, "format" alone
+// plain; the pool's FORMAT decides, before anything else of it is read,
+// that a key is needed and which; an empty directory recovers the store
+// from the journal and from a snapshot with the key, and from nothing
+// without it; no byte written is anywhere in the pool; fsck checks it.
+#include "engine/sealed_tier.h"
+
+#include <catch2/catch.hpp>
+
+#include "../store/memory_tier.h"
+#include "engine/encryption.h"
+#include "engine_test_util.h"
+
+namespace hiodsfs {
+namespace {
+
+using namespace test;
+
+const std::string kMarker = "TIER-MARKER-0be91d";
+
+std::shared_ptr<const StoreKey> key_of(std::uint8_t seed) {
+    std::array<std::uint8_t, StoreKey::kBytes> b{};
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(seed * 11 + i);
+    return std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(b));
+}
+
+std::unique_ptr<ChunkCipher> cipher_of(std::uint8_t seed) {
+    std::unique_ptr<ChunkCipher> c;
+    const std::uint8_t id[16] = {1, 2, 3};
+    REQUIRE(ChunkCipher::make(*key_of(seed), id, &c).is_ok());
+    return c;
+}
+
+// A name for a file, marked all through: whatever of it the metadata
+// holds (the journal's records carry names), the search finds.
+std::string marked_name(int i) { return kMarker + "-" + std::to_string(i); }
+
+std::vector<std::uint8_t> marked_bytes(std::size_t n, unsigned seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::uint8_t> v(n);
+    for (auto& b : v) b = static_cast<std::uint8_t>('a' + rng() % 16);
+    for (std::size_t at = 0; at + kMarker.size() < n; at += 1021)
+        std::copy(kMarker.begin(), kMarker.end(), v.begin() + static_cast<std::ptrdiff_t>(at));
+    return v;
+}
+
+bool pool_holds(MemoryTier& tier, const std::string& s) {
+    std::lock_guard lock(tier.mu);
+    auto in = [&](const std::vector<char>& bytes) {
+        return std::string_view(bytes.data(), bytes.size()).find(s) != std::string_view::npos;
+    };
+    for (const auto& [id, bytes] : tier.objects)
+        if (in(bytes)) return true;
+    for (const auto& [name, bytes] : tier.named)
+        if (in(bytes)) return true;
+    return false;
+}
+
+EngineOptions sealed_options(const std::string& store, MemoryTier* tier, std::shared_ptr<const StoreKey> key) {
+    EngineOptions o = options_for(store, ChunkingParams::fixed(4096));
+    o.segments.tier = tier;
+    o.segments.cache_bytes = 1ull << 30;
+    o.key = std::move(key);
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("sealed tier: objects round trip sealed, appends frame by frame, and damage or a move reads as damage",
+          "[engine][tier][encryption]") {
+    MemoryTier base;
+    const auto cipher = cipher_of(1);
+    SealedTier tier(&base, cipher.get());
+    const std::string a = kMarker + " first", b = kMarker + " second";
+    REQUIRE(tier.put_object("meta.x", a.data(), a.size()).is_ok());
+    REQUIRE(tier.append_object("journal.1", a.data(), a.size()).is_ok());
+    REQUIRE(tier.append_object("journal.1", b.data(), b.size()).is_ok());
+    REQUIRE(tier.put_object("format", a.data(), a.size()).is_ok());
+    std::vector<char> out;
+    REQUIRE(tier.get_object("meta.x", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == a);
+    REQUIRE(tier.get_object("journal.1", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == a + b);
+    CHECK(std::string(base.named["format"].begin(), base.named["format"].end()) == a);  // FORMAT stays plain
+    base.named.erase("format");
+    CHECK_FALSE(pool_holds(base, kMarker));
+    // Moved to another name: does not open, and ends in four zero bytes.
+    base.named["meta.y"] = base.named["meta.x"];
+    REQUIRE(tier.get_object("meta.y", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == std::string(4, '\0'));
+    // A byte of the second frame flipped: the first still opens.
+    base.named["journal.1"].back() ^= 1;
+    REQUIRE(tier.get_object("journal.1", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == a + std::string(4, '\0'));
+    // A torn tail likewise.
+    base.named["journal.1"].resize(base.named["journal.1"].size() - 10);
+    REQUIRE(tier.get_object("journal.1", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == a + std::string(4, '\0'));
+    // Another key opens nothing.
+    const auto other = cipher_of(2);
+    SealedTier wrong(&base, other.get());
+    REQUIRE(wrong.get_object("meta.x", &out).is_ok());
+    CHECK(std::string(out.begin(), out.end()) == std::string(4, '\0'));
+    CHECK(tier.get_object("none", &out).err() == ENOENT);
+}
+
+TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and an empty directory recovers it "
+          "with the key only",
+          "[engine][tier][encryption]") {
+    TempDir first, second, third, fourth;
+    MemoryTier tier;
+    const auto key = key_of(3);
+    const std::vector<std::uint8_t> big = marked_bytes(9 << 20, 1), small = marked_bytes(7000, 2);
+    {
+        auto e = open_engine(sealed_options(first.store(), &tier, key));
+        write_synced(*e, marked_name(1), big);
+        write_synced(*e, marked_name(2), small);
+        abandon_engine(*e);  // a crash: the journal holds everything
+    }
+    CHECK(tier.named_with_prefix("journal.") >= 1);
+    CHECK_FALSE(pool_holds(tier, kMarker));
+    {
+        std::lock_guard lock(tier.mu);
+        const std::vector<char>& f = tier.named["format"];
+        CHECK(std::string(f.begin(), f.end()).find("encryption aes-256-gcm") != std::string::npos);
+    }
+    // Without the key, or with another: refused before anything is read.
+    std::unique_ptr<Engine> refused;
+    Status st = Engine::open(sealed_options(second.store(), &tier, nullptr), &refused);
+    CHECK(st.err() == EACCES);
+    CHECK(st.message().find("is encrypted") != std::string::npos);
+    st = Engine::open(sealed_options(second.store(), &tier, key_of(4)), &refused);
+    CHECK(st.err() == EACCES);
+    CHECK(st.message().find("not this store's key") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(second.store() + "/meta"));
+    // From the journal, then (after a clean close) from a snapshot.
+    {
+        auto e = open_engine(sealed_options(third.store(), &tier, key));
+        CHECK(read_named(*e, marked_name(1)) == big);
+        CHECK(read_named(*e, marked_name(2)) == small);
+        write_synced(*e, marked_name(3), small);
+        REQUIRE(e->close().is_ok());
+    }
+    CHECK(tier.named_with_prefix("meta.") >= 1);
+    CHECK_FALSE(pool_holds(tier, kMarker));
+    {
+        auto e = open_engine(sealed_options(fourth.store(), &tier, key));
+        CHECK(read_named(*e, marked_name(1)) == big);
+        CHECK(read_named(*e, marked_name(3)) == small);
+        REQUIRE(e->close().is_ok());
+    }
+    // fsck, through the pool's sealed metadata.
+    std::unique_ptr<ChunkCipher> cipher;
+    std::unique_ptr<SealedTier> sealed;
+    REQUIRE(open_sealed_tier(&tier, key.get(), &cipher, &sealed).is_ok());
+    REQUIRE(sealed != nullptr);
+    FsckOptions fo;
+    fo.store = fourth.store();
+    fo.tier = sealed.get();
+    fo.key = key;
+    fo.scrub = true;
+    FsckReport report;
+    REQUIRE(run_fsck(fo, &report).is_ok());
+    for (const auto& p : report.problems) INFO(p.what);
+    CHECK(report.problems.empty());
+    CHECK(report.scrubbed_chunks > 0);
+}
+
+TEST_CASE("a plain store over a tier keeps its pool as before: no sealed tier", "[engine][tier][encryption]") {
+    TempDir dir;
+    MemoryTier tier;
+    {
+        auto e = open_engine(sealed_options(dir.store(), &tier, nullptr));
+        write_synced(*e, "f", marked_bytes(10000, 3));
+        REQUIRE(e->close().is_ok());
+    }
+    std::unique_ptr<ChunkCipher> cipher;
+    std::unique_ptr<SealedTier> sealed;
+    REQUIRE(open_sealed_tier(&tier, nullptr, &cipher, &sealed).is_ok());
+    CHECK(sealed == nullptr);
+    CHECK(pool_holds(tier, kMarker));  // the search finds what is there
+    std::unique_ptr<Engine> e;
+    CHECK(Engine::open(sealed_options(dir.store(), &tier, key_of(1)), &e).err() == EINVAL);
+}
+
+}  // namespace hiodsfs
