@@ -1,7 +1,8 @@
 // A randomized model test through the mount: pwrite, O_APPEND writes,
 // truncate, hole punching and copy_file_range on a few files, checked
 // against in-memory copies along the way and after every remount; once with
-// the kernel's writeback cache and once writing through.
+// the kernel's writeback cache, once writing through, and once on an
+// encrypted store.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,8 +31,16 @@ std::string describe_diff(const std::string& want, const std::string& got) {
 }  // namespace
 
 TEST_CASE("random operations match an in-memory model, across remounts", "[model][slow]") {
-    const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache");
-    MountFixture fx({cache});
+    const std::string cache = GENERATE(as<std::string>{}, "writeback_cache", "no_writeback_cache", "encrypted");
+    // The third: an encrypted store (its chunks sealed, read back opened).
+    TempDir keys;
+    std::vector<std::string> options = {cache};
+    if (cache == "encrypted") {
+        const std::string key = keys.path() + "/store.key";
+        write_file(key, random_bytes(32, 404), 0600);
+        options = {"writeback_cache", "key_file=" + key};
+    }
+    MountFixture fx(options);
     INFO("mount option " << cache);
     const long ops = env_long("HIODSFS_MODEL_OPS", 4000);
     const long remount_every = std::max(1L, ops / 4);
