@@ -24,10 +24,10 @@ public:
         struct termios quiet = saved_;
         quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
         quiet.c_lflag |= ECHONL;
-        on_ = ::tcsetattr(fd_, TCSAFLUSH, &quiet) == 0;
+        on_ = ::tcsetattr(fd_, TCSANOW, &quiet) == 0;  // typeahead stays: it is the answer
     }
     ~EchoOff() {
-        if (on_) ::tcsetattr(fd_, TCSAFLUSH, &saved_);
+        if (on_) ::tcsetattr(fd_, TCSANOW, &saved_);
     }
     EchoOff(const EchoOff&) = delete;
     EchoOff& operator=(const EchoOff&) = delete;

@@ -1,5 +1,5 @@
 // hiodsfs-fsck --change-key (fsck/change_key.h): a new passphrase through
-// the library and the binary; a crash or a failed write or sync at any
+// the library and the binary, from standard input and from a terminal; a crash or a failed write or sync at any
 // point of a change leaves the old passphrase or the new one opening the
 // store, never neither, and the new one once the change said it was done.
 #include "fsck/change_key.h"
@@ -10,6 +10,7 @@
 #include "engine/key_slot.h"
 #include "engine/store_layout.h"
 #include "fsck_test_util.h"
+#include "../skip.h"
 
 using namespace hiodsfs;
 using namespace hiodsfs::test;
@@ -190,4 +191,36 @@ TEST_CASE("hiodsfs-fsck --change-key and --key ask: the passphrase on standard i
     r = fsck({dir.store(), "--key", "bad"});
     CHECK(r.code == 8);
     CHECK(has(r, "the only form is --key ask"));
+}
+
+TEST_CASE("hiodsfs-fsck --change-key on a terminal: the new passphrase asked twice, and a mistyped second "
+          "refused",
+          "[fsck][change_key]") {
+    // script(1) runs the program on a pseudo-terminal fed from its input.
+    if (::access("/usr/bin/script", X_OK) != 0) SKIP_TEST("no script(1) to give the program a terminal");
+    TempDir dir;
+    make_store(dir.store(), std::vector<std::uint8_t>(9000, 5));
+    const std::string key = write_file(dir.path() + "/key", std::string(reinterpret_cast<const char*>(key_of(1)->data()), 32));
+    auto on_terminal = [&](const std::string& typed) {
+        const std::string answers = write_file(dir.path() + "/typed", typed);
+        const std::string cmd = "script -qec \"" + std::string(HIODSFS_FSCK_BIN) + " --change-key '" + dir.store() +
+                                "' --key-file '" + key + "'; echo exit=\\$?\" /dev/null < '" + answers + "' 2>&1";
+        Run r;
+        FILE* p = ::popen(cmd.c_str(), "r");
+        REQUIRE(p != nullptr);
+        char buf[4096];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+        ::pclose(p);
+        return r;
+    };
+    Run r = on_terminal("typed twice\ntyped twice\n");
+    INFO(r.out);
+    CHECK(has(r, "New passphrase for store " + dir.store() + ": "));
+    CHECK(has(r, "(again): "));
+    CHECK(has(r, "exit=0"));
+    CHECK(opens_with(dir.store(), "typed twice"));
+    r = on_terminal("first try\nsecond try\n");
+    CHECK(has(r, "the two passphrases differ"));
+    CHECK(has(r, "exit=8"));
+    CHECK(opens_with(dir.store(), "typed twice"));
 }
