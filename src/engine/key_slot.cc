@@ -9,11 +9,11 @@ namespace hiodsfs {
 
 namespace {
 
-constexpr const char* kMagicLine = "hiodsfs key slot";
+constexpr const char* kSlotMagicLine = "hiodsfs key slot";
 constexpr std::size_t kSaltBytes = 16;
 
 // The slot's associated data: its wrapped key opens only for its store.
-std::string slot_ad(const std::string& store_id) { return std::string(kMagicLine) + " " + store_id; }
+std::string slot_ad(const std::string& store_id) { return std::string(kSlotMagicLine) + " " + store_id; }
 
 std::span<const std::uint8_t> bytes_of(const std::string& s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
@@ -43,7 +43,7 @@ bool parse_cost_salt(const std::string& rest, KeySlot* out) {
 }  // namespace
 
 std::string key_slot_text(const KeySlot& slot) {
-    return std::string(kMagicLine) + "\nstore " + slot.store_id + "\nscrypt n=" + std::to_string(slot.cost.n) +
+    return std::string(kSlotMagicLine) + "\nstore " + slot.store_id + "\nscrypt n=" + std::to_string(slot.cost.n) +
            " r=" + std::to_string(slot.cost.r) + " p=" + std::to_string(slot.cost.p) + " salt=" + to_hex(slot.salt) +
            "\nwrapped " + to_hex(slot.wrapped) + "\n";
 }
@@ -54,7 +54,7 @@ Status parse_key_slot(const std::string& text, const std::string& where, KeySlot
     bool magic = false, store = false, cost = false, wrapped = false;
     KeySlot slot;
     while (std::getline(in, line)) {
-        if (line == kMagicLine) {
+        if (line == kSlotMagicLine) {
             magic = true;
         } else if (line.rfind("store ", 0) == 0) {
             slot.store_id = line.substr(6);

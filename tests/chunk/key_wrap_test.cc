@@ -14,13 +14,13 @@ namespace {
 
 const ScryptCost kCheap{1 << 10, 8, 1};  // a test's: the default's 1/32
 
-std::span<const std::uint8_t> bytes(const std::string& s) {
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
 
 StoreKey derived(const std::string& passphrase, const std::string& salt, const ScryptCost& cost = kCheap) {
     StoreKey k;
-    REQUIRE(passphrase_key(Passphrase(passphrase), bytes(salt), cost, &k).is_ok());
+    REQUIRE(passphrase_key(Passphrase(passphrase), as_bytes(salt), cost, &k).is_ok());
     return k;
 }
 
@@ -47,25 +47,25 @@ TEST_CASE("key wrap: a wrapped key opens under its key and associated data only"
     for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint8_t>(i * 7 + 1);
     const StoreKey key{std::span<const std::uint8_t, StoreKey::kBytes>(raw)};
     std::vector<std::uint8_t> wrapped;
-    REQUIRE(wrap_key(kek, key, bytes("store-a"), &wrapped).is_ok());
+    REQUIRE(wrap_key(kek, key, as_bytes("store-a"), &wrapped).is_ok());
     REQUIRE(wrapped.size() == kWrappedKeyBytes);
     CHECK(std::search(wrapped.begin(), wrapped.end(), raw.begin(), raw.end()) == wrapped.end());
     StoreKey out;
-    REQUIRE(unwrap_key(kek, wrapped, bytes("store-a"), &out).is_ok());
+    REQUIRE(unwrap_key(kek, wrapped, as_bytes("store-a"), &out).is_ok());
     CHECK(same(out, key));
-    CHECK(unwrap_key(derived("pasS", "salt"), wrapped, bytes("store-a"), &out).err() == EBADMSG);
-    CHECK(unwrap_key(kek, wrapped, bytes("store-b"), &out).err() == EBADMSG);
+    CHECK(unwrap_key(derived("pasS", "salt"), wrapped, as_bytes("store-a"), &out).err() == EBADMSG);
+    CHECK(unwrap_key(kek, wrapped, as_bytes("store-b"), &out).err() == EBADMSG);
     for (std::size_t at = 0; at < wrapped.size(); at += 11) {
         std::vector<std::uint8_t> bad = wrapped;
         bad[at] ^= 0x20;
-        CHECK(unwrap_key(kek, bad, bytes("store-a"), &out).err() == EBADMSG);
+        CHECK(unwrap_key(kek, bad, as_bytes("store-a"), &out).err() == EBADMSG);
     }
     wrapped.pop_back();
-    CHECK(unwrap_key(kek, wrapped, bytes("store-a"), &out).err() == EBADMSG);
+    CHECK(unwrap_key(kek, wrapped, as_bytes("store-a"), &out).err() == EBADMSG);
     // Two wraps of one key differ (a fresh nonce each).
     std::vector<std::uint8_t> w1, w2;
-    REQUIRE(wrap_key(kek, key, bytes("store-a"), &w1).is_ok());
-    REQUIRE(wrap_key(kek, key, bytes("store-a"), &w2).is_ok());
+    REQUIRE(wrap_key(kek, key, as_bytes("store-a"), &w1).is_ok());
+    REQUIRE(wrap_key(kek, key, as_bytes("store-a"), &w2).is_ok());
     CHECK(w1 != w2);
 }
 
@@ -78,7 +78,7 @@ TEST_CASE("key wrap: a cost beyond the bounds is refused before any work", "[key
     CHECK_FALSE(ScryptCost{1 << 10, 8, 0}.acceptable());
     CHECK_FALSE(ScryptCost{1 << 10, 8, 17}.acceptable());
     StoreKey k;
-    CHECK(passphrase_key(Passphrase("p"), bytes("s"), ScryptCost{1ull << 30, 8, 1}, &k).err() == EINVAL);
+    CHECK(passphrase_key(Passphrase("p"), as_bytes("s"), ScryptCost{1ull << 30, 8, 1}, &k).err() == EINVAL);
 }
 
 TEST_CASE("key wrap: a passphrase moved from keeps nothing", "[key_wrap]") {

@@ -15,20 +15,20 @@ using namespace hiodsfs::test;
 
 namespace {
 
-std::shared_ptr<const Passphrase> pass(const std::string& text) { return std::make_shared<const Passphrase>(text); }
+std::shared_ptr<const Passphrase> passphrase_of(const std::string& text) { return std::make_shared<const Passphrase>(text); }
 
-std::shared_ptr<const StoreKey> key_of(std::uint8_t seed) {
+std::shared_ptr<const StoreKey> slot_key_of(std::uint8_t seed) {
     std::array<std::uint8_t, StoreKey::kBytes> b{};
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(seed * 29 + i);
     return std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(b));
 }
 
-std::string slurp_text(const std::string& path) {
+std::string slot_file_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void put_text(const std::string& path, const std::string& text) {
+void put_slot_file(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
     REQUIRE(out.good());
@@ -89,7 +89,7 @@ TEST_CASE("a store made with a passphrase opens with it, and a wrong one, a key 
           "[engine][key_slot]") {
     TempDir dir;
     EngineOptions o = options_for(dir.store(), kCdc);
-    o.passphrase = pass("correct horse battery staple");
+    o.passphrase = passphrase_of("correct horse battery staple");
     const std::vector<std::uint8_t> text = text_bytes(200 * 1024, 4);
     {
         auto e = open_engine(o);
@@ -109,12 +109,12 @@ TEST_CASE("a store made with a passphrase opens with it, and a wrong one, a key 
         CHECK(read_named(*e, "text") == text);
     }
     const std::set<std::string> before = files_state(dir.store());
-    Status st = open_with(o, pass("correct horse battery stable"));
+    Status st = open_with(o, passphrase_of("correct horse battery stable"));
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("passphrase is not this store's") != std::string::npos);
     EngineOptions keyed = o;
     keyed.passphrase = nullptr;
-    keyed.key = key_of(3);
+    keyed.key = slot_key_of(3);
     std::unique_ptr<Engine> e;
     st = Engine::open(keyed, &e);
     CHECK(st.err() == EACCES);
@@ -126,7 +126,7 @@ TEST_CASE("a store made with a passphrase opens with it, and a wrong one, a key 
     FsckOptions fo;
     fo.store = dir.store();
     fo.scrub = true;
-    fo.passphrase = pass("wrong");
+    fo.passphrase = passphrase_of("wrong");
     FsckReport report;
     CHECK(run_fsck(fo, &report).err() == EACCES);
     fo.passphrase = o.passphrase;
@@ -139,25 +139,25 @@ TEST_CASE("a new passphrase keeps every file readable and retires the old one; a
           "[engine][key_slot]") {
     TempDir dir;
     EngineOptions o = options_for(dir.store(), kCdc);
-    o.key = key_of(7);
+    o.key = slot_key_of(7);
     const std::vector<std::uint8_t> text = text_bytes(300 * 1024, 9);
     {
         auto e = open_engine(o);
         write_synced(*e, "text", text);
     }
     // No slot yet: a passphrase cannot open it, and says why.
-    Status st = open_with(o, pass("anything"));
+    Status st = open_with(o, passphrase_of("anything"));
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("has no key slot") != std::string::npos);
     const StoreFormat f = format_of(dir.store());
-    CHECK(change_store_passphrase(Env::posix(), dir.store(), f.encryption, *key_of(8), Passphrase("first")).err() ==
+    CHECK(change_store_passphrase(Env::posix(), dir.store(), f.encryption, *slot_key_of(8), Passphrase("first")).err() ==
           EACCES);
     CHECK_FALSE(std::filesystem::exists(dir.store() + "/KEYSLOT"));
     require_ok(change_store_passphrase(Env::posix(), dir.store(), f.encryption, *o.key, Passphrase("first")));
     {
         EngineOptions p = o;
         p.key = nullptr;
-        p.passphrase = pass("first");
+        p.passphrase = passphrase_of("first");
         auto e = open_engine(p);
         CHECK(read_named(*e, "text") == text);
         write_synced(*e, "more", text_bytes(50 * 1024, 10));
@@ -166,11 +166,11 @@ TEST_CASE("a new passphrase keeps every file readable and retires the old one; a
     StoreKey unlocked;
     require_ok(unlock_store_key(Env::posix(), dir.store(), f.encryption, Passphrase("first"), &unlocked));
     require_ok(change_store_passphrase(Env::posix(), dir.store(), f.encryption, unlocked, Passphrase("second")));
-    CHECK(open_with(o, pass("first")).err() == EACCES);
+    CHECK(open_with(o, passphrase_of("first")).err() == EACCES);
     {
         EngineOptions p = o;
         p.key = nullptr;
-        p.passphrase = pass("second");
+        p.passphrase = passphrase_of("second");
         auto e = open_engine(p);
         CHECK(read_named(*e, "text") == text);
         CHECK(read_named(*e, "more") == text_bytes(50 * 1024, 10));
@@ -182,11 +182,11 @@ TEST_CASE("a new passphrase keeps every file readable and retires the old one; a
 TEST_CASE("a key slot damaged, or planted from another store, is refused with one line", "[engine][key_slot]") {
     TempDir a, b;
     EngineOptions oa = options_for(a.store(), kCdc), ob = options_for(b.store(), kCdc);
-    oa.passphrase = ob.passphrase = pass("same words");
+    oa.passphrase = ob.passphrase = passphrase_of("same words");
     open_engine(oa).reset();
     open_engine(ob).reset();
-    const std::string slot_a = slurp_text(a.store() + "/KEYSLOT");
-    put_text(a.store() + "/KEYSLOT", slurp_text(b.store() + "/KEYSLOT"));
+    const std::string slot_a = slot_file_text(a.store() + "/KEYSLOT");
+    put_slot_file(a.store() + "/KEYSLOT", slot_file_text(b.store() + "/KEYSLOT"));
     Status st = open_with(oa, oa.passphrase);
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("belongs to another store") != std::string::npos);
@@ -194,13 +194,13 @@ TEST_CASE("a key slot damaged, or planted from another store, is refused with on
     std::string damaged = slot_a;
     const std::size_t at = damaged.find("wrapped ") + 20;
     damaged[at] = damaged[at] == '0' ? '1' : '0';
-    put_text(a.store() + "/KEYSLOT", damaged);
+    put_slot_file(a.store() + "/KEYSLOT", damaged);
     st = open_with(oa, oa.passphrase);
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("key slot is damaged") != std::string::npos);
-    put_text(a.store() + "/KEYSLOT", "not a slot\n");
+    put_slot_file(a.store() + "/KEYSLOT", "not a slot\n");
     CHECK(open_with(oa, oa.passphrase).err() == EUCLEAN);
-    put_text(a.store() + "/KEYSLOT", slot_a);
+    put_slot_file(a.store() + "/KEYSLOT", slot_a);
     require_ok(open_with(oa, oa.passphrase));
 }
 
@@ -212,11 +212,11 @@ TEST_CASE("a key slot that an unfinished first open left is made again, by a pas
     KeySlot stale;
     StoreEncryption e;
     e.id = std::string(32, 'b');
-    require_ok(make_key_slot(*key_of(1), Passphrase("old"), e, ScryptCost{1 << 10, 8, 1}, &stale));
+    require_ok(make_key_slot(*slot_key_of(1), Passphrase("old"), e, ScryptCost{1 << 10, 8, 1}, &stale));
     require_ok(write_key_slot(Env::posix(), dir.store(), stale));
     EngineOptions o = options_for(dir.store(), kCdc);
-    if (by_key_file) o.key = key_of(2);
-    else o.passphrase = pass("new");
+    if (by_key_file) o.key = slot_key_of(2);
+    else o.passphrase = passphrase_of("new");
     {
         auto eng = open_engine(o);
         write_synced(*eng, "f", text_bytes(10000, 1));

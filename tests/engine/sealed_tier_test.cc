@@ -17,31 +17,31 @@ namespace {
 
 using namespace test;
 
-const std::string kMarker = "TIER-MARKER-0be91d";
+const std::string kTierMarker = "TIER-MARKER-0be91d";
 
-std::shared_ptr<const StoreKey> key_of(std::uint8_t seed) {
+std::shared_ptr<const StoreKey> tier_key_of(std::uint8_t seed) {
     std::array<std::uint8_t, StoreKey::kBytes> b{};
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(seed * 11 + i);
     return std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(b));
 }
 
-std::unique_ptr<ChunkCipher> cipher_of(std::uint8_t seed) {
+std::unique_ptr<ChunkCipher> tier_cipher_of(std::uint8_t seed) {
     std::unique_ptr<ChunkCipher> c;
     const std::uint8_t id[16] = {1, 2, 3};
-    REQUIRE(ChunkCipher::make(*key_of(seed), id, &c).is_ok());
+    REQUIRE(ChunkCipher::make(*tier_key_of(seed), id, &c).is_ok());
     return c;
 }
 
 // A name for a file, marked all through: whatever of it the metadata
 // holds (the journal's records carry names), the search finds.
-std::string marked_name(int i) { return kMarker + "-" + std::to_string(i); }
+std::string marked_name(int i) { return kTierMarker + "-" + std::to_string(i); }
 
 std::vector<std::uint8_t> marked_bytes(std::size_t n, unsigned seed) {
     std::mt19937_64 rng(seed);
     std::vector<std::uint8_t> v(n);
     for (auto& b : v) b = static_cast<std::uint8_t>('a' + rng() % 16);
-    for (std::size_t at = 0; at + kMarker.size() < n; at += 1021)
-        std::copy(kMarker.begin(), kMarker.end(), v.begin() + static_cast<std::ptrdiff_t>(at));
+    for (std::size_t at = 0; at + kTierMarker.size() < n; at += 1021)
+        std::copy(kTierMarker.begin(), kTierMarker.end(), v.begin() + static_cast<std::ptrdiff_t>(at));
     return v;
 }
 
@@ -70,9 +70,9 @@ EngineOptions sealed_options(const std::string& store, MemoryTier* tier, std::sh
 TEST_CASE("sealed tier: objects round trip sealed, appends frame by frame, and damage or a move reads as damage",
           "[engine][tier][encryption]") {
     MemoryTier base;
-    const auto cipher = cipher_of(1);
+    const auto cipher = tier_cipher_of(1);
     SealedTier tier(&base, cipher.get());
-    const std::string a = kMarker + " first", b = kMarker + " second";
+    const std::string a = kTierMarker + " first", b = kTierMarker + " second";
     REQUIRE(tier.put_object("meta.x", a.data(), a.size()).is_ok());
     REQUIRE(tier.append_object("journal.1", a.data(), a.size()).is_ok());
     REQUIRE(tier.append_object("journal.1", b.data(), b.size()).is_ok());
@@ -84,7 +84,7 @@ TEST_CASE("sealed tier: objects round trip sealed, appends frame by frame, and d
     CHECK(std::string(out.begin(), out.end()) == a + b);
     CHECK(std::string(base.named["format"].begin(), base.named["format"].end()) == a);  // FORMAT stays plain
     base.named.erase("format");
-    CHECK_FALSE(pool_holds(base, kMarker));
+    CHECK_FALSE(pool_holds(base, kTierMarker));
     // Moved to another name: does not open, and ends in four zero bytes.
     base.named["meta.y"] = base.named["meta.x"];
     REQUIRE(tier.get_object("meta.y", &out).is_ok());
@@ -98,7 +98,7 @@ TEST_CASE("sealed tier: objects round trip sealed, appends frame by frame, and d
     REQUIRE(tier.get_object("journal.1", &out).is_ok());
     CHECK(std::string(out.begin(), out.end()) == a + std::string(4, '\0'));
     // Another key opens nothing.
-    const auto other = cipher_of(2);
+    const auto other = tier_cipher_of(2);
     SealedTier wrong(&base, other.get());
     REQUIRE(wrong.get_object("meta.x", &out).is_ok());
     CHECK(std::string(out.begin(), out.end()) == std::string(4, '\0'));
@@ -110,7 +110,7 @@ TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and a
           "[engine][tier][encryption]") {
     TempDir first, second, third, fourth;
     MemoryTier tier;
-    const auto key = key_of(3);
+    const auto key = tier_key_of(3);
     const std::vector<std::uint8_t> big = marked_bytes(9 << 20, 1), small = marked_bytes(7000, 2);
     {
         auto e = open_engine(sealed_options(first.store(), &tier, key));
@@ -119,7 +119,7 @@ TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and a
         abandon_engine(*e);  // a crash: the journal holds everything
     }
     CHECK(tier.named_with_prefix("journal.") >= 1);
-    CHECK_FALSE(pool_holds(tier, kMarker));
+    CHECK_FALSE(pool_holds(tier, kTierMarker));
     {
         std::lock_guard lock(tier.mu);
         const std::vector<char>& f = tier.named["format"];
@@ -130,7 +130,7 @@ TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and a
     Status st = Engine::open(sealed_options(second.store(), &tier, nullptr), &refused);
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("is encrypted") != std::string::npos);
-    st = Engine::open(sealed_options(second.store(), &tier, key_of(4)), &refused);
+    st = Engine::open(sealed_options(second.store(), &tier, tier_key_of(4)), &refused);
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("not this store's key") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(second.store() + "/meta"));
@@ -143,7 +143,7 @@ TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and a
         REQUIRE(e->close().is_ok());
     }
     CHECK(tier.named_with_prefix("meta.") >= 1);
-    CHECK_FALSE(pool_holds(tier, kMarker));
+    CHECK_FALSE(pool_holds(tier, kTierMarker));
     {
         auto e = open_engine(sealed_options(fourth.store(), &tier, key));
         CHECK(read_named(*e, marked_name(1)) == big);
@@ -179,9 +179,9 @@ TEST_CASE("a plain store over a tier keeps its pool as before: no sealed tier", 
     std::unique_ptr<SealedTier> sealed;
     REQUIRE(open_sealed_tier(&tier, nullptr, &cipher, &sealed).is_ok());
     CHECK(sealed == nullptr);
-    CHECK(pool_holds(tier, kMarker));  // the search finds what is there
+    CHECK(pool_holds(tier, kTierMarker));  // the search finds what is there
     std::unique_ptr<Engine> e;
-    CHECK(Engine::open(sealed_options(dir.store(), &tier, key_of(1)), &e).err() == EINVAL);
+    CHECK(Engine::open(sealed_options(dir.store(), &tier, tier_key_of(1)), &e).err() == EINVAL);
 }
 
 }  // namespace hiodsfs

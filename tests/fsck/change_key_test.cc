@@ -19,13 +19,13 @@ namespace {
 
 const ScryptCost kCheap{1 << 10, 8, 1};
 
-std::shared_ptr<const StoreKey> key_of(std::uint8_t seed) {
+std::shared_ptr<const StoreKey> change_key_of(std::uint8_t seed) {
     std::array<std::uint8_t, StoreKey::kBytes> b{};
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(seed * 17 + i);
     return std::make_shared<StoreKey>(std::span<const std::uint8_t, StoreKey::kBytes>(b));
 }
 
-std::shared_ptr<const Passphrase> pass(const std::string& text) { return std::make_shared<const Passphrase>(text); }
+std::shared_ptr<const Passphrase> passphrase_of(const std::string& text) { return std::make_shared<const Passphrase>(text); }
 
 StoreEncryption encryption_of(const std::string& store) {
     StoreFormat f;
@@ -40,15 +40,15 @@ bool opens_with(const std::string& store, const std::string& passphrase) {
     return unlock_store_key(Env::posix(), store, encryption_of(store), Passphrase(passphrase), &k).is_ok();
 }
 
-std::string slurp(const std::string& path) {
+std::string slot_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// An encrypted store made with key_of(1), holding one file.
+// An encrypted store made with change_key_of(1), holding one file.
 void make_store(const std::string& store, const std::vector<std::uint8_t>& data) {
     EngineOptions o = options_for(store, kCdc);
-    o.key = key_of(1);
+    o.key = change_key_of(1);
     auto e = open_engine(o);
     write_synced(*e, "file", data);
 }
@@ -69,11 +69,11 @@ TEST_CASE("change key: a crash, or a failed write or sync, at any point leaves t
     make_store(dir.store(), data);
     ChangeKeyOptions first;
     first.store = dir.store();
-    first.key = key_of(1);
-    first.new_passphrase = pass("old words");
+    first.key = change_key_of(1);
+    first.new_passphrase = passphrase_of("old words");
     first.cost = kCheap;
     REQUIRE(change_store_key(first).is_ok());
-    const std::string old_slot = slurp(dir.store() + "/KEYSLOT");
+    const std::string old_slot = slot_bytes(dir.store() + "/KEYSLOT");
 
     // How many writes and syncs a change makes, counted once.
     std::uint64_t writes = 0, syncs = 0;
@@ -81,8 +81,8 @@ TEST_CASE("change key: a crash, or a failed write or sync, at any point leaves t
         FaultInjectionEnv env(Env::posix());
         ChangeKeyOptions o = first;
         o.key = nullptr;
-        o.passphrase = pass("old words");
-        o.new_passphrase = pass("new words");
+        o.passphrase = passphrase_of("old words");
+        o.new_passphrase = passphrase_of("new words");
         o.env = &env;
         REQUIRE(change_store_key(o).is_ok());
         writes = env.write_count();
@@ -106,8 +106,8 @@ TEST_CASE("change key: a crash, or a failed write or sync, at any point leaves t
                 if (fault >= 2) env.fail_sync_at(fault - 2, EIO, true);
                 ChangeKeyOptions o = first;
                 o.key = nullptr;
-                o.passphrase = pass("old words");
-                o.new_passphrase = pass("new words");
+                o.passphrase = passphrase_of("old words");
+                o.new_passphrase = passphrase_of("new words");
                 o.env = &env;
                 changed = change_store_key(o).is_ok();
                 CHECK(changed == (fault == 0));
@@ -121,7 +121,7 @@ TEST_CASE("change key: a crash, or a failed write or sync, at any point leaves t
     }
     // Whatever the slot, the store's key and chunks are as they were.
     EngineOptions o = options_for(dir.store(), kCdc);
-    o.key = key_of(1);
+    o.key = change_key_of(1);
     auto e = open_engine(o);
     CHECK(read_named(*e, "file") == data);
 }
@@ -131,13 +131,13 @@ TEST_CASE("change key: refused for a plain store, a wrong key or passphrase, and
     make_store(dir.store(), std::vector<std::uint8_t>(5000, 7));
     ChangeKeyOptions o;
     o.store = dir.store();
-    o.new_passphrase = pass("n");
+    o.new_passphrase = passphrase_of("n");
     o.cost = kCheap;
     CHECK(change_store_key(o).err() == EACCES);
-    o.key = key_of(2);
+    o.key = change_key_of(2);
     CHECK(change_store_key(o).err() == EACCES);
     o.key = nullptr;
-    o.passphrase = pass("never set");
+    o.passphrase = passphrase_of("never set");
     CHECK(change_store_key(o).err() == EACCES);  // no slot yet
     CHECK_FALSE(std::filesystem::exists(dir.store() + "/KEYSLOT"));
     TempDir plain;
@@ -145,7 +145,7 @@ TEST_CASE("change key: refused for a plain store, a wrong key or passphrase, and
         auto e = open_engine(options_for(plain.store(), kCdc));
     }
     o.store = plain.store();
-    o.key = key_of(1);
+    o.key = change_key_of(1);
     o.passphrase = nullptr;
     CHECK(change_store_key(o).err() == EINVAL);
 }
@@ -154,7 +154,7 @@ TEST_CASE("hiodsfs-fsck --change-key and --key ask: the passphrase on standard i
     TempDir dir;
     const std::vector<std::uint8_t> data(40000, 3);
     make_store(dir.store(), data);
-    const std::string key = write_file(dir.path() + "/key", std::string(reinterpret_cast<const char*>(key_of(1)->data()), 32));
+    const std::string key = write_file(dir.path() + "/key", std::string(reinterpret_cast<const char*>(change_key_of(1)->data()), 32));
     const std::string answers = dir.path() + "/answers";
     // With the key file: one line, the new passphrase.
     write_file(answers, "first words\n");
@@ -170,19 +170,19 @@ TEST_CASE("hiodsfs-fsck --change-key and --key ask: the passphrase on standard i
     CHECK(opens_with(dir.store(), "second words"));
     CHECK_FALSE(opens_with(dir.store(), "first words"));
     // A wrong passphrase: one line, exit 8, the slot untouched.
-    const std::string slot = slurp(dir.store() + "/KEYSLOT");
+    const std::string slot = slot_bytes(dir.store() + "/KEYSLOT");
     write_file(answers, "first words\nthird words\n");
     r = fsck({"--change-key", dir.store(), "--key", "ask"}, "", "<'" + answers + "'");
     CHECK(r.code == 8);
     CHECK(has(r, "the passphrase is not this store's"));
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
-    CHECK(slurp(dir.store() + "/KEYSLOT") == slot);
+    CHECK(slot_bytes(dir.store() + "/KEYSLOT") == slot);
     // No new passphrase on the input: nothing changes.
     write_file(answers, "second words\n");
     r = fsck({"--change-key", dir.store(), "--key", "ask"}, "", "<'" + answers + "'");
     CHECK(r.code == 8);
     CHECK(has(r, "end of input"));
-    CHECK(slurp(dir.store() + "/KEYSLOT") == slot);
+    CHECK(slot_bytes(dir.store() + "/KEYSLOT") == slot);
     // A check with the passphrase.
     write_file(answers, "second words\n");
     r = fsck({dir.store(), "--scrub", "--key", "ask"}, "", "<'" + answers + "'");
@@ -200,7 +200,7 @@ TEST_CASE("hiodsfs-fsck --change-key on a terminal: the new passphrase asked twi
     if (::access("/usr/bin/script", X_OK) != 0) SKIP_TEST("no script(1) to give the program a terminal");
     TempDir dir;
     make_store(dir.store(), std::vector<std::uint8_t>(9000, 5));
-    const std::string key = write_file(dir.path() + "/key", std::string(reinterpret_cast<const char*>(key_of(1)->data()), 32));
+    const std::string key = write_file(dir.path() + "/key", std::string(reinterpret_cast<const char*>(change_key_of(1)->data()), 32));
     auto on_terminal = [&](const std::string& typed) {
         const std::string answers = write_file(dir.path() + "/typed", typed);
         const std::string cmd = "script -qec \"" + std::string(HIODSFS_FSCK_BIN) + " --change-key '" + dir.store() +

@@ -26,11 +26,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kMarker = "RADOS-MARKER-7e2c94";
+const std::string kPoolMarker = "RADOS-MARKER-7e2c94";
 
-std::string marked(std::size_t n, std::uint64_t seed) {
+std::string pool_marked(std::size_t n, std::uint64_t seed) {
     std::string s = text_like(n, seed);
-    for (std::size_t at = 0; at + kMarker.size() < s.size(); at += 1013) s.replace(at, kMarker.size(), kMarker);
+    for (std::size_t at = 0; at + kPoolMarker.size() < s.size(); at += 1013) s.replace(at, kPoolMarker.size(), kPoolMarker);
     return s;
 }
 
@@ -48,7 +48,7 @@ std::vector<std::string> pool_objects_holding(const test::CephCluster& c, const 
     return found;
 }
 
-std::string key_file(const std::string& dir, const std::string& name, std::uint64_t seed) {
+std::string pool_key_file(const std::string& dir, const std::string& name, std::uint64_t seed) {
     const std::string path = dir + "/" + name;
     write_file(path, random_bytes(32, seed), 0600);
     REQUIRE(::chmod(path.c_str(), 0600) == 0);
@@ -62,20 +62,20 @@ TEST_CASE("rados, encrypted: nothing written is in the pool; an empty cache_dir 
           "[mount][rados][encryption]") {
     REQUIRE_CEPH_CLUSTER(cluster);
     TempDir keys;
-    const std::string key = key_file(keys.path(), "store.key", 71), wrong = key_file(keys.path(), "wrong.key", 72);
+    const std::string key = pool_key_file(keys.path(), "store.key", 71), wrong = pool_key_file(keys.path(), "wrong.key", 72);
     const std::string name = fresh_store_name("sealed");
     MountFixture fx({}, false);
     use_rados(fx, cluster, name, "key_file=" + key);
     fx.mount();
-    const std::string a = marked(3 * kMiB, 1), b = marked(100 * 1024, 2);
-    const std::string file_a = kMarker + "-a", file_b = kMarker + "-b";
+    const std::string a = pool_marked(3 * kMiB, 1), b = pool_marked(100 * 1024, 2);
+    const std::string file_a = kPoolMarker + "-a", file_b = kPoolMarker + "-b";
     write_file(fx.path(file_a), a);
     REQUIRE(run({"sync", fx.path(file_a)}).ok());
     write_file(fx.path(file_b), b);
     REQUIRE(run({"sync", fx.path(file_b)}).ok());
     fx.crash();  // the pool's journal holds the fsynced files
     CHECK_FALSE(objects(cluster, name + ".journal.").empty());
-    CHECK(pool_objects_holding(cluster, fx, name, kMarker).empty());
+    CHECK(pool_objects_holding(cluster, fx, name, kPoolMarker).empty());
     replace_cache_dir(fx);
 
     fx.mount();
@@ -88,7 +88,7 @@ TEST_CASE("rados, encrypted: nothing written is in the pool; an empty cache_dir 
     // An unmount leaves a snapshot, sealed as well; another empty
     // cache_dir starts from it.
     CHECK(objects(cluster, name + ".meta.").size() >= 1);
-    CHECK(pool_objects_holding(cluster, fx, name, kMarker).empty());
+    CHECK(pool_objects_holding(cluster, fx, name, kPoolMarker).empty());
     const CmdResult keyless = run({HIODSFS_FSCK_BIN, fx.store(), "--ceph-conf", cluster.conf});
     CHECK(keyless.status == 8);
     CHECK(line_count(keyless.err) == 1);
