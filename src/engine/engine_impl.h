@@ -303,7 +303,7 @@ private:
     struct ChunkPayload {
         const std::uint8_t* data = nullptr;
         std::uint32_t length = 0;
-        std::uint32_t crc = 0;
+        std::uint32_t crc = 0;  // of the payload; 0 in an encrypted store, whose CRC is of what is sealed
         bool encoded = false;
         std::uint8_t codec = 0;  // encoded: ChunkRecord::codec_byte of how
     };

@@ -50,15 +50,17 @@ void EngineImpl::ChunkPrints::compute(std::size_t i, const ChunkSpan& c) {
     zero[i] = all_zero(c.data, c.len);
     if (zero[i]) return;
     digests[i] = chunk_fingerprint(keyed, c.data, c.len);
-    crcs[i] = crc32c(c.data, c.len);
+    // An encrypted store's CRC is of the sealed bytes (store_chunk): one of
+    // the plain ones would be thrown away.
+    if (keyed == nullptr) crcs[i] = crc32c(c.data, c.len);
     if (encode_with == nullptr) return;
     const ChunkEncoder::Payload p = thread_chunk_encoder().encode(
         reinterpret_cast<const char*>(c.data), static_cast<std::uint32_t>(c.len), *encode_with,
         encode_with->method == CompressionMethod::kZstd ? dictionary : nullptr);
     if (!p.encoded) return;
     bytes[i].assign(p.data, p.data + p.length);
-    payloads[i] = ChunkPayload{bytes[i].data(), p.length, crc32c(bytes[i].data(), bytes[i].size()), true,
-                               ChunkRecord::codec_byte(*encode_with, p.dictionary != 0)};
+    payloads[i] = ChunkPayload{bytes[i].data(), p.length, keyed == nullptr ? crc32c(bytes[i].data(), bytes[i].size()) : 0,
+                               true, ChunkRecord::codec_byte(*encode_with, p.dictionary != 0)};
 }
 
 namespace {
@@ -119,7 +121,7 @@ Status EngineImpl::encode_new_chunks(const std::vector<ChunkSpan>& chunks, const
         if (!p.encoded) return;
         std::vector<std::uint8_t>& b = out->bytes[i];
         b.assign(p.data, p.data + p.length);
-        out->payloads[i] = ChunkPayload{b.data(), p.length, crc32c(b.data(), b.size()), true,
+        out->payloads[i] = ChunkPayload{b.data(), p.length, cipher_ == nullptr ? crc32c(b.data(), b.size()) : 0, true,
                                         ChunkRecord::codec_byte(how, p.dictionary != 0)};
     };
     if (fresh.size() >= 2) {
