@@ -146,8 +146,10 @@ Status install_handlers() {
 }  // namespace
 
 bool lmdb_damage(int rc) {
+    // LMDB's "internal errors" of a full page or a cursor stack too deep
+    // come of a tree no valid file holds: pages overwritten by other bytes.
     return rc == kLmdbFault || rc == kLmdbBadValue || rc == MDB_CORRUPTED ||
-           rc == MDB_PAGE_NOTFOUND;
+           rc == MDB_PAGE_NOTFOUND || rc == MDB_PAGE_FULL || rc == MDB_CURSOR_FULL;
 }
 
 std::string lmdb_damage_text(int rc) {

@@ -52,7 +52,8 @@ namespace hiodsfs {
 constexpr int kLmdbFault = -30900;
 constexpr int kLmdbBadValue = -30901;
 // Whether rc says a page is damaged (LMDB's own MDB_CORRUPTED and
-// MDB_PAGE_NOTFOUND, or the two above).
+// MDB_PAGE_NOTFOUND, its internal errors MDB_PAGE_FULL and MDB_CURSOR_FULL,
+// or the two above).
 bool lmdb_damage(int rc);
 // What the last fault of this thread was ("SIGBUS at 0x7f...", or LMDB's
 // assertion text), or the text of an LMDB code.

@@ -55,6 +55,7 @@ void Txn::rollback() {
             if (rc != 0 && rc != MDB_NOTFOUND) {
                 if (lmdb_damage(rc)) damaged(rc, "metadata undo");
                 broken_ = true;
+                broken_by_ = "metadata undo: " + lmdb_damage_text(rc);
                 break;
             }
         }
@@ -62,7 +63,9 @@ void Txn::rollback() {
     undo_.clear();
     undo_keys_.clear();
     journal_.clear();
-    if (broken_) store_->lose_group_locked("an operation could not be undone after a metadata error");
+    if (broken_)
+        store_->lose_group_locked("an operation could not be undone after a metadata error" +
+                                  (broken_by_.empty() ? std::string() : " (" + broken_by_ + ")"));
     txn_ = nullptr;
 }
 
@@ -71,8 +74,12 @@ Status Txn::change_failed(int rc, const std::string& what) {
     // LMDB marks a transaction unusable after most errors (no memory, a
     // full map); it then refuses even to open a cursor.
     MDB_cursor* probe = nullptr;
-    if (guarded_cursor_open(txn_, store_->dbi_[0], &probe) == 0) mdb_cursor_close(probe);
-    else broken_ = true;
+    if (guarded_cursor_open(txn_, store_->dbi_[0], &probe) == 0) {
+        mdb_cursor_close(probe);
+    } else {
+        broken_ = true;
+        broken_by_ = what + ": " + lmdb_damage_text(rc);
+    }
     return lmdb_error(rc, what);
 }
 
@@ -210,7 +217,10 @@ Cursor Txn::cursor(Db db) {
         cur.over_ = cur.owned_.get();
     }
     if (rc != 0) cur.st_ = damage(rc) ? damaged(rc, "metadata cursor open") : lmdb_error(rc, "metadata cursor open");
-    if (rc == MDB_BAD_TXN && direct_) broken_ = true;
+    if (rc == MDB_BAD_TXN && direct_) {
+        broken_ = true;
+        broken_by_ = "metadata cursor open: " + lmdb_damage_text(rc);
+    }
     return cur;
 }
 

@@ -90,6 +90,7 @@ private:
     bool snapshot_ = false;  // reading_ through the overlay: txn_ is of the store's pool
     bool direct_ = false;  // a change of the group itself, undone by undo_ if it aborts
     bool broken_ = false;  // an LMDB error left the group unusable: commit() refuses
+    std::string broken_by_;  // that error, for the reason the store stops
     bool in_group_ = false;  // txn_ is the group's write transaction
     bool faulted_ = false;  // a read transaction that met damage: not used again
     std::vector<Undo> undo_;
