@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <memory>
 
@@ -13,14 +12,14 @@ namespace hiodsfs {
 
 namespace {
 
-constexpr std::size_t kNonceBytes = 12;
-constexpr std::size_t kTagBytes = 16;
 constexpr std::uint64_t kMaxScryptBytes = std::uint64_t{256} << 20;
 
-struct CipherCtxFree {
-    void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
-};
-using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree>;
+// A key-encrypting key's cipher: ChunkCipher's AES-256-GCM, under a subkey
+// of kek of its own (the HKDF salt names the purpose).
+Status kek_cipher(const StoreKey& kek, std::unique_ptr<ChunkCipher>* out) {
+    static constexpr char kSalt[] = "hiodsfs key wrapping";
+    return ChunkCipher::make(kek, std::span(reinterpret_cast<const std::uint8_t*>(kSalt), sizeof kSalt - 1), out);
+}
 
 }  // namespace
 
@@ -65,49 +64,23 @@ Status passphrase_key(const Passphrase& passphrase, std::span<const std::uint8_t
 
 Status wrap_key(const StoreKey& kek, const StoreKey& key, std::span<const std::uint8_t> ad,
                 std::vector<std::uint8_t>* out) {
-    out->assign(kWrappedKeyBytes, 0);
-    std::uint8_t* nonce = out->data();
-    std::uint8_t* body = nonce + kNonceBytes;
-    CipherCtx c(EVP_CIPHER_CTX_new());
-    int n = 0, tail = 0;
-    const bool ok = c != nullptr && random_bytes(std::span<std::uint8_t>(nonce, kNonceBytes)).is_ok() &&
-                    EVP_EncryptInit_ex2(c.get(), EVP_aes_256_gcm(), kek.data(), nonce, nullptr) == 1 &&
-                    (ad.empty() || EVP_EncryptUpdate(c.get(), nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
-                    EVP_EncryptUpdate(c.get(), body, &n, key.data(), static_cast<int>(StoreKey::kBytes)) == 1 &&
-                    EVP_EncryptFinal_ex(c.get(), body + n, &tail) == 1 &&
-                    EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
-                                        body + StoreKey::kBytes) == 1;
-    if (!ok) {
-        out->clear();
-        return Status::error(EIO, "OpenSSL could not wrap the store key (AES-256-GCM)");
-    }
-    return Status::ok();
+    std::unique_ptr<ChunkCipher> c;
+    HIODSFS_TRY(kek_cipher(kek, &c));
+    out->clear();
+    return c->seal(std::span<const std::uint8_t>(key.data(), StoreKey::kBytes), ad, out);
 }
 
 Status unwrap_key(const StoreKey& kek, std::span<const std::uint8_t> wrapped, std::span<const std::uint8_t> ad,
                   StoreKey* out) {
     if (wrapped.size() != kWrappedKeyBytes) return Status::error(EBADMSG, "a wrapped key is 60 bytes");
-    if (ad.size() > INT_MAX) return Status::error(EINVAL, "associated data too long");
-    const std::uint8_t* nonce = wrapped.data();
-    const std::uint8_t* body = nonce + kNonceBytes;
-    std::array<std::uint8_t, kTagBytes> tag{};
-    std::memcpy(tag.data(), body + StoreKey::kBytes, kTagBytes);
+    std::unique_ptr<ChunkCipher> c;
+    HIODSFS_TRY(kek_cipher(kek, &c));
     std::array<std::uint8_t, StoreKey::kBytes> k{};
-    CipherCtx c(EVP_CIPHER_CTX_new());
-    int n = 0, tail = 0;
-    const bool set = c != nullptr && EVP_DecryptInit_ex2(c.get(), EVP_aes_256_gcm(), kek.data(), nonce, nullptr) == 1 &&
-                     (ad.empty() || EVP_DecryptUpdate(c.get(), nullptr, &n, ad.data(), static_cast<int>(ad.size())) == 1) &&
-                     EVP_DecryptUpdate(c.get(), k.data(), &n, body, static_cast<int>(StoreKey::kBytes)) == 1 &&
-                     EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag.data()) == 1;
-    if (!set) {
-        OPENSSL_cleanse(k.data(), k.size());
-        return Status::error(EIO, "OpenSSL could not unwrap a key (AES-256-GCM)");
-    }
-    const bool authentic = EVP_DecryptFinal_ex(c.get(), k.data() + n, &tail) == 1;
-    if (authentic) *out = StoreKey(std::span<const std::uint8_t, StoreKey::kBytes>(k));
+    Status opened = c->open(wrapped, ad, k);
+    if (opened) *out = StoreKey(std::span<const std::uint8_t, StoreKey::kBytes>(k));
     OPENSSL_cleanse(k.data(), k.size());
-    if (!authentic) return Status::error(EBADMSG, "the wrapped key does not authenticate under this passphrase");
-    return Status::ok();
+    if (opened.err() == EBADMSG) return Status::error(EBADMSG, "the wrapped key does not authenticate under this passphrase");
+    return opened;
 }
 
 }  // namespace hiodsfs

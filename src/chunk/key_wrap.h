@@ -50,9 +50,10 @@ struct ScryptCost {
 Status passphrase_key(const Passphrase& passphrase, std::span<const std::uint8_t> salt, const ScryptCost& cost,
                       StoreKey* out);
 
-// key sealed under kek with ad bound to it: a random nonce, the encrypted
-// key and the tag, kWrappedKeyBytes in all.
-inline constexpr std::size_t kWrappedKeyBytes = 12 + StoreKey::kBytes + 16;
+// key sealed under kek with ad bound to it (ChunkCipher's seal, under a
+// subkey of kek): a random nonce, the encrypted key and the tag,
+// kWrappedKeyBytes in all.
+inline constexpr std::size_t kWrappedKeyBytes = ChunkCipher::kOverhead + StoreKey::kBytes;
 Status wrap_key(const StoreKey& kek, const StoreKey& key, std::span<const std::uint8_t> ad,
                 std::vector<std::uint8_t>* out);
 // What wrap_key sealed, under the same kek and ad; EBADMSG otherwise (a
