@@ -309,3 +309,13 @@ TEST_CASE("dictionary_min: when a store trains compression dictionaries, 64M unl
     REQUIRE(p.ok);
     CHECK(p.opt.dictionary_min_bytes == 0);
 }
+
+TEST_CASE("key=ask is refused for a RADOS store before any passphrase is asked for") {
+    Parsed p = parse({"rados:pool/store", "/m", "-o", "cache_dir=/c,key=ask"});
+    CHECK_FALSE(p.ok);
+    CHECK(p.error.find("not key=ask") != std::string::npos);
+    p = parse({"rados:pool/store", "/m", "-o", "cache_dir=/c,key_file=/k"});
+    CHECK(p.ok);
+    p = parse({"/s", "/m", "-o", "key=ask"});
+    CHECK(p.ok);
+}
