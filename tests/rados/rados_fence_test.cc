@@ -309,6 +309,18 @@ void lease_deadline(const CephCluster& c) {
         INFO(st.message());
         CHECK(st.err() == EIO);
         CHECK(st.message().find("refusing to write segment 1") != std::string::npos);
+        // Stopping writes comes a second before the lease ends; a renewal
+        // let through before then would land in time, and nothing would need
+        // taking again. Held until the holder has given the lease up.
+        const auto lapse_by = Clock::now() + 30s;
+        auto lapse_said = [&] {
+            std::lock_guard g(said_mu);
+            return !said.empty();
+        };
+        while (!lapse_said() && Clock::now() < lapse_by) std::this_thread::sleep_for(50ms);
+        REQUIRE(lapse_said());
+        std::lock_guard g(said_mu);
+        CHECK(said.front().find("writes to the pool wait until it is taken again") != std::string::npos);
     }
     // The cluster goes on: the lock is taken again, the record still this
     // holder's, and writes resume.
