@@ -44,7 +44,7 @@ const char* const kUsage =
     "       hiodsfs-fsck rados:POOL/STORE --cache-dir DIR [--ceph-conf FILE] [--repair] [--scrub] "
     "[-n]\n"
     "       hiodsfs-fsck --upgrade STORE\n"
-    "       hiodsfs-fsck --change-key STORE (--key-file FILE | --key ask)\n"
+    "       hiodsfs-fsck --change-key STORE|rados:POOL/STORE (--key-file FILE | --key ask)\n"
     "  Checks a hiodsfs store (it must not be mounted). A store rados:POOL/STORE is checked\n"
     "  through its cache directory DIR (made, and filled from the pool, when empty), holding\n"
     "  the store's RADOS lock meanwhile; a STORE whose FORMAT names such a pool is the same.\n"
@@ -63,7 +63,8 @@ const char* const kUsage =
     "            standard input, or through systemd-ask-password\n"
     "  --change-key  give an encrypted store a new passphrase (asked for as --key ask is; on\n"
     "            standard input, the line after the current passphrase); only its key slot\n"
-    "            is rewritten, and the store may be mounted meanwhile\n"
+    "            is rewritten, and a local store may be mounted meanwhile (a RADOS store's\n"
+    "            slot is in its pool, changed under its lock: not while it is mounted)\n"
     "  --unsafe-store-dir  check a store that another user owns or that group or others may write\n"
     "            (refused otherwise: they could replace its files while it is open)\n"
     "exit: 0 clean, 1 errors repaired, 4 errors left, 8 operational error\n";
@@ -188,12 +189,25 @@ bool store_credentials(const boost::program_options::variables_map& vm, const st
     return true;
 }
 
-// hiodsfs-fsck --change-key STORE: a new passphrase for the store.
+// hiodsfs-fsck --change-key STORE: a new passphrase for the store. A RADOS
+// store's slot is in its pool: changed there under the store's lock.
 int change_key(const boost::program_options::variables_map& vm, const hiodsfs::FsckOptions& o) {
-    if (o.repair || o.scrub || vm.count("upgrade") || vm.count("no-repair") || vm.count("cache-dir") ||
-        o.store.rfind("rados:", 0) == 0) {
-        std::fputs("hiodsfs-fsck: --change-key takes a local store and its key only\n", stderr);
+    if (o.repair || o.scrub || vm.count("upgrade") || vm.count("no-repair") || vm.count("cache-dir")) {
+        std::fputs("hiodsfs-fsck: --change-key takes a store and its key only\n", stderr);
         return kExitOperational;
+    }
+    RadosStore rados;
+    std::string error;
+    const std::string tier_name = o.store.rfind("rados:", 0) == 0
+                                      ? o.store
+                                      : hiodsfs::rados_tier_of(hiodsfs::Env::posix(), o.store);
+    if (!tier_name.empty()) {
+        if (!hiodsfs::parse_rados_source(tier_name, &rados.pool, &rados.name, &error)) {
+            std::fprintf(stderr, "hiodsfs-fsck: %s\n", error.c_str());
+            return kExitOperational;
+        }
+        rados.source = tier_name;
+        if (vm.count("ceph-conf")) rados.ceph_conf = vm["ceph-conf"].as<std::string>();
     }
     hiodsfs::ChangeKeyOptions co;
     co.store = o.store;
@@ -208,7 +222,22 @@ int change_key(const boost::program_options::variables_map& vm, const hiodsfs::F
     hiodsfs::Status st = hiodsfs::cli::ask_passphrase("New passphrase for store " + o.store, true, &fresh);
     if (st) {
         co.new_passphrase = std::make_shared<const hiodsfs::Passphrase>(std::move(fresh));
-        st = hiodsfs::change_store_key(co);
+        if (rados.source.empty()) {
+            st = hiodsfs::change_store_key(co);
+        } else {
+#ifdef HIODSFS_HAVE_RADOS
+            std::unique_ptr<hiodsfs::RadosTier> tier;
+            st = lock_rados_store(rados, &tier);
+            if (st) {
+                st = hiodsfs::change_pool_store_key(tier.get(), co);
+                const hiodsfs::Status unlocked = tier->unlock();
+                if (!unlocked)
+                    std::fprintf(stderr, "hiodsfs-fsck: %s (its lease ends by itself)\n", unlocked.message().c_str());
+            }
+#else
+            st = hiodsfs::Status::error(ENOTSUP, rados.source + ": this hiodsfs-fsck was built without librados");
+#endif
+        }
     }
     if (!st) {
         std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(st.message()).c_str());
@@ -300,7 +329,15 @@ int main(int argc, char** argv) {
     std::unique_ptr<hiodsfs::SealedTier> sealed_tier;
     if (!rados.source.empty()) {
         hiodsfs::Status locked = lock_rados_store(rados, &tier);
-        if (locked) locked = hiodsfs::open_sealed_tier(tier.get(), o.key.get(), &pool_cipher, &sealed_tier);
+        // A passphrase unlocks the pool's key slot; the check goes on with the key.
+        auto unlocked = std::make_shared<hiodsfs::StoreKey>();
+        if (locked)
+            locked = hiodsfs::open_sealed_tier(tier.get(), o.key.get(), o.passphrase.get(), &pool_cipher,
+                                               &sealed_tier, nullptr, unlocked.get());
+        if (locked && sealed_tier != nullptr && o.passphrase != nullptr) {
+            o.key = std::move(unlocked);
+            o.passphrase = nullptr;
+        }
         if (!locked) {
             std::fprintf(stderr, "hiodsfs-fsck: %s\n",
                          hiodsfs::escape_line(locked.message()).c_str());

@@ -711,12 +711,6 @@ bool parse_command_line(int argc, const char* const* argv, DaemonOptions* out, s
         return false;
     }
     if (!apply_rados_source(out, error)) return false;
-    // Refused before a passphrase is asked for (the engine refuses it too).
-    if (out->rados && out->key_ask) {
-        *error = out->rados_source + ": a RADOS store is encrypted with key_file=FILE, not key=ask (its key slot "
-                                     "would not be in the pool)";
-        return false;
-    }
     if (out->debug) out->foreground = true;
     return true;
 }

@@ -37,8 +37,9 @@ Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const
     return Status::ok();
 }
 
-Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, std::unique_ptr<ChunkCipher>* cipher,
-                        std::unique_ptr<SealedTier>* out, StoreEncryption* encryption) {
+Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, const Passphrase* passphrase,
+                        std::unique_ptr<ChunkCipher>* cipher, std::unique_ptr<SealedTier>* out,
+                        StoreEncryption* encryption, StoreKey* unlocked) {
     std::string text;
     Status got = get_format(tier, &text);
     if (got.err() == ENOENT) return Status::ok();
@@ -46,12 +47,18 @@ Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, std::unique_ptr<
     StoreFormat format;
     HIODSFS_TRY(parse_store_format(text, tier->describe() + " (its format object)", &format));
     if (!format.encryption.on()) return Status::ok();
+    StoreKey from_slot;
+    if (key == nullptr && passphrase != nullptr) {
+        HIODSFS_TRY(unlock_store_key(KeySlotPlace::pool(tier), format.encryption, *passphrase, &from_slot));
+        key = &from_slot;
+    }
     if (key == nullptr)
-        return Status::error(EACCES, "store " + tier->describe() + " is encrypted: give its key with key_file= "
-                                     "(--key-file FILE for hiodsfs-fsck)");
+        return Status::error(EACCES, "store " + tier->describe() + " is encrypted: give its key with key_file= or "
+                                     "key=ask (--key-file FILE or --key ask for hiodsfs-fsck)");
     HIODSFS_TRY(open_store_cipher(tier->describe(), format.encryption, *key, cipher));
     *out = std::make_unique<SealedTier>(tier, cipher->get());
     if (encryption != nullptr) *encryption = format.encryption;
+    if (unlocked != nullptr) *unlocked = *key;
     return Status::ok();
 }
 
@@ -66,9 +73,6 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
     const bool encrypted = format != nullptr ? format->encryption.on() : key;
     if (opts_.key != nullptr && opts_.passphrase != nullptr)
         return Status::error(EINVAL, "store " + dir + ": give its key file or a passphrase, not both");
-    if (encrypted && opts_.segments.tier != nullptr && opts_.passphrase != nullptr)
-        return Status::error(ENOTSUP, "store " + dir + ": a RADOS store is encrypted with a key file "
-                                      "(key_file=), not a passphrase: its key slot would not be in the pool");
     if (format != nullptr && !encrypted && key)
         return Status::error(EINVAL, "store " + dir + " is not encrypted, and a key was given: mount it without "
                                                      "key_file= or key= (a store is encrypted when it is made)");
@@ -89,8 +93,9 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
     } else if (opts_.key != nullptr) {
         HIODSFS_TRY(open_store_cipher(dir, format->encryption, *opts_.key, &cipher_));
     } else {
+        // A local store's slot (a RADOS store's is in its pool: seal_tier).
         StoreKey unlocked;
-        HIODSFS_TRY(unlock_store_key(env_, dir, format->encryption, *opts_.passphrase, &unlocked));
+        HIODSFS_TRY(unlock_store_key({env_, dir}, format->encryption, *opts_.passphrase, &unlocked));
         HIODSFS_TRY(open_store_cipher(dir, format->encryption, unlocked, &cipher_));
     }
     encryption_ = format->encryption;
@@ -105,7 +110,8 @@ Status EngineImpl::seal_tier(SegmentTier** tier) {
         // Before anything of the pool's metadata is read: it is sealed.
         std::unique_ptr<SealedTier> sealed;
         StoreEncryption pool_encryption;
-        HIODSFS_TRY(open_sealed_tier(opts_.segments.tier, opts_.key.get(), &cipher_, &sealed, &pool_encryption));
+        HIODSFS_TRY(open_sealed_tier(opts_.segments.tier, opts_.key.get(), opts_.passphrase.get(), &cipher_, &sealed,
+                                     &pool_encryption));
         if (sealed == nullptr) return Status::ok();
         sealed_tier_ = std::move(sealed);
         encryption_ = pool_encryption;
@@ -118,11 +124,13 @@ Status EngineImpl::seal_tier(SegmentTier** tier) {
 }
 
 Status EngineImpl::new_encrypted_store(const std::string& dir) {
+    // A RADOS store's slot is in its pool (before the pool's FORMAT).
+    const KeySlotPlace place =
+        opts_.segments.tier != nullptr ? KeySlotPlace::pool(opts_.segments.tier) : KeySlotPlace{env_, dir};
     if (opts_.key != nullptr) {
         // A slot an unfinished first open with a passphrase left would
         // hold another key.
-        Status gone = env_->unlink(dir + "/" + kKeySlotName);
-        if (!gone && gone.err() != ENOENT) return gone;
+        HIODSFS_TRY(remove_key_slot(place));
         return new_store_encryption(*opts_.key, &encryption_, &cipher_);
     }
     // A passphrase's store gets a random key, and its slot before the
@@ -135,7 +143,7 @@ Status EngineImpl::new_encrypted_store(const std::string& dir) {
     HIODSFS_TRY(new_store_encryption(key, &encryption_, &cipher_));
     KeySlot slot;
     HIODSFS_TRY(make_key_slot(key, *opts_.passphrase, encryption_, ScryptCost{}, &slot));
-    return write_key_slot(env_, dir, slot);
+    return write_key_slot(place, slot);
 }
 
 Status EngineImpl::seal_chunk(ChunkId id, const std::uint8_t* data, std::uint32_t len, const ChunkPayload* payload,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chunk/cipher.h"
+#include "chunk/key_wrap.h"
 #include "engine/sealed_tier.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/status.h"
@@ -23,10 +24,13 @@ Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const
 
 // A tiered store's pool keeps its FORMAT record: when that says the store
 // is encrypted, *out seals what goes to the pool (SealedTier) with *cipher,
-// made from key; EACCES with one line when there is no key or it is not
-// the store's. *out stays null for a plain store, or a pool that holds no
-// store yet. *encryption (if given): the pool's FORMAT's encryption line.
-Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, std::unique_ptr<ChunkCipher>* cipher,
-                        std::unique_ptr<SealedTier>* out, StoreEncryption* encryption = nullptr);
+// made from key, or from the key that passphrase unlocks from the pool's
+// key slot; EACCES with one line when neither is given or it is not the
+// store's. *out stays null for a plain store, or a pool that holds no
+// store yet. *encryption (if given): the pool's FORMAT's encryption line;
+// *unlocked (if given): the store's key, for a caller that goes on with it.
+Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, const Passphrase* passphrase,
+                        std::unique_ptr<ChunkCipher>* cipher, std::unique_ptr<SealedTier>* out,
+                        StoreEncryption* encryption = nullptr, StoreKey* unlocked = nullptr);
 
 }  // namespace hiodsfs

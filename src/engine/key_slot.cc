@@ -75,15 +75,35 @@ Status parse_key_slot(const std::string& text, const std::string& where, KeySlot
     return Status::ok();
 }
 
-Status read_key_slot(Env* env, const std::string& store, KeySlot* out, bool* exists) {
-    const std::string path = store + "/" + kKeySlotName;
-    std::string text;
-    HIODSFS_TRY(read_store_record(env, path, &text, exists));
-    return *exists ? parse_key_slot(text, path, out) : Status::ok();
+std::string KeySlotPlace::describe() const {
+    return tier != nullptr ? store + " (its " + kKeySlotObject + " object)" : store + "/" + kKeySlotName;
 }
 
-Status write_key_slot(Env* env, const std::string& store, const KeySlot& slot) {
-    return write_store_record(env, store, kKeySlotName, key_slot_text(slot));
+Status read_key_slot(const KeySlotPlace& place, KeySlot* out, bool* exists) {
+    std::string text;
+    if (place.tier != nullptr) {
+        std::vector<char> bytes;
+        const Status got = place.tier->get_object(kKeySlotObject, &bytes);
+        *exists = got.is_ok();
+        if (got.err() == ENOENT) return Status::ok();
+        HIODSFS_TRY(got);
+        text.assign(bytes.begin(), bytes.end());
+    } else {
+        HIODSFS_TRY(read_store_record(place.env, place.store + "/" + kKeySlotName, &text, exists));
+    }
+    return *exists ? parse_key_slot(text, place.describe(), out) : Status::ok();
+}
+
+Status write_key_slot(const KeySlotPlace& place, const KeySlot& slot) {
+    const std::string text = key_slot_text(slot);
+    if (place.tier != nullptr) return place.tier->put_object(kKeySlotObject, text.data(), text.size());
+    return write_store_record(place.env, place.store, kKeySlotName, text);
+}
+
+Status remove_key_slot(const KeySlotPlace& place) {
+    const Status gone = place.tier != nullptr ? place.tier->remove_object(kKeySlotObject)
+                                              : place.env->unlink(place.store + "/" + kKeySlotName);
+    return gone.err() == ENOENT ? Status::ok() : gone;
 }
 
 Status make_key_slot(const StoreKey& key, const Passphrase& passphrase, const StoreEncryption& e,
@@ -101,14 +121,14 @@ Status make_key_slot(const StoreKey& key, const Passphrase& passphrase, const St
     return Status::ok();
 }
 
-Status unlock_store_key(Env* env, const std::string& store, const StoreEncryption& e, const Passphrase& passphrase,
+Status unlock_store_key(const KeySlotPlace& place, const StoreEncryption& e, const Passphrase& passphrase,
                         StoreKey* out) {
     KeySlot slot;
     bool exists = false;
-    HIODSFS_TRY(read_key_slot(env, store, &slot, &exists));
-    const std::string name = "store " + store;
+    HIODSFS_TRY(read_key_slot(place, &slot, &exists));
+    const std::string name = "store " + place.store;
     if (!exists)
-        return Status::error(EACCES, name + " has no key slot (" + store + "/" + kKeySlotName +
+        return Status::error(EACCES, name + " has no key slot (" + place.describe() +
                                          "), so no passphrase opens it: give its key file (key_file=, --key-file)");
     if (slot.store_id != e.id)
         return Status::error(EACCES, name + ": its key slot belongs to another store (id " + slot.store_id + ")");
@@ -120,18 +140,18 @@ Status unlock_store_key(Env* env, const std::string& store, const StoreEncryptio
                                              "nothing was changed");
     HIODSFS_TRY(opened);
     std::unique_ptr<ChunkCipher> checked;
-    HIODSFS_TRY(open_store_cipher(store, e, key, &checked));
+    HIODSFS_TRY(open_store_cipher(place.store, e, key, &checked));
     *out = key;
     return Status::ok();
 }
 
-Status change_store_passphrase(Env* env, const std::string& store, const StoreEncryption& e, const StoreKey& key,
+Status change_store_passphrase(const KeySlotPlace& place, const StoreEncryption& e, const StoreKey& key,
                                const Passphrase& new_passphrase, const ScryptCost& cost) {
     std::unique_ptr<ChunkCipher> checked;
-    HIODSFS_TRY(open_store_cipher(store, e, key, &checked));
+    HIODSFS_TRY(open_store_cipher(place.store, e, key, &checked));
     KeySlot slot;
     HIODSFS_TRY(make_key_slot(key, new_passphrase, e, cost, &slot));
-    return write_key_slot(env, store, slot);
+    return write_key_slot(place, slot);
 }
 
 }  // namespace hiodsfs

@@ -10,7 +10,11 @@
 //   wrapped HEX               nonce, wrapped key, tag (chunk/key_wrap.h)
 //
 // The slot is replaced whole (write_store_record): a crash during a change
-// leaves the old passphrase working, or the new one.
+// leaves the old passphrase working, or the new one. A RADOS store keeps
+// its slot in its pool instead, as the object "keyslot" (plain, as
+// "format" is: SealedTier), written whole by one atomic object write under
+// the store's lock, so that an empty cache_dir on any host opens with the
+// passphrase.
 // Thread-safety: functions of their arguments.
 #pragma once
 
@@ -20,11 +24,24 @@
 #include "chunk/key_wrap.h"
 #include "engine/store_layout.h"
 #include "hiodsfs/env.h"
+#include "hiodsfs/segment_tier.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
 
 inline constexpr const char* kKeySlotName = "KEYSLOT";
+inline constexpr const char* kKeySlotObject = "keyslot";
+
+// Where a store's slot is: STORE/KEYSLOT through env, or, when tier is set,
+// the tier's object kKeySlotObject (store then only names it in messages).
+struct KeySlotPlace {
+    Env* env = nullptr;
+    std::string store;
+    SegmentTier* tier = nullptr;
+
+    static KeySlotPlace pool(SegmentTier* tier) { return KeySlotPlace{nullptr, tier->describe(), tier}; }
+    std::string describe() const;
+};
 
 struct KeySlot {
     std::string store_id;  // 32 hex digits, as FORMAT's
@@ -36,22 +53,24 @@ struct KeySlot {
 std::string key_slot_text(const KeySlot& slot);
 // EUCLEAN naming where if text is not a key slot.
 Status parse_key_slot(const std::string& text, const std::string& where, KeySlot* out);
-// STORE/KEYSLOT; *exists false (and ok) if there is none.
-Status read_key_slot(Env* env, const std::string& store, KeySlot* out, bool* exists);
-Status write_key_slot(Env* env, const std::string& store, const KeySlot& slot);
+// *exists false (and ok) if there is none.
+Status read_key_slot(const KeySlotPlace& place, KeySlot* out, bool* exists);
+Status write_key_slot(const KeySlotPlace& place, const KeySlot& slot);
+// ok if there was none.
+Status remove_key_slot(const KeySlotPlace& place);
 
 // A slot of the store whose FORMAT says e, holding key under passphrase.
 Status make_key_slot(const StoreKey& key, const Passphrase& passphrase, const StoreEncryption& e,
                      const ScryptCost& cost, KeySlot* out);
-// The store's key from its slot (read from env) and passphrase, checked
-// against FORMAT's key check; EACCES with one line for a wrong passphrase,
-// a store without a slot, or a slot of another store or key.
-Status unlock_store_key(Env* env, const std::string& store, const StoreEncryption& e, const Passphrase& passphrase,
+// The store's key from its slot and passphrase, checked against FORMAT's
+// key check; EACCES with one line for a wrong passphrase, a store without
+// a slot, or a slot of another store or key.
+Status unlock_store_key(const KeySlotPlace& place, const StoreEncryption& e, const Passphrase& passphrase,
                         StoreKey* out);
 // Gives the store (FORMAT: e) a slot for new_passphrase, key being its key
 // (EACCES if it is not): written whole, durably. The store's key and its
 // chunks stay as they are.
-Status change_store_passphrase(Env* env, const std::string& store, const StoreEncryption& e, const StoreKey& key,
+Status change_store_passphrase(const KeySlotPlace& place, const StoreEncryption& e, const StoreKey& key,
                                const Passphrase& new_passphrase, const ScryptCost& cost = ScryptCost{});
 
 }  // namespace hiodsfs

@@ -22,7 +22,6 @@ constexpr const char* kJournalPrefix = "journal.";
 constexpr const char* kSnapshotPrefix = "meta.";  // snapshot parts
 constexpr const char* kManifestPrefix = "manifest.";
 constexpr const char* kOldManifest = "meta";  // the manifest of a store before holder epochs
-constexpr const char* kFormatObject = "format";
 constexpr const char* kManifestMagic = "hiodsfs metadata snapshot";
 
 std::string hex16(std::uint64_t v) {

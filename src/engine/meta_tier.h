@@ -143,7 +143,8 @@ Status put_snapshot(Env* env, SegmentTier* tier, MetaStore& meta, TierJournal* j
                     const std::string& tmp_path, bool closing, std::uint64_t* seq,
                     std::uint64_t part_bytes = kSnapshotPartBytes);
 
-// The FORMAT record in the tier.
+// The FORMAT record in the tier, the object kFormatObject.
+inline constexpr const char* kFormatObject = "format";
 Status put_format(SegmentTier* tier, const std::string& text);
 Status get_format(SegmentTier* tier, std::string* text);
 

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "engine/key_slot.h"
+#include "engine/meta_tier.h"
+
 namespace hiodsfs {
 
 namespace {
@@ -16,6 +19,8 @@ std::span<const std::uint8_t> bytes_of(const void* data, std::size_t len) {
 
 }  // namespace
 
+bool SealedTier::plain(const std::string& name) { return name == kFormatObject || name == kKeySlotObject; }
+
 Status SealedTier::frame(const std::string& name, const void* data, std::size_t len, std::vector<char>* out) const {
     std::vector<std::uint8_t> sealed;
     const std::string ad = object_ad(name);
@@ -29,21 +34,21 @@ Status SealedTier::frame(const std::string& name, const void* data, std::size_t 
 }
 
 Status SealedTier::put_object(const std::string& name, const void* data, std::size_t len) {
-    if (name == kPlainObject) return base_->put_object(name, data, len);
+    if (plain(name)) return base_->put_object(name, data, len);
     std::vector<char> framed;
     HIODSFS_TRY(frame(name, data, len, &framed));
     return base_->put_object(name, framed.data(), framed.size());
 }
 
 Status SealedTier::append_object(const std::string& name, const void* data, std::size_t len) {
-    if (name == kPlainObject) return base_->append_object(name, data, len);
+    if (plain(name)) return base_->append_object(name, data, len);
     std::vector<char> framed;
     HIODSFS_TRY(frame(name, data, len, &framed));
     return base_->append_object(name, framed.data(), framed.size());
 }
 
 Status SealedTier::get_object(const std::string& name, std::vector<char>* out) {
-    if (name == kPlainObject) return base_->get_object(name, out);
+    if (plain(name)) return base_->get_object(name, out);
     std::vector<char> raw;
     HIODSFS_TRY(base_->get_object(name, &raw));
     const std::string ad = object_ad(name);

@@ -4,7 +4,8 @@
 // say no more than a local segment's; every metadata object (the
 // snapshot's parts and manifest, the journal) is sealed under the store's
 // key, bound to its name, but the FORMAT record ("format"), which says
-// the store is encrypted and which key opens it.
+// the store is encrypted and which key opens it, and the key slot
+// ("keyslot", engine/key_slot.h), whose wrapped key is sealed already.
 //
 // A sealed object is a run of frames, one per put or append:
 //   length u32 (little-endian) | nonce, encrypted bytes, tag (cipher.h)
@@ -53,8 +54,8 @@ public:
     SegmentId first_new_segment() const override { return base_->first_new_segment(); }
     Status reserve_segment(SegmentId id) override { return base_->reserve_segment(id); }
 
-    // The one object kept plain.
-    static constexpr const char* kPlainObject = "format";
+    // The objects kept plain: "format" and "keyslot".
+    static bool plain(const std::string& name);
 
 private:
     Status frame(const std::string& name, const void* data, std::size_t len, std::vector<char>* out) const;

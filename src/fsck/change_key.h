@@ -3,7 +3,7 @@
 // current passphrase; only the key slot is written, whole, so no chunk is
 // rewritten and a crash leaves the old passphrase or the new one working.
 // The store may be mounted meanwhile: the daemon reads the slot at mount
-// only.
+// only. A RADOS store's slot is in its pool (change_pool_store_key).
 // Thread-safety: one call at a time per store.
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include "chunk/key_wrap.h"
 #include "hiodsfs/env.h"
+#include "hiodsfs/segment_tier.h"
 #include "hiodsfs/status.h"
 
 namespace hiodsfs {
@@ -32,5 +33,10 @@ struct ChangeKeyOptions {
 // EINVAL for a store that is not encrypted, EACCES (one line, nothing
 // changed) for a wrong key or passphrase.
 Status change_store_key(const ChangeKeyOptions& options);
+// The same for a store in a pool, through tier (options.store, env and
+// any_store_owner unused): its slot, the pool's "keyslot" object, replaced
+// by one atomic object write. The caller holds the store's lock, as fsck
+// does, so no daemon has it mounted.
+Status change_pool_store_key(SegmentTier* tier, const ChangeKeyOptions& options);
 
 }  // namespace hiodsfs

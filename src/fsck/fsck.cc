@@ -70,7 +70,7 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
     if (encryption.on()) {
         StoreKey key;
         if (options.key != nullptr) key = *options.key;
-        else HIODSFS_TRY(unlock_store_key(s.dir->env(), options.store, encryption, *options.passphrase, &key));
+        else HIODSFS_TRY(unlock_store_key({s.dir->env(), options.store}, encryption, *options.passphrase, &key));
         HIODSFS_TRY(open_store_cipher(options.store, encryption, key, &cipher));
     }
     const bool fix_format = options.repair && format.repairable;

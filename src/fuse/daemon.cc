@@ -458,7 +458,9 @@ int run_daemon(int argc, char** argv, EngineOpener open_engine) {
     if (!se) return 1;
 
     // Asked before the fork, which leaves the terminal; a new store's
-    // passphrase is asked twice on a terminal.
+    // passphrase is asked twice on a terminal. So is a RADOS store's whose
+    // cache_dir is new: whether the pool holds it is known only once the
+    // daemon connects, and a store must never be made under a mistyped one.
     std::shared_ptr<const Passphrase> passphrase;
     if (opt.key_ask) {
         struct stat format {};

@@ -310,12 +310,16 @@ TEST_CASE("dictionary_min: when a store trains compression dictionaries, 64M unl
     CHECK(p.opt.dictionary_min_bytes == 0);
 }
 
-TEST_CASE("key=ask is refused for a RADOS store before any passphrase is asked for") {
+TEST_CASE("key=ask is taken for a local store and a RADOS store alike") {
     Parsed p = parse({"rados:pool/store", "/m", "-o", "cache_dir=/c,key=ask"});
-    CHECK_FALSE(p.ok);
-    CHECK(p.error.find("not key=ask") != std::string::npos);
+    REQUIRE(p.ok);
+    CHECK(p.opt.key_ask);
+    CHECK(p.opt.rados);
     p = parse({"rados:pool/store", "/m", "-o", "cache_dir=/c,key_file=/k"});
     CHECK(p.ok);
     p = parse({"/s", "/m", "-o", "key=ask"});
-    CHECK(p.ok);
+    REQUIRE(p.ok);
+    CHECK(p.opt.key_ask);
+    p = parse({"rados:pool/store", "/m", "-o", "cache_dir=/c,key=ask,key_file=/k"});
+    CHECK_FALSE(p.ok);
 }

@@ -99,7 +99,7 @@ TEST_CASE("a store made with a passphrase opens with it, and a wrong one, a key 
     REQUIRE(f.encryption.on());
     KeySlot slot;
     bool exists = false;
-    require_ok(read_key_slot(Env::posix(), dir.store(), &slot, &exists));
+    require_ok(read_key_slot({Env::posix(), dir.store()}, &slot, &exists));
     REQUIRE(exists);
     CHECK(slot.store_id == f.encryption.id);
     CHECK((std::filesystem::status(dir.store() + "/KEYSLOT").permissions() & std::filesystem::perms::others_all) ==
@@ -150,10 +150,10 @@ TEST_CASE("a new passphrase keeps every file readable and retires the old one; a
     CHECK(st.err() == EACCES);
     CHECK(st.message().find("has no key slot") != std::string::npos);
     const StoreFormat f = format_of(dir.store());
-    CHECK(change_store_passphrase(Env::posix(), dir.store(), f.encryption, *slot_key_of(8), Passphrase("first")).err() ==
+    CHECK(change_store_passphrase({Env::posix(), dir.store()}, f.encryption, *slot_key_of(8), Passphrase("first")).err() ==
           EACCES);
     CHECK_FALSE(std::filesystem::exists(dir.store() + "/KEYSLOT"));
-    require_ok(change_store_passphrase(Env::posix(), dir.store(), f.encryption, *o.key, Passphrase("first")));
+    require_ok(change_store_passphrase({Env::posix(), dir.store()}, f.encryption, *o.key, Passphrase("first")));
     {
         EngineOptions p = o;
         p.key = nullptr;
@@ -164,8 +164,8 @@ TEST_CASE("a new passphrase keeps every file readable and retires the old one; a
     }
     // The passphrase changes; the key file still opens the store.
     StoreKey unlocked;
-    require_ok(unlock_store_key(Env::posix(), dir.store(), f.encryption, Passphrase("first"), &unlocked));
-    require_ok(change_store_passphrase(Env::posix(), dir.store(), f.encryption, unlocked, Passphrase("second")));
+    require_ok(unlock_store_key({Env::posix(), dir.store()}, f.encryption, Passphrase("first"), &unlocked));
+    require_ok(change_store_passphrase({Env::posix(), dir.store()}, f.encryption, unlocked, Passphrase("second")));
     CHECK(open_with(o, passphrase_of("first")).err() == EACCES);
     {
         EngineOptions p = o;
@@ -213,7 +213,7 @@ TEST_CASE("a key slot that an unfinished first open left is made again, by a pas
     StoreEncryption e;
     e.id = std::string(32, 'b');
     require_ok(make_key_slot(*slot_key_of(1), Passphrase("old"), e, ScryptCost{1 << 10, 8, 1}, &stale));
-    require_ok(write_key_slot(Env::posix(), dir.store(), stale));
+    require_ok(write_key_slot({Env::posix(), dir.store()}, stale));
     EngineOptions o = options_for(dir.store(), kCdc);
     if (by_key_file) o.key = slot_key_of(2);
     else o.passphrase = passphrase_of("new");

@@ -37,7 +37,7 @@ StoreEncryption encryption_of(const std::string& store) {
 
 bool opens_with(const std::string& store, const std::string& passphrase) {
     StoreKey k;
-    return unlock_store_key(Env::posix(), store, encryption_of(store), Passphrase(passphrase), &k).is_ok();
+    return unlock_store_key({Env::posix(), store}, encryption_of(store), Passphrase(passphrase), &k).is_ok();
 }
 
 std::string slot_bytes(const std::string& path) {

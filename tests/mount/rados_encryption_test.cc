@@ -5,8 +5,10 @@
 // chunks); an empty cache_dir recovers every fsynced file with the key,
 // after kill -9 (the journal) and after an unmount (the snapshot);
 // without the key, or with another, a mount and hiodsfs-fsck are refused
-// with one line; with it fsck checks the store clean. Skipped, saying
-// why, where Ceph is not installed.
+// with one line; with it fsck checks the store clean. A store made with
+// key=ask keeps its key slot in the pool: an empty cache_dir opens with the
+// passphrase, and hiodsfs-fsck --change-key changes it there. Skipped,
+// saying why, where Ceph is not installed.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
@@ -55,7 +57,82 @@ std::string pool_key_file(const std::string& dir, const std::string& name, std::
     return path;
 }
 
+// The daemon for fx's RADOS store, in the foreground, with `options` and
+// standard input from `input`: how a refused mount is seen.
+CmdResult run_daemon_with_input(const test::CephCluster& c, const MountFixture& fx, const std::string& source,
+                                const std::string& options, const std::string& input) {
+    std::string opts;
+    for (const std::string& o : rados_options(c, fx, options)) opts += (opts.empty() ? "" : ",") + o;
+    return sh(shq(daemon_binary()) + " " + shq(source) + " " + shq(fx.mnt()) + " -f -o " + shq(opts) + " < " +
+                  shq(input),
+              60s);
+}
+
 }  // namespace
+
+TEST_CASE("rados, key=ask: the key slot is in the pool; an empty cache_dir opens with the passphrase; "
+          "--change-key changes it there",
+          "[mount][rados][encryption]") {
+    REQUIRE_CEPH_CLUSTER(cluster);
+    TempDir answers;
+    auto answer = [&](const std::string& name, const std::string& lines) {
+        const std::string path = answers.path() + "/" + name;
+        write_file(path, lines, 0600);
+        return path;
+    };
+    const std::string name = fresh_store_name("phrase");
+    const std::string source = "rados:" + cluster.pool + "/" + name;
+    MountFixture fx({}, false);
+    use_rados(fx, cluster, name, "key=ask");
+    const std::string first = answer("first", "first words\n");
+    fx.set_stdin(first);
+    fx.mount();
+    const std::string a = pool_marked(2 * kMiB, 3);
+    write_file(fx.path(kPoolMarker + "-a"), a);
+    fx.unmount();
+    CHECK(objects(cluster, name + ".keyslot").size() == 1);
+    CHECK_FALSE(std::filesystem::exists(fx.store() + "/KEYSLOT"));
+    CHECK(pool_objects_holding(cluster, fx, name, kPoolMarker).empty());
+    const CmdResult fsck = sh(shq(HIODSFS_FSCK_BIN) + " " + shq(fx.store()) + " --ceph-conf " + shq(cluster.conf) +
+                              " --scrub --key ask < " + shq(answer("check", "first words\n")));
+    INFO(fsck.describe());
+    CHECK(fsck.status == 0);
+
+    // Another host: an empty cache_dir, the passphrase alone.
+    replace_cache_dir(fx);
+    fx.mount();
+    CHECK(read_file(fx.path(kPoolMarker + "-a")) == a);
+    fx.unmount();
+    // While it is mounted, the change is refused (the store's lock), and
+    // nothing changes.
+    fx.mount();
+    const std::string change = answer("change", "first words\nsecond words\n");
+    const CmdResult busy = sh(shq(HIODSFS_FSCK_BIN) + " --change-key " + shq(source) + " --ceph-conf " +
+                              shq(cluster.conf) + " --key ask < " + shq(change));
+    INFO(busy.describe());
+    CHECK(busy.status != 0);
+    CHECK(line_count(busy.err) == 1);
+    fx.unmount();
+    const CmdResult changed = sh(shq(HIODSFS_FSCK_BIN) + " --change-key " + shq(source) + " --ceph-conf " +
+                                 shq(cluster.conf) + " --key ask < " + shq(change));
+    INFO(changed.describe());
+    CHECK(changed.status == 0);
+
+    replace_cache_dir(fx);
+    {
+        AbortGuard guard{fx.mnt()};
+        const CmdResult old = run_daemon_with_input(cluster, fx, source, "key=ask", first);
+        INFO(old.describe());
+        CHECK(old.status == 1);
+        CHECK(line_count(old.err) == 1);
+        CHECK(old.err.find("passphrase is not this store's") != std::string::npos);
+        CHECK_FALSE(std::filesystem::exists(fx.store() + "/meta"));
+    }
+    fx.set_stdin(answer("second", "second words\n"));
+    fx.mount();
+    CHECK(read_file(fx.path(kPoolMarker + "-a")) == a);
+    fx.unmount();
+}
 
 TEST_CASE("rados, encrypted: nothing written is in the pool; an empty cache_dir recovers the store with the key "
           "only; fsck checks it",
