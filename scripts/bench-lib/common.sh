@@ -34,6 +34,18 @@ bench_mem_kib() {
     ' "/proc/$pid/status"
 }
 
+# bench_fuse_params: the header line of the FUSE module's parameters, which
+# change every FUSE target's figures (wake_here: docs/architecture.md, "What
+# a request's round trip costs"); nothing where the module shows none.
+bench_fuse_params() {
+    local params=/sys/module/fuse/parameters p line=''
+    [ -d "$params" ] || return 0
+    for p in "$params"/*; do
+        [ -r "$p" ] && line+="${line:+ }$(basename "$p")=$(cat "$p" 2>/dev/null)"
+    done
+    echo "fuse params: ${line:-none}"
+}
+
 # bench_machine DIR: the machine lines of a results header (CPUs, memory,
 # kernel, OS, the file system and disk that hold DIR, load now).
 bench_machine() {
@@ -42,15 +54,7 @@ bench_machine() {
     echo "host cpus:   $(nproc) × $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "memory:      $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
     echo "kernel:      $(uname -srm)"
-    # The FUSE module's parameters change every FUSE target's figures
-    # (wake_here: docs/benchmarks.md, "the kernel's wake-up of the daemon").
-    local params=/sys/module/fuse/parameters p line=''
-    if [ -d "$params" ]; then
-        for p in "$params"/*; do
-            [ -r "$p" ] && line+="${line:+ }$(basename "$p")=$(cat "$p" 2>/dev/null)"
-        done
-        echo "fuse params: ${line:-none}"
-    fi
+    bench_fuse_params
     echo "os:          $(grep -oP '^PRETTY_NAME="?\K[^"]*' /etc/os-release)"
     echo "test dir:    $1 on $dev ($(findmnt -n -o FSTYPE,OPTIONS -T "$1"))"
     echo "disk:        $(lsblk -dn -o NAME,SIZE,ROTA,MODEL "$dev" 2>/dev/null | awk '{printf "%s %s rotational=%s %s", $1, $2, $3, $4}')"
