@@ -1,5 +1,6 @@
-// hiodsfs-chunkbench: per-core throughput of the chunkers, of SHA-256 and
-// of the segment records' CRC-32C on random data, and (--compression) of
+// hiodsfs-chunkbench: per-core throughput of the chunkers, of SHA-256, of
+// the segment records' CRC-32C and of an encrypted store's sealing (both
+// of its ciphers, chunk/cipher.h) on random data, and (--compression) of
 // the chunk codec on a tree's chunks and on random bytes, so performance
 // claims in docs/chunking.md and docs/benchmarks.md are reproducible.
 //
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "hiodsfs/chunker.h"
+#include "chunk/cipher.h"
 #include "chunk/fingerprint.h"
 #include "chunkbench_codec.h"
 #include "common/cpu_time.h"
@@ -239,6 +241,34 @@ PassResult crc_pass(const std::uint8_t* data, std::size_t len) {
     return r;
 }
 
+// Seals 8 KiB pieces, as an encrypted store seals chunks of the default
+// average size (a fresh nonce each, and for XAES-256-GCM a key each).
+PassResult seal_pass(const hiodsfs::ChunkCipher& cipher, const std::uint8_t* data, std::size_t len) {
+    PassResult r;
+    constexpr std::size_t kPiece = 8 << 10;
+    std::vector<std::uint8_t> out;
+    for (std::size_t pos = 0; pos < len; pos += kPiece) {
+        out.clear();
+        if (cipher.seal(std::span(data + pos, std::min(kPiece, len - pos)), {}, &out)) r.check ^= out.back();
+        ++r.chunks;
+    }
+    return r;
+}
+
+// Opens one sealed 8 KiB piece as many times as len holds pieces: what
+// reading an encrypted store's chunks costs.
+PassResult open_pass(const hiodsfs::ChunkCipher& cipher, const std::vector<std::uint8_t>& sealed,
+                     std::size_t len) {
+    PassResult r;
+    constexpr std::size_t kPiece = 8 << 10;
+    std::vector<std::uint8_t> plain(sealed.size() - cipher.overhead());
+    for (std::size_t pos = 0; pos < len; pos += kPiece) {
+        if (cipher.open(sealed, {}, std::span<std::uint8_t>(plain))) r.check ^= plain.back();
+        ++r.chunks;
+    }
+    return r;
+}
+
 using Pass = std::function<PassResult(const std::uint8_t*, std::size_t)>;
 
 // Runs `pass` over [data, data+len) one slice at a time and keeps, per
@@ -348,6 +378,24 @@ int main(int argc, char** argv) {
     report("CDC chunking", bytes, measure(o, 1, d, bytes, cdc), 1);
     report("raw OpenSSL SHA-256, 1 MiB blocks", bytes, measure(o, 1, d, bytes, raw_sha_pass), 1);
     report("CRC-32C, 8 KiB pieces", bytes, measure(o, 1, d, bytes, crc_pass), 1);
+    for (const auto mode : {hiodsfs::ChunkCipher::Mode::kAesGcm, hiodsfs::ChunkCipher::Mode::kXaesGcm}) {
+        std::array<std::uint8_t, 32> key{};
+        key.fill(0x5c);
+        std::unique_ptr<hiodsfs::ChunkCipher> cipher;
+        std::vector<std::uint8_t> one;
+        if (!hiodsfs::ChunkCipher::with_chunk_key(key, mode, &cipher) ||
+            !cipher->seal(std::span(d, std::min<std::size_t>(8 << 10, bytes)), {}, &one)) {
+            std::fprintf(stderr, "hiodsfs-chunkbench: OpenSSL cannot seal\n");
+            return 1;
+        }
+        const bool x = mode == hiodsfs::ChunkCipher::Mode::kXaesGcm;
+        const auto seal = [&](const std::uint8_t* p, std::size_t n) { return seal_pass(*cipher, p, n); };
+        const auto open = [&](const std::uint8_t*, std::size_t n) { return open_pass(*cipher, one, n); };
+        report(x ? "XAES-256-GCM seal, 8 KiB pieces" : "AES-256-GCM seal, 8 KiB pieces", bytes,
+               measure(o, 1, d, bytes, seal), 1);
+        report(x ? "XAES-256-GCM open, 8 KiB pieces" : "AES-256-GCM open, 8 KiB pieces", bytes,
+               measure(o, 1, d, bytes, open), 1);
+    }
     report("fixed chunking + SHA-256", bytes, measure(o, 1, d, bytes, fixed_sha), 1);
     report("CDC chunking + SHA-256", bytes, measure(o, 1, d, bytes, cdc_sha), 1);
     const Measure both = measure(o, o.threads, d, bytes, cdc_sha);

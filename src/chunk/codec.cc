@@ -336,7 +336,7 @@ Status seal_chunk_payload(const ChunkCipher& cipher, ChunkId id, const char* pay
     const char* end = put_leb128(put_leb128(prefix + 2, p.dictionary), p.raw_length);
     const auto prefix_len = static_cast<std::uint32_t>(end - prefix);
     out->assign(reinterpret_cast<const std::uint8_t*>(prefix), reinterpret_cast<const std::uint8_t*>(end));
-    out->reserve(prefix_len + body_len + ChunkCipher::kOverhead);
+    out->reserve(prefix_len + body_len + cipher.overhead());
     return cipher.seal(std::span(reinterpret_cast<const std::uint8_t*>(body), body_len),
                        SealingAd(id, prefix, prefix_len).span(), out);
 }
@@ -356,11 +356,10 @@ Status decode_chunk(const char* payload, std::uint32_t len, char* out, std::uint
         const std::span<const std::uint8_t> sealed(reinterpret_cast<const std::uint8_t*>(body), body_len);
         if (p.method == CompressionMethod::kNone) {
             // Stored as it is: opened straight into the caller's buffer.
-            if (body_len < ChunkCipher::kOverhead || body_len - ChunkCipher::kOverhead != expect_raw)
+            const std::size_t overhead = cipher->overhead();
+            if (body_len < overhead || body_len - overhead != expect_raw)
                 return Status::error(EIO, "encrypted chunk: holds " +
-                                              std::to_string(body_len < ChunkCipher::kOverhead
-                                                                 ? 0
-                                                                 : body_len - ChunkCipher::kOverhead) +
+                                              std::to_string(body_len < overhead ? 0 : body_len - overhead) +
                                               " bytes, expected " + std::to_string(expect_raw));
             Status st = cipher->open(sealed, SealingAd(id, payload, p.bytes).span(),
                                      std::span(reinterpret_cast<std::uint8_t*>(out), expect_raw));

@@ -18,7 +18,10 @@ constexpr std::uint64_t kMaxScryptBytes = std::uint64_t{256} << 20;
 // of kek of its own (the HKDF salt names the purpose).
 Status kek_cipher(const StoreKey& kek, std::unique_ptr<ChunkCipher>* out) {
     static constexpr char kSalt[] = "hiodsfs key wrapping";
-    return ChunkCipher::make(kek, std::span(reinterpret_cast<const std::uint8_t*>(kSalt), sizeof kSalt - 1), out);
+    // AES-256-GCM: a wrapped key is sealed once per passphrase, and its size
+    // (kWrappedKeyBytes) is the key slot's.
+    return ChunkCipher::make(kek, std::span(reinterpret_cast<const std::uint8_t*>(kSalt), sizeof kSalt - 1), out,
+                             ChunkCipher::Mode::kAesGcm);
 }
 
 }  // namespace
