@@ -133,6 +133,9 @@ struct EngineOptions {
     // read_only: an encrypted store opens without its key, for what its
     // metadata says (hiodsfs-stat's figures); its chunks then do not read.
     bool without_key = false;
+    // Tests: a new encrypted store is sealed with AES-256-GCM, as those
+    // made before XAES-256-GCM were (chunk/cipher.h), not XAES-256-GCM.
+    bool legacy_cipher_for_tests = false;
     // The write-rate goal and controller settings (hybrid mode), the
     // policy's name ("" = the default), and the clock (nullptr = system).
     // policy "hiods" also gives the throttle HIODS's stress test

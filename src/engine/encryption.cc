@@ -13,12 +13,13 @@
 
 namespace hiodsfs {
 
-Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out) {
+Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out,
+                            bool legacy) {
     std::vector<std::uint8_t> id(16);
     HIODSFS_TRY(random_bytes(id));
     std::unique_ptr<ChunkCipher> cipher;
-    HIODSFS_TRY(ChunkCipher::make(key, id, &cipher));
-    e->cipher = StoreEncryption::kCipher;
+    HIODSFS_TRY(ChunkCipher::make(key, id, &cipher, legacy ? ChunkCipher::Mode::kAesGcm : ChunkCipher::Mode::kXaesGcm));
+    e->cipher = legacy ? StoreEncryption::kAesGcmCipher : StoreEncryption::kCipher;
     e->id = to_hex(id);
     e->check = cipher->key_check().hex();
     *out = std::move(cipher);
@@ -30,7 +31,9 @@ Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const
     std::unique_ptr<ChunkCipher> cipher;
     std::vector<std::uint8_t> id;
     if (!from_hex(e.id, &id)) return Status::error(EUCLEAN, "store " + dir + ": bad store id in FORMAT");
-    HIODSFS_TRY(ChunkCipher::make(key, id, &cipher));
+    const auto mode = e.cipher == StoreEncryption::kAesGcmCipher ? ChunkCipher::Mode::kAesGcm
+                                                                 : ChunkCipher::Mode::kXaesGcm;
+    HIODSFS_TRY(ChunkCipher::make(key, id, &cipher, mode));
     if (cipher->key_check().hex() != e.check)
         return Status::error(EACCES, "store " + dir + ": the key given is not this store's key; nothing was changed");
     *out = std::move(cipher);
@@ -131,7 +134,7 @@ Status EngineImpl::new_encrypted_store(const std::string& dir) {
         // A slot an unfinished first open with a passphrase left would
         // hold another key.
         HIODSFS_TRY(remove_key_slot(place));
-        return new_store_encryption(*opts_.key, &encryption_, &cipher_);
+        return new_store_encryption(*opts_.key, &encryption_, &cipher_, opts_.legacy_cipher_for_tests);
     }
     // A passphrase's store gets a random key, and its slot before the
     // metadata and FORMAT: a store is never made that no passphrase opens.
@@ -140,7 +143,7 @@ Status EngineImpl::new_encrypted_store(const std::string& dir) {
     const StoreKey key(std::span<const std::uint8_t, StoreKey::kBytes>(bytes.data(), bytes.size()));
     explicit_bzero(bytes.data(), bytes.size());
     HIODSFS_TRY(drawn);
-    HIODSFS_TRY(new_store_encryption(key, &encryption_, &cipher_));
+    HIODSFS_TRY(new_store_encryption(key, &encryption_, &cipher_, opts_.legacy_cipher_for_tests));
     KeySlot slot;
     HIODSFS_TRY(make_key_slot(key, *opts_.passphrase, encryption_, ScryptCost{}, &slot));
     return write_key_slot(place, slot);

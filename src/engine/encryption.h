@@ -15,8 +15,10 @@
 
 namespace hiodsfs {
 
-// A new store's encryption line for key: a random id, and the key check.
-Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out);
+// A new store's encryption line for key: a random id, and the key check;
+// XAES-256-GCM, or AES-256-GCM with legacy (tests).
+Status new_store_encryption(const StoreKey& key, StoreEncryption* e, std::unique_ptr<ChunkCipher>* out,
+                            bool legacy = false);
 // The cipher of store dir, whose FORMAT says e, under key; EACCES with one
 // line naming the store if key is not its key.
 Status open_store_cipher(const std::string& dir, const StoreEncryption& e, const StoreKey& key,

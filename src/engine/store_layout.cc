@@ -120,7 +120,7 @@ Status parse_encryption_line(const std::string& rest, const std::string& where, 
     std::istringstream in(rest);
     std::string cipher, id, check, extra;
     in >> cipher >> id >> check;
-    if (cipher != StoreEncryption::kCipher)
+    if (cipher != StoreEncryption::kCipher && cipher != StoreEncryption::kAesGcmCipher)
         return Status::error(EPROTO, where + ": encrypted with " + cipher + ", which this hiodsfs does not know");
     if (id.rfind("id=", 0) != 0 || check.rfind("check=", 0) != 0 || (in >> extra) || !is_hex(id.substr(3), 32) ||
         !is_hex(check.substr(6), 64))

@@ -18,7 +18,10 @@ class Txn;
 
 // An encrypted store's FORMAT line: "encryption CIPHER id=HEX check=HEX".
 struct StoreEncryption {
-    static constexpr const char* kCipher = "aes-256-gcm";
+    // A new store's: XAES-256-GCM. The stores made before it (format 6
+    // too) keep AES-256-GCM (chunk/cipher.h).
+    static constexpr const char* kCipher = "xaes-256-gcm";
+    static constexpr const char* kAesGcmCipher = "aes-256-gcm";
     std::string cipher;  // "" for a plain store
     std::string id;      // the store's random id, 32 hex digits: salts its subkeys
     std::string check;   // ChunkCipher::key_check() of its key, 64 hex digits

@@ -83,7 +83,7 @@ TEST_CASE("an encrypted store seals every chunk, keeps its files' bytes out of s
     }
     const std::string format = format_text(dir.store());
     CHECK(format.find("format 6\n") != std::string::npos);
-    CHECK(format.find("encryption aes-256-gcm id=") != std::string::npos);
+    CHECK(format.find("encryption xaes-256-gcm id=") != std::string::npos);
     // Every record sealed, whatever the method.
     std::size_t sealed = 0, plain = 0;
     std::unique_ptr<SegmentStore> segs;
@@ -359,4 +359,44 @@ TEST_CASE("compaction moves sealed chunks, and recompresses them sealed again; t
             if (i != 3) CHECK(read_named(*e, "f" + std::to_string(i)) == files[i]);
     }
     CHECK(check_invariants(dir.store(), true, o.key).empty());
+}
+
+TEST_CASE("a store sealed with AES-256-GCM before XAES-256-GCM opens, reads, takes writes and checks clean as it is",
+          "[engine][encryption]") {
+    TempDir dir;
+    EngineOptions o = options_for(dir.store(), kCdc);
+    o.compression = parsed("lz4");
+    o.background_threads = 0;
+    o.key = key_of(7);
+    o.legacy_cipher_for_tests = true;
+    const std::vector<std::uint8_t> first = marked_text(300 * 1024, 7), second = marked_text(200 * 1024, 8);
+    {
+        auto e = open_engine(o);
+        write_synced(*e, "first", first);
+    }
+    CHECK(format_text(dir.store()).find("encryption aes-256-gcm id=") != std::string::npos);
+    o.legacy_cipher_for_tests = false;  // what a later hiodsfs opens it with
+    {
+        auto e = open_engine(o);
+        CHECK(read_named(*e, "first") == first);
+        write_synced(*e, "second", second);
+        write_synced(*e, "copy", first);
+        CHECK(counters_of(*e).content_bytes == first.size() + second.size());  // still deduplicated
+    }
+    CHECK(format_text(dir.store()).find("encryption aes-256-gcm id=") != std::string::npos);
+    CHECK(files_holding(dir.store(), kMarker).empty());
+    {
+        auto e = open_engine(o);
+        CHECK(read_named(*e, "second") == second);
+        CHECK(read_named(*e, "copy") == first);
+    }
+    FsckOptions fo;
+    fo.store = dir.store();
+    fo.key = o.key;
+    fo.scrub = true;
+    FsckReport report;
+    require_ok(run_fsck(fo, &report));
+    for (const auto& p : report.problems) INFO(p.what);
+    CHECK(report.problems.empty());
+    CHECK(report.scrubbed_chunks > 0);
 }

@@ -153,7 +153,7 @@ TEST_CASE("an encrypted store over a tier: nothing written is in the pool, and a
     {
         std::lock_guard lock(tier.mu);
         const std::vector<char>& f = tier.named["format"];
-        CHECK(std::string(f.begin(), f.end()).find("encryption aes-256-gcm") != std::string::npos);
+        CHECK(std::string(f.begin(), f.end()).find("encryption xaes-256-gcm") != std::string::npos);
     }
     // Without the key, or with another: refused before anything is read.
     std::unique_ptr<Engine> refused;

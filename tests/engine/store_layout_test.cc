@@ -183,12 +183,18 @@ TEST_CASE("an encrypted store's FORMAT: its line parses back, comes with format 
     f.encryption.check = std::string(64, '0');
     const std::string text = store_format_text(f);
     CHECK(text.find("format 6\n") != std::string::npos);
-    CHECK(text.find("encryption aes-256-gcm id=" + f.encryption.id + " check=" + f.encryption.check + "\n") !=
+    CHECK(text.find("encryption xaes-256-gcm id=" + f.encryption.id + " check=" + f.encryption.check + "\n") !=
           std::string::npos);
     StoreFormat back;
     REQUIRE(parse_store_format(text, "FORMAT", &back).is_ok());
     CHECK(back.encryption == f.encryption);
     CHECK(same_format(f, back));
+    // A store made before XAES-256-GCM keeps its AES-256-GCM line.
+    StoreFormat legacy = f, legacy_back;
+    legacy.encryption.cipher = StoreEncryption::kAesGcmCipher;
+    REQUIRE(parse_store_format(store_format_text(legacy), "FORMAT", &legacy_back).is_ok());
+    CHECK(legacy_back.encryption.cipher == "aes-256-gcm");
+    CHECK_FALSE(same_format(f, legacy_back));
     // Stripped of its line, or given another key check, it is another store.
     StoreFormat stripped = f;
     stripped.encryption = StoreEncryption{};

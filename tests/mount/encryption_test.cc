@@ -121,7 +121,7 @@ TEST_CASE("an encrypted store through a mount: no written byte shows in the stor
         CHECK(read_file(m.path("small")) == small);
         m.unmount();
         CHECK(files_holding(m.store(), kMarker).empty());
-        CHECK(read_file(m.store() + "/FORMAT").find("encryption aes-256-gcm") != std::string::npos);
+        CHECK(read_file(m.store() + "/FORMAT").find("encryption xaes-256-gcm") != std::string::npos);
         const CmdResult scrub = run({HIODSFS_FSCK_BIN, m.store(), "--scrub", "--key-file", key});
         INFO(scrub.describe());
         CHECK(scrub.status == 0);
@@ -132,7 +132,7 @@ TEST_CASE("an encrypted store through a mount: no written byte shows in the stor
         CHECK(keyless.err.find("--key-file") != std::string::npos);
         // Stored once: the keyed fingerprints deduplicate as plain ones do.
         const nlohmann::json v = stat_json(m.store());
-        CHECK(v.at("encryption") == "aes-256-gcm");
+        CHECK(v.at("encryption") == "xaes-256-gcm");
         CHECK(field(v, "space", "logical_bytes") == 2 * text.size() + small.size());
         CHECK(field(v, "space", "content_bytes") == text.size() + small.size());
     }
