@@ -269,14 +269,36 @@ TEST_CASE("a passphrase store over a tier: its key slot is in the pool, any empt
     const Passphrase first_words("first words");
     CHECK(open_sealed_tier(&tier, nullptr, &first_words, &cipher, &sealed).err() == EACCES);
     CHECK(open_sealed_tier(&tier, nullptr, nullptr, &cipher, &sealed).err() == EACCES);
-    // The passphrase of a store made with a key file: it has no slot.
+    // The passphrase of a store made with a key file: it has no slot,
+    // until a change given the key file makes one; then either opens it.
     MemoryTier keyed;
+    const std::vector<std::uint8_t> small = marked_bytes(9000, 5);
     {
         auto e = open_engine(sealed_options(fifth.store(), &keyed, tier_key_of(5)));
+        write_synced(*e, marked_name(5), small);
         REQUIRE(e->close().is_ok());
     }
     CHECK(pool_slot_text(keyed).empty());
     CHECK(open_sealed_tier(&keyed, nullptr, &first_words, &cipher, &sealed).err() == EACCES);
+    ChangeKeyOptions co;
+    co.key = tier_key_of(6);  // not its key
+    co.new_passphrase = std::make_shared<const Passphrase>("keyed words");
+    co.cost = ScryptCost{1 << 10, 8, 1};
+    CHECK(change_pool_store_key(&keyed, co).err() == EACCES);
+    CHECK(pool_slot_text(keyed).empty());
+    co.key = tier_key_of(5);
+    REQUIRE(change_pool_store_key(&keyed, co).is_ok());
+    TempDir sixth, seventh;
+    {
+        auto e = open_engine(passphrase_options(sixth.store(), &keyed, "keyed words"));
+        CHECK(read_named(*e, marked_name(5)) == small);
+        REQUIRE(e->close().is_ok());
+    }
+    {
+        auto e = open_engine(sealed_options(seventh.store(), &keyed, tier_key_of(5)));
+        CHECK(read_named(*e, marked_name(5)) == small);
+        REQUIRE(e->close().is_ok());
+    }
 }
 
 TEST_CASE("a passphrase store over a tier: a first open that stopped before the pool's FORMAT leaves a slot "
