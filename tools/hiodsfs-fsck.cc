@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/credentials.h"
 #include "cli/passphrase.h"
 #include "common/name_escape.h"
 #include "common/units.h"
@@ -26,7 +27,6 @@
 #include "fsck/fsck.h"
 #include "fsck/tier_source.h"
 #include "fsck/upgrade.h"
-#include "store/key_file.h"
 #include "store/rados_source.h"
 #ifdef HIODSFS_HAVE_RADOS
 #include "store/rados_tier.h"
@@ -159,33 +159,15 @@ hiodsfs::Status lock_rados_store(const RadosStore& rados, std::unique_ptr<hiodsf
 bool store_credentials(const boost::program_options::variables_map& vm, const std::string& store,
                        std::shared_ptr<const hiodsfs::StoreKey>* key,
                        std::shared_ptr<const hiodsfs::Passphrase>* passphrase) {
-    const bool ask = vm.count("key") != 0;
-    if (ask && vm["key"].as<std::string>() != "ask") {
-        std::fputs("hiodsfs-fsck: --key: the only form is --key ask (a key file is --key-file FILE)\n", stderr);
+    const auto given = [&](const char* name) { return vm.count(name) ? &vm[name].as<std::string>() : nullptr; };
+    hiodsfs::cli::StoreCredentials c;
+    const hiodsfs::Status st = hiodsfs::cli::read_store_credentials(given("key-file"), given("key"), store, &c);
+    if (!st) {
+        std::fprintf(stderr, "hiodsfs-fsck: %s\n", hiodsfs::escape_line(st.message()).c_str());
         return false;
     }
-    if (ask && vm.count("key-file")) {
-        std::fputs("hiodsfs-fsck: --key ask and --key-file exclude each other\n", stderr);
-        return false;
-    }
-    if (vm.count("key-file")) {
-        auto k = std::make_shared<hiodsfs::StoreKey>();
-        hiodsfs::Status read = hiodsfs::read_key_file(vm["key-file"].as<std::string>(), k.get());
-        if (!read) {
-            std::fprintf(stderr, "hiodsfs-fsck: %s\n", read.message().c_str());
-            return false;
-        }
-        *key = std::move(k);
-    }
-    if (ask) {
-        hiodsfs::Passphrase p;
-        hiodsfs::Status asked = hiodsfs::cli::ask_passphrase("Passphrase for store " + store, false, &p);
-        if (!asked) {
-            std::fprintf(stderr, "hiodsfs-fsck: %s\n", asked.message().c_str());
-            return false;
-        }
-        *passphrase = std::make_shared<const hiodsfs::Passphrase>(std::move(p));
-    }
+    *key = c.key;
+    *passphrase = c.passphrase;
     return true;
 }
 

@@ -4,6 +4,8 @@
 // of input and an overlong line are refused.
 #include "cli/passphrase.h"
 
+#include "stdin_util.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,35 +17,9 @@ using hiodsfs::Passphrase;
 using hiodsfs::Status;
 using hiodsfs::cli::ask_passphrase;
 using hiodsfs::cli::read_passphrase_line;
+using hiodsfs::test::pipe_of;
+using hiodsfs::test::StdinFrom;
 
-namespace {
-
-// A pipe holding text, its write end closed: what `printf ... |` gives.
-int pipe_of(const std::string& text) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    ::close(fds[1]);
-    return fds[0];
-}
-
-// Standard input replaced by fd for the life of this object.
-class StdinFrom {
-public:
-    explicit StdinFrom(int fd) : saved_(::dup(STDIN_FILENO)) {
-        REQUIRE(::dup2(fd, STDIN_FILENO) == STDIN_FILENO);
-        ::close(fd);
-    }
-    ~StdinFrom() {
-        ::dup2(saved_, STDIN_FILENO);
-        ::close(saved_);
-    }
-
-private:
-    int saved_;
-};
-
-}  // namespace
 
 TEST_CASE("passphrase: lines from a pipe, one at a time", "[passphrase]") {
     const int fd = pipe_of("first words\r\nsecond\n\nlast without newline");
