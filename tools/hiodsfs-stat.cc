@@ -18,8 +18,10 @@
 
 #include "common/name_escape.h"
 #include "common/units.h"
+#include "cli/credentials.h"
 #include "cli/options.h"
 #include "stat/estimate.h"
+#include "stat/key_check.h"
 #include "stat/report.h"
 
 namespace po = boost::program_options;
@@ -31,7 +33,8 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
 
 const char* const kUsage =
-    "usage: hiodsfs-stat [--json] [--history] [--watch [SEC]] [--no-color] STORE|MOUNTPOINT\n"
+    "usage: hiodsfs-stat [--json] [--history] [--watch [SEC]] [--no-color]\n"
+    "                    [--key-file FILE | --key ask] STORE|MOUNTPOINT\n"
     "       hiodsfs-stat --estimate [-o CHUNKING] [--compare] [--compression LIST]\n"
     "                    [--cache PATH | --no-cache] [--json] DIR...\n"
     "\n"
@@ -44,6 +47,11 @@ const char* const kUsage =
     "  --history         activity samples over time and space saved per day\n"
     "  --watch [SEC]     refresh every SEC seconds (default 2) until interrupted\n"
     "  --no-color        no colours (also when NO_COLOR is set or not on a terminal)\n"
+    "  --key-file FILE   check that FILE's key opens the encrypted store (as the daemon\n"
+    "                    checks it when it mounts the store; no chunk is read), and say\n"
+    "                    so; exit 1 with one line if it does not. The figures need no key\n"
+    "  --key ask         the same with the store's passphrase (a RADOS store's is checked\n"
+    "                    by hiodsfs-fsck --key ask, its key slot being in its pool)\n"
     "  --estimate        chunk and fingerprint DIR... as hiodsfs would (no symlink\n"
     "                    followed, one file system) and report the stored size and\n"
     "                    ratios it would get\n"
@@ -151,10 +159,15 @@ int run_estimate_cmd(const std::vector<std::string>& dirs,
     return 0;
 }
 
-int show(const std::string& target, bool json, bool history, bool color) {
+int show(const std::string& target, bool json, bool history, bool color, const cli::StoreCredentials& credentials) {
     stat::Report r;
     Status st = stat::load_report(target, &r);
     if (!st) return fail(st.message());
+    if (credentials.given()) {
+        st = stat::check_store_key(r.store, credentials.key.get(), credentials.passphrase.get());
+        if (!st) return fail(st.message());
+        r.key_checked = true;
+    }
     if (json) {
         std::cout << stat::format_json(r, history);
     } else {
@@ -173,7 +186,8 @@ int main(int argc, char** argv) {
     opts.add_options()("json", "")("history", "")("watch", po::value<double>()->implicit_value(2.0), "")(
         "no-color", "")("estimate", "")("compare", "")("compression", po::value<std::string>(), "")(
         "cache", po::value<std::string>(), "")("no-cache", "")(
-        "option,o", po::value<std::vector<std::string>>(), "")("help,h", "")("version,V", "")(
+        "option,o", po::value<std::vector<std::string>>(), "")("key-file", po::value<std::string>(), "")(
+        "key", po::value<std::string>(), "")("help,h", "")("version,V", "")(
         "paths", po::value<std::vector<std::string>>(), "");
     po::positional_options_description pos;
     pos.add("paths", -1);
@@ -204,8 +218,10 @@ int main(int argc, char** argv) {
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
 
+    const bool keyed = vm.count("key-file") || vm.count("key");
     if (vm.count("estimate")) {
         if (vm.count("watch") || vm.count("history")) return fail("--estimate does not go with --watch or --history");
+        if (keyed) return fail("--key-file and --key go with a STORE or MOUNTPOINT, not --estimate");
         std::optional<std::string> compression;
         if (vm.count("compression")) compression = vm["compression"].as<std::string>();
         return run_estimate_cmd(paths, chunk_opts, vm.count("compare") != 0, compression,
@@ -218,7 +234,13 @@ int main(int argc, char** argv) {
     if (paths.size() != 1) return fail("give one STORE or MOUNTPOINT (see hiodsfs-stat --help)");
     const bool color = !json && use_color(vm.count("no-color") != 0);
     const bool history = vm.count("history") != 0;
-    if (!vm.count("watch")) return show(paths[0], json, history, color);
+    cli::StoreCredentials credentials;
+    if (keyed) {
+        const auto given = [&](const char* name) { return vm.count(name) ? &vm[name].as<std::string>() : nullptr; };
+        const Status read = cli::read_store_credentials(given("key-file"), given("key"), paths[0], &credentials);
+        if (!read) return fail(read.message());
+    }
+    if (!vm.count("watch")) return show(paths[0], json, history, color, credentials);
 
     const double every = vm["watch"].as<double>();
     if (!(every >= 0.1 && every <= 86400)) return fail("--watch takes 0.1 to 86400 seconds");
@@ -226,7 +248,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     while (!g_stop.load()) {
         if (clear) std::cout << "\033[H\033[2J";
-        rc = show(paths[0], json, history, color);
+        rc = show(paths[0], json, history, color, credentials);
         if (rc != 0) return rc;
         for (double waited = 0; waited < every && !g_stop.load(); waited += 0.05)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));

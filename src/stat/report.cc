@@ -500,7 +500,7 @@ std::string format_text(const Report& r, const Style& style) {
     if (r.mounted && r.status_age_s > 30)
         o += paint("warning: the daemon has not updated its status for " + human_duration(r.status_age_s), "33") + "\n";
     o += "  chunking      " + escape_line(r.chunking) + "\n";
-    o += "  encryption    " + escape_line(r.encryption) + "\n\n";
+    o += "  encryption    " + escape_line(r.encryption) + (r.key_checked ? " (the key given opens it)" : "") + "\n\n";
 
     o += paint("Space", "1") + "\n";
     line(&o, "logical", human_bytes(static_cast<double>(r.logical_bytes)),

@@ -37,7 +37,8 @@ struct Report {
     bool mounted = false;
     double status_age_s = 0;  // mounted: how old status.json is
     std::string chunking;
-    std::string encryption = "none";  // or "aes-256-gcm"
+    std::string encryption = "none";  // or "xaes-256-gcm", "aes-256-gcm"
+    bool key_checked = false;         // a key given opened it (check_store_key)
     std::string setting;      // inline | deferred | hybrid ("" when not mounted)
     std::string mode;         // inline | deferred | "not mounted"
     std::optional<double> mode_since;  // unix time

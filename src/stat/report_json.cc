@@ -56,6 +56,7 @@ std::string format_json(const Report& r, bool with_history) {
     j["status_age_s"] = opt_num(r.mounted ? std::optional<double>(r.status_age_s) : std::nullopt);
     j["chunking"] = r.chunking;
     j["encryption"] = r.encryption;
+    if (r.key_checked) j["key_checked"] = true;
     j["space"] = {{"logical_bytes", r.logical_bytes},
                   {"stored_bytes", r.stored_bytes},
                   {"disk_bytes", r.disk_bytes},

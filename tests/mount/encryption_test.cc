@@ -133,8 +133,22 @@ TEST_CASE("an encrypted store through a mount: no written byte shows in the stor
         // Stored once: the keyed fingerprints deduplicate as plain ones do.
         const nlohmann::json v = stat_json(m.store());
         CHECK(v.at("encryption") == "xaes-256-gcm");
+        CHECK_FALSE(v.contains("key_checked"));
         CHECK(field(v, "space", "logical_bytes") == 2 * text.size() + small.size());
         CHECK(field(v, "space", "content_bytes") == text.size() + small.size());
+        // hiodsfs-stat checks a key when given one, as the daemon would, and
+        // says so; another key is refused in one line.
+        CHECK(stat_json(m.store(), true, {"--key-file", key}).value("key_checked", false));
+        const std::string other = key_file(keys.path(), "other.key", 102);
+        const CmdResult refused = run({HIODSFS_STAT_BIN, "--key-file", other, m.store()});
+        INFO(refused.describe());
+        CHECK(refused.status == 1);
+        CHECK(line_count(refused.err) == 1);
+        CHECK(refused.err.find("not this store's key") != std::string::npos);
+        m.mount();
+        CHECK(stat_json(m.mnt(), true, {"--key-file", key}).value("key_checked", false));
+        CHECK(run({HIODSFS_STAT_BIN, "--key-file", other, m.mnt()}).status == 1);
+        m.unmount();
     }
 }
 
@@ -268,4 +282,15 @@ TEST_CASE("a store made with key=ask: the passphrase on standard input opens it,
                                shq(answer("check", "second words\n")));
     INFO(scrub.describe());
     CHECK(scrub.status == 0);
+    // hiodsfs-stat tries the passphrase without reading a chunk.
+    const CmdResult stat_new = sh(shq(HIODSFS_STAT_BIN) + " --no-color --key ask " + shq(m.store()) + " < " +
+                                  shq(answer("stat", "second words\n")));
+    INFO(stat_new.describe());
+    CHECK(stat_new.status == 0);
+    CHECK(stat_new.out.find("xaes-256-gcm (the key given opens it)") != std::string::npos);
+    const CmdResult stat_old = sh(shq(HIODSFS_STAT_BIN) + " --key ask " + shq(m.store()) + " < " +
+                                  shq(answer("stat-old", "first words\n")));
+    CHECK(stat_old.status == 1);
+    CHECK(line_count(stat_old.err) == 1);
+    CHECK(stat_old.err.find("passphrase is not this store's") != std::string::npos);
 }

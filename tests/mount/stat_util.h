@@ -24,9 +24,12 @@ namespace hiodsfs::mt {
 
 // hiodsfs-stat --json --history of a store or a mount point (a mounted
 // store's figures are those the daemon last published), checked against
-// the documented schema unless check_schema is false.
-inline nlohmann::json stat_json(const std::string& target, bool check_schema = true) {
-    std::vector<std::string> argv = {HIODSFS_STAT_BIN, "--json", "--history", target};
+// the documented schema unless check_schema is false; extra: more options.
+inline nlohmann::json stat_json(const std::string& target, bool check_schema = true,
+                                const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {HIODSFS_STAT_BIN, "--json", "--history"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(target);
     CmdResult r = run(argv, {}, std::chrono::seconds(60));
     INFO("hiodsfs-stat " << target << ": " << r.describe());
     REQUIRE(r.ok());
