@@ -190,6 +190,10 @@ int change_key(const boost::program_options::variables_map& vm, const hiodsfs::F
         }
         rados.source = tier_name;
         if (vm.count("ceph-conf")) rados.ceph_conf = vm["ceph-conf"].as<std::string>();
+    } else if (vm.count("ceph-conf")) {
+        std::fprintf(stderr, "hiodsfs-fsck: --ceph-conf is for a RADOS store; %s keeps its key slot itself\n",
+                     hiodsfs::escape_line(o.store).c_str());
+        return kExitOperational;
     }
     hiodsfs::ChangeKeyOptions co;
     co.store = o.store;
