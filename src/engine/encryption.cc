@@ -50,18 +50,12 @@ Status open_sealed_tier(SegmentTier* tier, const StoreKey* key, const Passphrase
     StoreFormat format;
     HIODSFS_TRY(parse_store_format(text, tier->describe() + " (its format object)", &format));
     if (!format.encryption.on()) return Status::ok();
-    StoreKey from_slot;
-    if (key == nullptr && passphrase != nullptr) {
-        HIODSFS_TRY(unlock_store_key(KeySlotPlace::pool(tier), format.encryption, *passphrase, &from_slot));
-        key = &from_slot;
-    }
-    if (key == nullptr)
+    if (key == nullptr && passphrase == nullptr)
         return Status::error(EACCES, "store " + tier->describe() + " is encrypted: give its key with key_file= or "
                                      "key=ask (--key-file FILE or --key ask for hiodsfs-fsck)");
-    HIODSFS_TRY(open_store_cipher(tier->describe(), format.encryption, *key, cipher));
+    HIODSFS_TRY(open_store_key(KeySlotPlace::pool(tier), format.encryption, key, passphrase, cipher, unlocked));
     *out = std::make_unique<SealedTier>(tier, cipher->get());
     if (encryption != nullptr) *encryption = format.encryption;
-    if (unlocked != nullptr) *unlocked = *key;
     return Status::ok();
 }
 
@@ -93,13 +87,10 @@ Status EngineImpl::open_encryption(const std::string& dir, const StoreFormat* fo
         // Made already, from the pool's FORMAT (seal_tier): the same store's.
         if (format->encryption != encryption_)
             return Status::error(EUCLEAN, "store " + dir + ": its FORMAT and the pool's name different keys");
-    } else if (opts_.key != nullptr) {
-        HIODSFS_TRY(open_store_cipher(dir, format->encryption, *opts_.key, &cipher_));
     } else {
-        // A local store's slot (a RADOS store's is in its pool: seal_tier).
-        StoreKey unlocked;
-        HIODSFS_TRY(unlock_store_key({env_, dir}, format->encryption, *opts_.passphrase, &unlocked));
-        HIODSFS_TRY(open_store_cipher(dir, format->encryption, unlocked, &cipher_));
+        // A passphrase opens a local store's slot (a RADOS store's is in its
+        // pool: seal_tier).
+        HIODSFS_TRY(open_store_key({env_, dir}, format->encryption, opts_.key.get(), opts_.passphrase.get(), &cipher_));
     }
     encryption_ = format->encryption;
     return Status::ok();

@@ -121,28 +121,40 @@ Status make_key_slot(const StoreKey& key, const Passphrase& passphrase, const St
     return Status::ok();
 }
 
+Status open_store_key(const KeySlotPlace& place, const StoreEncryption& e, const StoreKey* key,
+                      const Passphrase* passphrase, std::unique_ptr<ChunkCipher>* cipher, StoreKey* key_out) {
+    const std::string name = "store " + place.store;
+    StoreKey unwrapped;
+    if (key == nullptr) {
+        if (passphrase == nullptr)
+            return Status::error(EACCES, name + " is encrypted: give its key file or its passphrase");
+        KeySlot slot;
+        bool exists = false;
+        HIODSFS_TRY(read_key_slot(place, &slot, &exists));
+        if (!exists)
+            return Status::error(EACCES, name + " has no key slot (" + place.describe() +
+                                             "), so no passphrase opens it: give its key file (key_file=, --key-file)");
+        if (slot.store_id != e.id)
+            return Status::error(EACCES, name + ": its key slot belongs to another store (id " + slot.store_id + ")");
+        StoreKey kek;
+        HIODSFS_TRY(passphrase_key(*passphrase, slot.salt, slot.cost, &kek));
+        const Status opened = unwrap_key(kek, slot.wrapped, bytes_of(slot_ad(e.id)), &unwrapped);
+        if (opened.err() == EBADMSG)
+            return Status::error(EACCES, name + ": the passphrase is not this store's (or its key slot is damaged); "
+                                                 "nothing was changed");
+        HIODSFS_TRY(opened);
+        key = &unwrapped;
+    }
+    // Either way checked against FORMAT's key check, once.
+    HIODSFS_TRY(open_store_cipher(place.store, e, *key, cipher));
+    if (key_out != nullptr) *key_out = *key;
+    return Status::ok();
+}
+
 Status unlock_store_key(const KeySlotPlace& place, const StoreEncryption& e, const Passphrase& passphrase,
                         StoreKey* out) {
-    KeySlot slot;
-    bool exists = false;
-    HIODSFS_TRY(read_key_slot(place, &slot, &exists));
-    const std::string name = "store " + place.store;
-    if (!exists)
-        return Status::error(EACCES, name + " has no key slot (" + place.describe() +
-                                         "), so no passphrase opens it: give its key file (key_file=, --key-file)");
-    if (slot.store_id != e.id)
-        return Status::error(EACCES, name + ": its key slot belongs to another store (id " + slot.store_id + ")");
-    StoreKey kek, key;
-    HIODSFS_TRY(passphrase_key(passphrase, slot.salt, slot.cost, &kek));
-    Status opened = unwrap_key(kek, slot.wrapped, bytes_of(slot_ad(e.id)), &key);
-    if (opened.err() == EBADMSG)
-        return Status::error(EACCES, name + ": the passphrase is not this store's (or its key slot is damaged); "
-                                             "nothing was changed");
-    HIODSFS_TRY(opened);
     std::unique_ptr<ChunkCipher> checked;
-    HIODSFS_TRY(open_store_cipher(place.store, e, key, &checked));
-    *out = key;
-    return Status::ok();
+    return open_store_key(place, e, nullptr, &passphrase, &checked, out);
 }
 
 Status change_store_passphrase(const KeySlotPlace& place, const StoreEncryption& e, const StoreKey& key,

@@ -18,6 +18,7 @@
 // Thread-safety: functions of their arguments.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,15 @@ Status remove_key_slot(const KeySlotPlace& place);
 // A slot of the store whose FORMAT says e, holding key under passphrase.
 Status make_key_slot(const StoreKey& key, const Passphrase& passphrase, const StoreEncryption& e,
                      const ScryptCost& cost, KeySlot* out);
-// The store's key from its slot and passphrase, checked against FORMAT's
-// key check; EACCES with one line for a wrong passphrase, a store without
-// a slot, or a slot of another store or key.
+// The cipher of the store whose FORMAT says e, made from key, or else from
+// the key that passphrase unwraps from the slot at place; checked once
+// against FORMAT's key check. EACCES with one line for a wrong key or
+// passphrase, a store without a slot, a slot of another store, or neither
+// given. *key_out (if given): the store's key.
+Status open_store_key(const KeySlotPlace& place, const StoreEncryption& e, const StoreKey* key,
+                      const Passphrase* passphrase, std::unique_ptr<ChunkCipher>* cipher,
+                      StoreKey* key_out = nullptr);
+// The store's key from its slot and passphrase (open_store_key).
 Status unlock_store_key(const KeySlotPlace& place, const StoreEncryption& e, const Passphrase& passphrase,
                         StoreKey* out);
 // Gives the store (FORMAT: e) a slot for new_passphrase, key being its key

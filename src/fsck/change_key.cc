@@ -14,12 +14,11 @@ namespace {
 Status change_passphrase_at(const KeySlotPlace& place, const StoreFormat& format, const ChangeKeyOptions& options) {
     if (!format.encryption.on())
         return Status::error(EINVAL, "store " + place.store + " is not encrypted: it has no key to change");
-    StoreKey key;
-    if (options.key != nullptr) key = *options.key;
-    else if (options.passphrase != nullptr)
-        HIODSFS_TRY(unlock_store_key(place, format.encryption, *options.passphrase, &key));
-    else
+    if (options.key == nullptr && options.passphrase == nullptr)
         return Status::error(EACCES, "store " + place.store + ": give its key file or its passphrase to change it");
+    std::unique_ptr<ChunkCipher> checked;
+    StoreKey key;
+    HIODSFS_TRY(open_store_key(place, format.encryption, options.key.get(), options.passphrase.get(), &checked, &key));
     return change_store_passphrase(place, format.encryption, key, *options.new_passphrase, options.cost);
 }
 

@@ -67,12 +67,9 @@ Status run_fsck(const FsckOptions& options, FsckReport* report) {
                                      "or --key ask (nothing was checked)");
     if (!encryption.on() && keyed)
         return Status::error(EINVAL, "store " + options.store + " is not encrypted, and a key was given");
-    if (encryption.on()) {
-        StoreKey key;
-        if (options.key != nullptr) key = *options.key;
-        else HIODSFS_TRY(unlock_store_key({s.dir->env(), options.store}, encryption, *options.passphrase, &key));
-        HIODSFS_TRY(open_store_cipher(options.store, encryption, key, &cipher));
-    }
+    if (encryption.on())
+        HIODSFS_TRY(open_store_key({s.dir->env(), options.store}, encryption, options.key.get(),
+                                   options.passphrase.get(), &cipher));
     const bool fix_format = options.repair && format.repairable;
     if (!format.problem.empty()) report->problems.push_back(FsckProblem{format.problem, fix_format, format.repairable});
     {

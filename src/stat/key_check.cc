@@ -1,6 +1,5 @@
 #include "stat/key_check.h"
 
-#include "engine/encryption.h"
 #include "engine/key_slot.h"
 #include "engine/store_layout.h"
 #include "store/store_dir.h"
@@ -16,15 +15,14 @@ Status check_store_key(const std::string& store, const StoreKey* key, const Pass
     bool exists = false;
     HIODSFS_TRY(read_store_format(dir->env(), store, &format, &exists));
     if (!exists) return Status::error(ENOENT, store + " is not a hiodsfs store (it has no FORMAT record)");
-    if (!format.encryption.on()) return Status::error(EINVAL, "store " + store + " is not encrypted, and a key was given");
-    std::unique_ptr<ChunkCipher> cipher;
-    if (key != nullptr) return open_store_cipher(store, format.encryption, *key, &cipher);
-    if (passphrase == nullptr) return Status::error(EINVAL, "no key was given to check");
-    if (!format.tier.empty())
+    if (!format.encryption.on())
+        return Status::error(EINVAL, "store " + store + " is not encrypted, and a key was given");
+    if (key == nullptr && passphrase == nullptr) return Status::error(EINVAL, "no key was given to check");
+    if (key == nullptr && !format.tier.empty())
         return Status::error(EINVAL, "store " + store + " keeps its key slot in its pool (" + format.tier +
                                          "): hiodsfs-fsck --key ask checks the passphrase there");
-    StoreKey unlocked;
-    return unlock_store_key({dir->env(), store}, format.encryption, *passphrase, &unlocked);
+    std::unique_ptr<ChunkCipher> cipher;
+    return open_store_key({dir->env(), store}, format.encryption, key, passphrase, &cipher);
 }
 
 }  // namespace hiodsfs::stat
