@@ -159,15 +159,18 @@ int run_estimate_cmd(const std::vector<std::string>& dirs,
     return 0;
 }
 
-int show(const std::string& target, bool json, bool history, bool color, const cli::StoreCredentials& credentials) {
+// credentials: a key to check (once: --watch shows it checked after).
+int show(const std::string& target, bool json, bool history, bool color, const cli::StoreCredentials& credentials,
+         bool* key_checked) {
     stat::Report r;
     Status st = stat::load_report(target, &r);
     if (!st) return fail(st.message());
-    if (credentials.given()) {
+    if (credentials.given() && !*key_checked) {
         st = stat::check_store_key(r.store, credentials.key.get(), credentials.passphrase.get());
         if (!st) return fail(st.message());
-        r.key_checked = true;
+        *key_checked = true;
     }
+    r.key_checked = *key_checked;
     if (json) {
         std::cout << stat::format_json(r, history);
     } else {
@@ -240,7 +243,8 @@ int main(int argc, char** argv) {
         const Status read = cli::read_store_credentials(given("key-file"), given("key"), paths[0], &credentials);
         if (!read) return fail(read.message());
     }
-    if (!vm.count("watch")) return show(paths[0], json, history, color, credentials);
+    bool key_checked = false;
+    if (!vm.count("watch")) return show(paths[0], json, history, color, credentials, &key_checked);
 
     const double every = vm["watch"].as<double>();
     if (!(every >= 0.1 && every <= 86400)) return fail("--watch takes 0.1 to 86400 seconds");
@@ -248,7 +252,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     while (!g_stop.load()) {
         if (clear) std::cout << "\033[H\033[2J";
-        rc = show(paths[0], json, history, color, credentials);
+        rc = show(paths[0], json, history, color, credentials, &key_checked);
         if (rc != 0) return rc;
         for (double waited = 0; waited < every && !g_stop.load(); waited += 0.05)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
