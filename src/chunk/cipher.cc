@@ -95,8 +95,7 @@ bool draw_nonce(std::uint8_t* out, std::size_t n) {
         if (RAND_bytes(p.bytes.data(), static_cast<int>(p.bytes.size())) != 1) return false;
         p.used = 0;
     }
-    std::memcpy(out, p.bytes.data() + p.used, n);
-    std::memset(p.bytes.data() + p.used, 0, n);  // handed out once
+    std::memcpy(out, p.bytes.data() + p.used, n);  // each byte handed out once: used only grows
     p.used += n;
     return true;
 }

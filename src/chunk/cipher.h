@@ -11,9 +11,10 @@
 // before it (FORMAT "aes-256-gcm") keep AES-256-GCM with a random 96-bit
 // nonce, under which the chance of a repeat stays below 2^-32 for the
 // first 2^32 seals (NIST SP 800-38D, 8.3); so does a wrapped key
-// (key_wrap.h), sealed once per passphrase. Both through OpenSSL EVP. The associated data binds
-// the sealed bytes to what refers to them (codec.h: the chunk's id and its
-// payload's prefix), so bytes moved or swapped inside a segment do not open.
+// (key_wrap.h), sealed once per passphrase. Both through OpenSSL EVP.
+// The associated data binds the sealed bytes to what refers to them
+// (codec.h: the chunk's id and its payload's prefix), so bytes moved or
+// swapped inside a segment do not open.
 // The subkeys are HKDF-SHA-256 of the store key, salted with the store's
 // random id, one for each purpose: a key is never used for two.
 // Thread-safety: a ChunkCipher is immutable once made; seal, open,

@@ -82,7 +82,8 @@ Status unwrap_key(const StoreKey& kek, std::span<const std::uint8_t> wrapped, st
     Status opened = c->open(wrapped, ad, k);
     if (opened) *out = StoreKey(std::span<const std::uint8_t, StoreKey::kBytes>(k));
     OPENSSL_cleanse(k.data(), k.size());
-    if (opened.err() == EBADMSG) return Status::error(EBADMSG, "the wrapped key does not authenticate under this passphrase");
+    if (opened.err() == EBADMSG)
+        return Status::error(EBADMSG, "the wrapped key does not authenticate under this passphrase");
     return opened;
 }
 
